@@ -1,0 +1,42 @@
+"""Assertions whose failure messages teach: what was expected, what came back, which rule."""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Callable
+
+
+def check_close(got: Any, expected: float, what: str, rule: str, rel: float = 1e-12,
+                abs_: float = 1e-12) -> None:
+    """``got`` is a real number within ``rel``/``abs_`` of ``expected``."""
+    if isinstance(got, bool) or not isinstance(got, (int, float)):
+        raise AssertionError(f"{what}: expected a number, got {type(got).__name__} {got!r}")
+    if not math.isclose(got, expected, rel_tol=rel, abs_tol=abs_):
+        raise AssertionError(f"{what}: expected {expected!r}, got {got!r}\n  rule: {rule}")
+
+
+def check_rejects(call: Callable[[], Any], argument: str | tuple[str, ...], rule: str,
+                  error: type[Exception] = ValueError) -> None:
+    """``call()`` raises ``error`` with a message that names ``argument`` (or one of several).
+
+    A ``NotImplementedError`` passes through untouched, so an unfinished stub says so."""
+    names = (argument,) if isinstance(argument, str) else argument
+    argument = " or ".join(repr(n) for n in names)
+    try:
+        call()
+    except NotImplementedError:
+        raise
+    except error as exc:
+        if not any(n in str(exc) for n in names):
+            raise AssertionError(
+                f"{error.__name__} raised, but its message does not name the argument "
+                f"{argument}: {str(exc)!r}\n  rule: {rule}"
+            ) from None
+        return
+    except Exception as exc:  # noqa: BLE001 - report whatever came instead
+        raise AssertionError(
+            f"expected {error.__name__} naming {argument}, got {type(exc).__name__}: {exc}\n"
+            f"  rule: {rule}"
+        ) from exc
+    raise AssertionError(f"expected {error.__name__} naming {argument}, nothing was raised\n"
+                         f"  rule: {rule}")

@@ -1,0 +1,123 @@
+"""A CPU stand-in for a captured CUDA graph, with the same call signature as exercise 3's
+``capture`` (``capture(fn, *static_inputs, warmup_iters=3, pool=None) -> CapturedGraph``).
+
+What it keeps of a real graph, so CPU tests can check graph runners:
+
+* Replay reads the *same* static input tensors that were captured. Refill them with ``copy_``;
+  rebinding a Python name to a new tensor leaves the graph reading the old one.
+* Replay writes into the *same* output tensors every time, so an output you hold on to is
+  overwritten by the next replay.
+* Outputs keep their captured shapes; a function whose output shape changes between calls cannot
+  be a graph, and replay says so.
+* Each capture belongs to a memory pool; ``graph.pool()`` returns it, and captures that are handed
+  the same ``pool`` share it (as ``torch.cuda.graph(pool=...)`` does).
+
+What it cannot keep: a real replay does not run Python, so values a function reads from Python
+state (a counter, ``.item()``, a branch) are frozen at capture on a GPU but re-read here. Capture
+here also runs ``fn`` once for real (a GPU capture only records), so a function with side effects
+sees one extra call.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator
+
+import torch
+
+_pool_ids = itertools.count(1)
+
+
+class StandInPool:
+    """A memory-pool handle; only its identity matters."""
+
+    def __init__(self) -> None:
+        self.id = next(_pool_ids)
+
+    def __repr__(self) -> str:
+        return f"StandInPool({self.id})"
+
+
+@dataclass(eq=False)
+class CapturedGraph:
+    """What a capture returns: the graph, the tensors it reads and the tensors it writes.
+
+    ``replay()`` re-runs the recorded work on whatever ``static_inputs`` hold now and returns
+    ``static_outputs`` (the same objects every time)."""
+
+    graph: Any
+    static_inputs: tuple
+    static_outputs: Any
+
+    def replay(self) -> Any:
+        self.graph.replay()
+        return self.static_outputs
+
+
+def tensors_in(obj: Any) -> Iterator[torch.Tensor]:
+    """The tensors inside a function's result (a tensor, or tuples, lists and dicts of them)."""
+    if isinstance(obj, torch.Tensor):
+        yield obj
+    elif isinstance(obj, (tuple, list)):
+        for item in obj:
+            yield from tensors_in(item)
+    elif isinstance(obj, dict):
+        for item in obj.values():
+            yield from tensors_in(item)
+
+
+class StandInGraph:
+    """Replays ``fn`` on the captured inputs and copies the result into the captured outputs."""
+
+    def __init__(self, fn: Callable, static_inputs: tuple, static_outputs: Any, pool: Any):
+        self._fn = fn
+        self._static_inputs = static_inputs
+        self._static_outputs = list(tensors_in(static_outputs))
+        self._pool = pool
+        self.replays = 0
+
+    def pool(self) -> Any:
+        return self._pool
+
+    def replay(self) -> None:
+        fresh = list(tensors_in(self._fn(*self._static_inputs)))
+        if len(fresh) != len(self._static_outputs):
+            raise RuntimeError(
+                f"graph replay: the function returned {len(fresh)} tensors, but "
+                f"{len(self._static_outputs)} were captured; a graph's outputs are fixed at capture"
+            )
+        for i, (static, new) in enumerate(zip(self._static_outputs, fresh)):
+            if new.shape != static.shape or new.dtype != static.dtype:
+                raise RuntimeError(
+                    f"graph replay: output {i} is {tuple(new.shape)} {new.dtype} but was captured "
+                    f"as {tuple(static.shape)} {static.dtype}; a graph's shapes are fixed at capture"
+                )
+            if new is not static:
+                static.copy_(new)
+        self.replays += 1
+
+
+def capture_on_cpu(
+    fn: Callable, *static_inputs: torch.Tensor, warmup_iters: int = 3, pool: Any = None
+) -> CapturedGraph:
+    """Warm up ``fn`` ``warmup_iters`` times on ``static_inputs``, then 'capture' one call.
+
+    Same rules as exercise 3's ``capture`` on a GPU: ``warmup_iters >= 1``; every input is a
+    tensor (here: a CPU tensor); ``pool=None`` starts a new memory pool."""
+    if not callable(fn):
+        raise TypeError(f"fn: expected a callable, got {type(fn).__name__}")
+    if isinstance(warmup_iters, bool) or not isinstance(warmup_iters, int) or warmup_iters < 1:
+        raise ValueError(
+            f"warmup_iters: expected an int >= 1 (capturing cold work records allocator and "
+            f"autotune side effects), got {warmup_iters!r}"
+        )
+    for i, t in enumerate(static_inputs):
+        if not isinstance(t, torch.Tensor) or t.device.type != "cpu":
+            got = f"a tensor on {t.device}" if isinstance(t, torch.Tensor) else type(t).__name__
+            raise ValueError(f"static_inputs[{i}]: expected a CPU tensor, got {got}")
+    for _ in range(warmup_iters):
+        fn(*static_inputs)
+    outputs = fn(*static_inputs)
+    graph = StandInGraph(fn, static_inputs, outputs, StandInPool() if pool is None else pool)
+    return CapturedGraph(graph, static_inputs, outputs)

@@ -1,0 +1,74 @@
+"""Hypothesis strategies and settings profiles for the whole course, kept in one place.
+
+Profiles: ``dev`` (default; fast, random), ``ci`` (derandomized, more examples; chosen when the
+environment variable CI is set), ``grading`` (derandomized and reproducible, no example database).
+Pick one with ``--hypothesis-profile NAME`` or the HYPOTHESIS_PROFILE environment variable.
+"""
+
+from __future__ import annotations
+
+import os
+
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+
+_common = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.register_profile("dev", max_examples=40, **_common)
+settings.register_profile("ci", max_examples=150, derandomize=True, database=None, **_common)
+settings.register_profile(
+    "grading", max_examples=100, derandomize=True, database=None, print_blob=False, **_common
+)
+
+
+def default_profile() -> str:
+    return os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if os.environ.get("CI") else "dev")
+
+
+# ---------------------------------------------------------------- exercise 1: launch model
+
+#: Microseconds as whole numbers, so sums and maxima are exact in floating point.
+whole_us = st.integers(min_value=0, max_value=10_000).map(float)
+
+
+@st.composite
+def decode_step_kwargs(draw):
+    """Keyword arguments for a valid ``DecodeStep`` (positive bandwidth, everything else >= 0)."""
+    return dict(
+        weight_gib=draw(st.floats(0, 200, allow_nan=False)),
+        n_layers=draw(st.integers(0, 128)),
+        kernels_per_layer=draw(st.integers(0, 64)),
+        launch_us=draw(st.floats(0, 50, allow_nan=False)),
+        bandwidth_bps=draw(st.floats(1e9, 1e13, allow_nan=False)),
+        gpu_node_us=draw(st.floats(0, 5, allow_nan=False)),
+    )
+
+
+#: A decode step's fields that must be >= 0, with the value that breaks the rule.
+negative_field = st.sampled_from(
+    ["weight_gib", "n_layers", "kernels_per_layer", "launch_us", "bandwidth_bps", "gpu_node_us"]
+)
+
+kernel_times = st.lists(whole_us, min_size=0, max_size=40)
+
+
+@st.composite
+def noiseless_line(draw):
+    """``(n_kernels, step_ms, launch_us, compute_ms)`` with every point exactly on the line."""
+    launch_us = draw(st.integers(0, 100).map(float)) + draw(st.sampled_from([0.0, 0.25, 0.5]))
+    compute_ms = draw(st.floats(0, 100, allow_nan=False))
+    counts = draw(st.lists(st.integers(1, 3000), min_size=2, max_size=12))
+    if len(set(counts)) < 2:
+        counts.append(counts[0] + draw(st.integers(1, 500)))
+    step_ms = [compute_ms + n * launch_us / 1e3 for n in counts]
+    return counts, step_ms, launch_us, compute_ms
+
+
+# ---------------------------------------------------------------- exercises 5 and 6: buckets
+
+sizes = st.integers(min_value=1, max_value=600)
+size_lists = st.lists(sizes, min_size=1, max_size=20)
+unique_size_lists = st.lists(sizes, min_size=1, max_size=12, unique=True)
+batch_sizes = st.integers(min_value=1, max_value=700)
+
+MODES = ("NONE", "PIECEWISE", "FULL", "FULL_DECODE_ONLY", "FULL_AND_PIECEWISE")
+mode_names = st.sampled_from(MODES)

@@ -1,0 +1,88 @@
+"""Exercise 5 · batch-size buckets and padding.
+
+A CUDA graph replays fixed shapes at fixed addresses, so a server captures one graph per batch
+size in a short list (the *buckets*, vLLM's ``cudagraph_capture_sizes``), pads each real batch up
+to the nearest captured size, and runs eagerly when a batch is larger than every bucket.
+
+Check your work with ``python -m pytest exercises -m ex5``. On a CPU the runner is tested with the
+course's stand-in for a captured graph (``coursekit.standin.capture_on_cpu``), which keeps what
+matters here: static inputs, outputs overwritten by every replay, and memory pools.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Iterable
+
+import torch
+
+from coursekit.standin import capture_on_cpu  # noqa: F401  (the CPU default for `capture`)
+
+
+def default_capture_sizes(max_size: int = 512) -> list[int]:
+    """vLLM's default buckets: ``[1, 2, 4]``, then the multiples of 8 below 256, then the multiples
+    of 16 from 256 on, keeping only sizes ``<= max_size``, ascending.
+
+    ``default_capture_sizes(512)`` has 51 sizes; ``default_capture_sizes(8) == [1, 2, 4, 8]``.
+    ``max_size < 1`` -> ValueError naming ``max_size``.
+    """
+    raise NotImplementedError("exercise 5: default_capture_sizes")
+
+
+def padded_size(n: int, capture_sizes: Iterable[int]) -> int | None:
+    """The bucket for a batch of ``n`` rows: the smallest size ``>= n`` in ``capture_sizes``, or
+    ``None`` when ``n`` is larger than every size (the batch runs eagerly).
+
+    Sizes may come in any order and repeated. ``n < 1`` -> ValueError naming ``n``; no sizes ->
+    ValueError naming ``capture_sizes``.
+    """
+    raise NotImplementedError("exercise 5: padded_size")
+
+
+def pad_rows(x: torch.Tensor, size: int, value: float = 0) -> torch.Tensor:
+    """A new tensor of ``size`` rows (same dtype, device and row shape as ``x``): the first
+    ``len(x)`` rows are ``x``, the rest are filled with ``value``. ``x`` itself is not modified.
+    ``size < len(x)`` -> ValueError naming ``size``.
+    """
+    raise NotImplementedError("exercise 5: pad_rows")
+
+
+class BucketedGraphRunner:
+    """One captured graph per bucket over a single static input buffer.
+
+    Construction:
+      * ``self.buffer``-like storage: one static input tensor with ``len(max_example)`` rows,
+        owned by the runner (a copy, never the caller's tensor).
+      * ``capture_sizes`` defaults to ``default_capture_sizes(len(max_example))``; a size outside
+        ``1..len(max_example)`` -> ValueError naming ``capture_sizes``.
+      * For every size, capture ``fn`` over the prefix ``buffer[:size]`` with
+        ``capture(fn, buffer[:size], warmup_iters=warmup_iters, pool=pool)``: largest size first,
+        all graphs sharing one memory pool (pass the first graph's ``graph.pool()`` to the rest).
+        ``capture`` defaults to exercise 3's ``capture`` for CUDA tensors and to
+        ``capture_on_cpu`` for CPU tensors.
+      * ``capture_order``: the sizes in the order they were captured.
+      * ``stats``: how many calls replayed each size (key: the size) and how many ran eagerly
+        (key: ``"eager"``); a ``collections.Counter`` is handy.
+
+    Calling ``runner(x)``:
+      * ``x`` must have the buffer's row shape, dtype and device, and at least one row
+        (ValueError naming ``x`` otherwise).
+      * Find the bucket for ``len(x)``. None -> run ``fn(x)`` eagerly and return its result.
+      * Otherwise copy ``x`` into the first rows of the buffer (``copy_``: the graph reads the
+        buffer's memory, not your variable), fill the rest of the bucket with ``pad_value``,
+        replay that bucket's graph, and return the first ``len(x)`` output rows as a fresh tensor
+        (the graph overwrites its outputs on the next replay).
+    """
+
+    def __init__(
+        self,
+        fn: Callable[[torch.Tensor], torch.Tensor],
+        max_example: torch.Tensor,
+        capture_sizes: Iterable[int] | None = None,
+        warmup_iters: int = 3,
+        pad_value: float = 0,
+        capture: Callable | None = None,
+    ):
+        raise NotImplementedError("exercise 5: BucketedGraphRunner.__init__")
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError("exercise 5: BucketedGraphRunner.__call__")

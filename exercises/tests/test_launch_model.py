@@ -1,0 +1,309 @@
+"""Exercise 1 · launch_model — the launch-overhead model. Run: python -m pytest exercises -m ex1"""
+
+import math
+import os
+import subprocess
+import sys
+
+import pytest
+from hypothesis import assume, given
+from hypothesis import strategies as st
+
+from coursekit import strategies as S
+from coursekit.checks import check_close, check_rejects
+from coursekit.impl import NAMED, REPO_ROOT
+from coursekit.lesson import H200_SWEEP, SEED_REPORT, SEED_WEIGHTS
+
+pytestmark = pytest.mark.ex1
+
+
+def show(kwargs):
+    return "DecodeStep(" + ", ".join(f"{k}={v!r}" for k, v in kwargs.items()) + ")"
+
+
+# ------------------------------------------------------------------------------- DecodeStep
+
+
+@given(S.decode_step_kwargs())
+def test_n_kernels_is_layers_times_kernels_plus_ten(launch_model, kw):
+    n = launch_model.DecodeStep(**kw).n_kernels
+    expected = kw["n_layers"] * kw["kernels_per_layer"] + 10
+    assert isinstance(n, int) and not isinstance(n, bool), (
+        f"{show(kw)}.n_kernels: expected an int, got {type(n).__name__} {n!r}"
+    )
+    assert n == expected, (
+        f"{show(kw)}.n_kernels: expected {expected}, got {n}\n"
+        "  rule: n_layers * kernels_per_layer + 10 (embedding, final norm, lm_head...)"
+    )
+
+
+@given(S.decode_step_kwargs())
+def test_compute_ms_is_gib_over_bandwidth(launch_model, kw):
+    check_close(
+        launch_model.DecodeStep(**kw).compute_ms,
+        kw["weight_gib"] * 1024**3 / kw["bandwidth_bps"] * 1e3,
+        f"{show(kw)}.compute_ms",
+        "weight_gib * 1024**3 / bandwidth_bps * 1e3 (GiB = 1024**3 bytes; result in ms)",
+    )
+
+
+@given(S.decode_step_kwargs())
+def test_launch_ms_is_n_times_tau(launch_model, kw):
+    n = kw["n_layers"] * kw["kernels_per_layer"] + 10
+    check_close(
+        launch_model.DecodeStep(**kw).launch_ms,
+        n * kw["launch_us"] / 1e3,
+        f"{show(kw)}.launch_ms",
+        "n_kernels * launch_us / 1e3 (us -> ms)",
+    )
+
+
+@given(S.decode_step_kwargs())
+def test_eager_graph_and_speedup(launch_model, kw):
+    step = launch_model.DecodeStep(**kw)
+    n = kw["n_layers"] * kw["kernels_per_layer"] + 10
+    compute = kw["weight_gib"] * 1024**3 / kw["bandwidth_bps"] * 1e3
+    eager = compute + n * kw["launch_us"] / 1e3
+    graph = compute + kw["launch_us"] / 1e3 + n * kw["gpu_node_us"] / 1e3
+    check_close(step.eager_ms(), eager, f"{show(kw)}.eager_ms()", "compute_ms + launch_ms")
+    check_close(
+        step.graph_ms(), graph, f"{show(kw)}.graph_ms()",
+        "compute_ms + launch_us / 1e3 + n_kernels * gpu_node_us / 1e3 "
+        "(one submission, plus the GPU cost of each node)",
+    )
+    assume(graph > 0)
+    check_close(step.speedup(), eager / graph, f"{show(kw)}.speedup()", "eager_ms() / graph_ms()")
+
+
+def test_lesson_numbers(launch_model):
+    awq = launch_model.DecodeStep(5.5)
+    assert awq.n_kernels == 430, f"DecodeStep(5.5).n_kernels: expected 430 (28*15+10), got {awq.n_kernels}"
+    check_close(awq.launch_ms, 2.15, "DecodeStep(5.5).launch_ms", "430 kernels * 5 us = 2.15 ms")
+    check_close(awq.compute_ms, 5.5 * 1.073741824, "DecodeStep(5.5).compute_ms",
+                "5.5 GiB = 5.5 * 1.073741824e9 bytes at 1e12 B/s -> 5.9056 ms (not 5.5 ms: GiB, not GB)")
+    check_close(awq.graph_ms(), 5.5 * 1.073741824 + 0.005, "DecodeStep(5.5).graph_ms()",
+                "with gpu_node_us = 0 the graph pays one launch: compute_ms + 0.005 ms")
+
+
+@pytest.mark.parametrize("field", ["weight_gib", "n_layers", "kernels_per_layer", "launch_us",
+                                   "bandwidth_bps", "gpu_node_us"])
+def test_negative_field_is_rejected(launch_model, field):
+    kwargs = {"weight_gib": 1.0, field: -1}
+    check_rejects(lambda: launch_model.DecodeStep(**kwargs), field,
+                  f"DecodeStep({field}=-1): negative values are rejected at construction")
+
+
+def test_zero_bandwidth_is_rejected(launch_model):
+    check_rejects(lambda: launch_model.DecodeStep(1.0, bandwidth_bps=0.0), "bandwidth_bps",
+                  "DecodeStep(bandwidth_bps=0): bandwidth must be > 0")
+
+
+# ------------------------------------------------------------------------------- report
+
+
+def _diff(got: str, expected: str) -> str:
+    lines = []
+    for i, (g, e) in enumerate(zip(got.split("\n") + [""] * 9, expected.split("\n") + [""] * 9)):
+        if g != e:
+            lines.append(f"  line {i + 1}:\n    expected {e!r}\n    got      {g!r}")
+    return "\n".join(lines[:4])
+
+
+def test_report_prints_the_lesson_table_byte_for_byte(launch_model):
+    got = launch_model.report(launch_model.SEED_ROWS)
+    assert isinstance(got, str), f"report(): expected a str, got {type(got).__name__}"
+    assert got in (SEED_REPORT, SEED_REPORT + "\n"), (
+        "report(SEED_ROWS) differs from the lesson's expected output:\n" + _diff(got, SEED_REPORT)
+    )
+
+
+@given(st.lists(st.tuples(st.text("abcXYZ 权重", min_size=1, max_size=12), S.decode_step_kwargs()),
+                max_size=3))
+def test_report_formats_every_row(launch_model, rows):
+    rows = [(label, kw) for label, kw in rows if kw["launch_us"] > 0]  # keeps 1000/ms finite
+    got = launch_model.report([(label, launch_model.DecodeStep(**kw)) for label, kw in rows])
+    expected = []
+    for label, kw in rows:
+        n = kw["n_layers"] * kw["kernels_per_layer"] + 10
+        compute = kw["weight_gib"] * 1024**3 / kw["bandwidth_bps"] * 1e3
+        launch = n * kw["launch_us"] / 1e3
+        e, g = compute + launch, compute + kw["launch_us"] / 1e3 + n * kw["gpu_node_us"] / 1e3
+        expected.append(f"{label}: {n} 个 kernel | 计算 {compute:5.1f} ms | 启动 {launch:4.2f} ms")
+        expected.append(f"   eager {e:5.1f} ms -> {1000 / e:5.1f} tok/s | graph {g:5.1f} ms -> "
+                        f"{1000 / g:5.1f} tok/s | 加速比 {e / g:.2f}x")
+    expected = "\n".join(expected)
+    assert got.rstrip("\n") == expected, (
+        f"report() of {len(rows)} row(s) is not two lines per row in the lesson's format:\n"
+        + _diff(got, expected)
+    )
+
+
+def test_seed_rows_are_the_lessons(launch_model):
+    rows = list(launch_model.SEED_ROWS)
+    got = [(label, step.weight_gib, step.n_kernels) for label, step in rows]
+    expected = [(label, w, 430) for label, w in SEED_WEIGHTS]
+    assert got == expected, f"SEED_ROWS: expected (label, weight_gib, n_kernels) {expected}, got {got}"
+
+
+def test_running_the_module_prints_the_table(impl, launch_model):
+    """``python -m <impl>.launch_model`` prints report(SEED_ROWS) and nothing else."""
+    if impl.label in NAMED:
+        cmd = [sys.executable, "-m", f"{impl.label}.launch_model"]
+    else:  # a submission folder: load it as its package, then run the module as __main__
+        cmd = [sys.executable, "-c",
+               "import runpy, sys; from coursekit.impl import Implementation; "
+               "p = Implementation(sys.argv[1]); "
+               "runpy.run_module(p.qualified('launch_model'), run_name='__main__')", str(impl.folder)]
+    env = dict(os.environ, PYTHONIOENCODING="utf-8", PYTHONPATH=str(REPO_ROOT))
+    run = subprocess.run(cmd, cwd=REPO_ROOT, env=env, capture_output=True, timeout=120)
+    out = run.stdout.decode("utf-8", "replace")
+    assert run.returncode == 0, (
+        f"`python -m ...launch_model` exited with {run.returncode}:\n"
+        f"{run.stderr.decode('utf-8', 'replace')[-1500:]}"
+    )
+    assert out == SEED_REPORT + "\n", (
+        "`python -m ...launch_model` must print the lesson's table and nothing else:\n"
+        + _diff(out, SEED_REPORT + "\n")
+    )
+
+
+# ------------------------------------------------------------------------------- simulate_eager_ms
+
+
+def pipeline_ms(kernel_us, launch_us):
+    """The spec's recursion, step by step: kernel k starts at max(k * launch, end of k-1)."""
+    end = 0.0
+    for k, t in enumerate(kernel_us, start=1):
+        end = max(k * launch_us, end) + t
+    return end / 1e3
+
+
+def test_simulate_worked_example(launch_model):
+    # launches end at 5, 10, 15 us; kernels run 5-6, 10-20, 20-21.
+    check_close(launch_model.simulate_eager_ms([1.0, 10.0, 1.0], 5.0), 0.021,
+                "simulate_eager_ms([1, 10, 1], launch_us=5)",
+                "kernel k starts at max(k * launch_us, end of kernel k-1); result in ms")
+
+
+def test_simulate_no_kernels_is_zero(launch_model):
+    check_close(launch_model.simulate_eager_ms([], 5.0), 0.0, "simulate_eager_ms([], 5)",
+                "no kernels -> 0 ms")
+
+
+@given(S.kernel_times, S.whole_us)
+def test_simulate_follows_the_pipeline(launch_model, kernel_us, launch_us):
+    check_close(launch_model.simulate_eager_ms(kernel_us, launch_us),
+                pipeline_ms(kernel_us, launch_us),
+                f"simulate_eager_ms({kernel_us}, launch_us={launch_us})",
+                "kernel k starts at max(k * launch_us, end of kernel k-1); result in ms")
+
+
+@given(S.kernel_times.filter(bool), S.whole_us)
+def test_simulate_bounds(launch_model, kernel_us, launch_us):
+    got = launch_model.simulate_eager_ms(kernel_us, launch_us)
+    n, total, last = len(kernel_us), sum(kernel_us), kernel_us[-1]
+    call = f"simulate_eager_ms({kernel_us}, launch_us={launch_us}) = {got!r}"
+    upper = (n * launch_us + total) / 1e3
+    lower = max(launch_us + total, n * launch_us + last) / 1e3
+    assert got <= upper * (1 + 1e-12), (
+        f"{call} exceeds the additive model N*launch + sum(t) = {upper} ms: the pipeline can only "
+        "overlap launches with kernels, never add time"
+    )
+    assert got >= lower * (1 - 1e-12), (
+        f"{call} is below max(launch + sum(t), N*launch + t_last) = {lower} ms: the GPU cannot "
+        "finish before all kernels ran after the first launch, nor before the last launch + t_last"
+    )
+
+
+@given(st.lists(S.whole_us, min_size=1, max_size=40), S.whole_us)
+def test_simulate_long_kernels_hide_launches(launch_model, kernel_us, launch_us):
+    kernel_us = [t + launch_us for t in kernel_us]  # every kernel at least launch_us long
+    check_close(launch_model.simulate_eager_ms(kernel_us, launch_us),
+                (launch_us + sum(kernel_us)) / 1e3,
+                f"simulate_eager_ms({kernel_us}, launch_us={launch_us})",
+                "when every kernel is >= launch_us the GPU never waits: launch + sum(t)")
+
+
+@given(st.lists(st.integers(0, 100), min_size=1, max_size=40), st.integers(0, 100))
+def test_simulate_tiny_kernels_expose_launches(launch_model, fractions, launch_us):
+    kernel_us = [float(launch_us * f // 100) for f in fractions]  # none longer than launch_us
+    check_close(launch_model.simulate_eager_ms(kernel_us, float(launch_us)),
+                (len(kernel_us) * launch_us + kernel_us[-1]) / 1e3,
+                f"simulate_eager_ms({kernel_us}, launch_us={launch_us})",
+                "when no kernel outlasts a launch the GPU waits every time: N*launch + t_last")
+
+
+@given(S.kernel_times.filter(bool), S.whole_us, st.data())
+def test_simulate_is_monotone(launch_model, kernel_us, launch_us, data):
+    base = launch_model.simulate_eager_ms(kernel_us, launch_us)
+    i = data.draw(st.integers(0, len(kernel_us) - 1), label="kernel made longer")
+    extra = data.draw(S.whole_us, label="extra us")
+    longer = list(kernel_us)
+    longer[i] += extra
+    slower = launch_model.simulate_eager_ms(longer, launch_us)
+    assert slower >= base * (1 - 1e-12), (
+        f"making kernel {i} {extra} us longer made the step faster: {base} -> {slower} ms "
+        "(the step time must be monotone in every kernel time)"
+    )
+    later = launch_model.simulate_eager_ms(kernel_us, launch_us + extra)
+    assert later >= base * (1 - 1e-12), (
+        f"a slower launch ({launch_us} -> {launch_us + extra} us) made the step faster: "
+        f"{base} -> {later} ms (the step time must be monotone in launch_us)"
+    )
+
+
+def test_simulate_rejects_negative_times(launch_model):
+    check_rejects(lambda: launch_model.simulate_eager_ms([1.0], -1.0), "launch_us",
+                  "launch_us must be >= 0")
+    check_rejects(lambda: launch_model.simulate_eager_ms([1.0, -2.0], 1.0), "kernel_us",
+                  "every kernel time must be >= 0")
+
+
+# ------------------------------------------------------------------------------- fit_launch_model
+
+
+@given(S.noiseless_line())
+def test_fit_recovers_a_noiseless_line(launch_model, line):
+    counts, step_ms, launch_us, compute_ms = line
+    got = launch_model.fit_launch_model(counts, step_ms)
+    assert isinstance(got, tuple) and len(got) == 2, (
+        f"fit_launch_model: expected a tuple (launch_us, compute_ms), got {got!r}"
+    )
+    what = f"fit_launch_model({counts}, <points on a line>)"
+    check_close(got[0], launch_us, what + "[0] (launch_us)",
+                "the slope, converted from ms per kernel to us per kernel", rel=1e-6, abs_=1e-6)
+    check_close(got[1], compute_ms, what + "[1] (compute_ms)", "the intercept, in ms",
+                rel=1e-6, abs_=1e-6)
+
+
+@given(st.lists(st.tuples(st.integers(1, 2000), st.floats(0, 50, allow_nan=False)),
+                min_size=3, max_size=15))
+def test_fit_is_least_squares(launch_model, points):
+    counts = [n for n, _ in points]
+    assume(len(set(counts)) >= 2)
+    step_ms = [y for _, y in points]
+    launch_us, compute_ms = launch_model.fit_launch_model(counts, step_ms)
+    residuals = [y - (compute_ms + n * launch_us / 1e3) for n, y in zip(counts, step_ms)]
+    scale = max(1.0, max(step_ms)) * len(points)
+    assert abs(sum(residuals)) <= 1e-7 * scale and \
+        abs(sum(r * n for r, n in zip(residuals, counts))) <= 1e-7 * scale * max(counts), (
+            f"fit_launch_model({counts}, {step_ms}) = ({launch_us}, {compute_ms}) is not the "
+            "least-squares line: its residuals should sum to 0 and be uncorrelated with n_kernels"
+        )
+
+
+def test_fit_on_the_h200_sweep(launch_model):
+    counts = sorted(H200_SWEEP)
+    launch_us, compute_ms = launch_model.fit_launch_model(counts, [H200_SWEEP[n][0] for n in counts])
+    check_close(launch_us, 7.991419324624089, "eager launch cost fitted on the H200 sweep (us)",
+                "least-squares slope over all points", rel=1e-9)
+    check_close(compute_ms, 0.024954911417035763, "eager intercept fitted on the H200 sweep (ms)",
+                "least-squares intercept over all points", rel=1e-9)
+
+
+def test_fit_rejects_bad_input(launch_model):
+    check_rejects(lambda: launch_model.fit_launch_model([1, 2, 3], [1.0, 2.0]),
+                  ("n_kernels", "step_ms"),
+                  "n_kernels and step_ms must have the same length")
+    check_rejects(lambda: launch_model.fit_launch_model([5, 5, 5], [1.0, 2.0, 3.0]), "n_kernels",
+                  "a line needs at least two distinct kernel counts")
