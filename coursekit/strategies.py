@@ -9,10 +9,15 @@ from __future__ import annotations
 
 import os
 
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, Phase, settings
 from hypothesis import strategies as st
 
-_common = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow])
+# No explain phase: it multiplies the time a failing test takes (every stub fails) for little gain.
+_common = dict(
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+    phases=[Phase.explicit, Phase.reuse, Phase.generate, Phase.target, Phase.shrink],
+)
 settings.register_profile("dev", max_examples=40, **_common)
 settings.register_profile("ci", max_examples=150, derandomize=True, database=None, **_common)
 settings.register_profile(

@@ -1,0 +1,330 @@
+"""Exercise 5 · buckets — batch-size buckets, padding, and a bucketed graph runner.
+
+Run: python -m pytest exercises -m ex5. The runner is checked on the CPU stand-in for a captured
+graph (coursekit.standin), which keeps the rules that matter: static inputs, outputs overwritten
+on every replay, memory pools.
+"""
+
+import math
+
+import pytest
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
+
+from coursekit import strategies as S
+from coursekit.checks import check_rejects
+from coursekit.standin import capture_on_cpu
+
+pytestmark = pytest.mark.ex5
+
+
+def is_default_size(s: int) -> bool:
+    """vLLM's rule, one size at a time."""
+    return s in (1, 2, 4) or (s < 256 and s % 8 == 0) or (s >= 256 and s % 16 == 0)
+
+
+# ------------------------------------------------------------------------------- default sizes
+
+
+@given(st.integers(1, 2048))
+def test_default_capture_sizes_rule(buckets, max_size):
+    got = buckets.default_capture_sizes(max_size)
+    expected = [s for s in range(1, max_size + 1) if is_default_size(s)]
+    assert list(got) == expected, (
+        f"default_capture_sizes({max_size}): expected {expected}, got {got}\n"
+        "  rule: [1, 2, 4], multiples of 8 below 256, multiples of 16 from 256, all <= max_size, "
+        "ascending"
+    )
+
+
+def test_default_capture_sizes_examples(buckets):
+    default = buckets.default_capture_sizes()
+    assert len(default) == 51 and default[:5] == [1, 2, 4, 8, 16] and default[-3:] == [480, 496, 512], (
+        f"default_capture_sizes(): expected 51 sizes, 1, 2, 4, 8, 16 ... 480, 496, 512; got "
+        f"{len(default)} sizes: {default}"
+    )
+    assert buckets.default_capture_sizes(8) == [1, 2, 4, 8], (
+        f"default_capture_sizes(8): expected [1, 2, 4, 8], got {buckets.default_capture_sizes(8)}"
+    )
+    assert buckets.default_capture_sizes(256)[-3:] == [240, 248, 256], (
+        "default_capture_sizes(256) must end 240, 248, 256 (256 is a multiple of 16), got "
+        f"{buckets.default_capture_sizes(256)[-3:]}"
+    )
+
+
+@pytest.mark.parametrize("max_size", [0, -8])
+def test_default_capture_sizes_rejects_small_max(buckets, max_size):
+    check_rejects(lambda: buckets.default_capture_sizes(max_size), "max_size",
+                  "max_size < 1 has no buckets")
+
+
+# ------------------------------------------------------------------------------- padded_size
+
+
+@given(S.batch_sizes, S.size_lists)
+def test_padded_size_is_the_smallest_fitting_bucket(buckets, n, sizes):
+    got = buckets.padded_size(n, list(sizes))
+    fitting = [s for s in sizes if s >= n]
+    expected = min(fitting) if fitting else None
+    assert got == expected, (
+        f"padded_size({n}, {sizes}): expected {expected}, got {got}\n"
+        "  rule: the smallest capture size >= n (sizes may be unsorted or repeated); None when n "
+        "exceeds every size"
+    )
+
+
+@given(S.size_lists)
+def test_padded_size_of_a_bucket_is_itself(buckets, sizes):
+    for s in sizes:
+        got = buckets.padded_size(s, sizes)
+        assert got == s, f"padded_size({s}, {sizes}): a batch that fits a bucket exactly needs no padding; got {got}"
+    above = max(sizes) + 1
+    got = buckets.padded_size(above, sizes)
+    assert got is None, (
+        f"padded_size({above}, {sizes}): expected None (larger than every bucket: run eagerly), got {got!r}"
+    )
+
+
+def test_padded_size_rejects_bad_input(buckets):
+    check_rejects(lambda: buckets.padded_size(0, [1, 2]), "n", "a batch has at least one row")
+    check_rejects(lambda: buckets.padded_size(3, []), "capture_sizes", "no buckets to choose from")
+
+
+# ------------------------------------------------------------------------------- pad_rows
+
+
+@given(st.integers(1, 12), st.integers(0, 12), st.lists(st.integers(1, 4), max_size=2),
+       st.sampled_from([0.0, -1.5, math.nan]))
+def test_pad_rows(buckets, n, extra, row_shape, value):
+    x = torch.randn(n, *row_shape)
+    before = x.clone()
+    size = n + extra
+    out = buckets.pad_rows(x, size, value)
+    call = f"pad_rows(x of shape {tuple(x.shape)}, size={size}, value={value})"
+    assert isinstance(out, torch.Tensor) and out.shape == (size, *row_shape), (
+        f"{call}: expected shape {(size, *row_shape)}, got "
+        f"{tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__}"
+    )
+    assert out.dtype == x.dtype and out.device == x.device, (
+        f"{call}: expected dtype {x.dtype} on {x.device}, got {out.dtype} on {out.device}"
+    )
+    assert torch.equal(out[:n], x), f"{call}: the first len(x) rows must be x itself"
+    pad = out[n:]
+    ok = torch.isnan(pad).all() if math.isnan(value) else (pad == value).all()
+    assert ok, f"{call}: every padding row must be {value}, got {pad.flatten()[:8].tolist()}"
+    assert torch.equal(x, before), f"{call} modified x; it must return a new tensor"
+    out.fill_(7.0)
+    assert torch.equal(x, before), f"{call} returned a tensor that shares memory with x"
+
+
+def test_pad_rows_rejects_too_few_rows(buckets):
+    check_rejects(lambda: buckets.pad_rows(torch.ones(4, 2), 3), "size",
+                  "padding cannot drop rows: size must be >= len(x)")
+
+
+# ------------------------------------------------------------------------------- the runner
+
+
+def rowwise(x):
+    """Each output row depends only on its input row, so padding cannot leak into real rows."""
+    return torch.tanh(x * 1.5 + 0.25).sum(dim=-1, keepdim=True) + x
+
+
+class Spy:
+    """Wraps the CPU stand-in and records every capture the runner asks for."""
+
+    def __init__(self):
+        self.calls = []
+
+    def __call__(self, fn, *static_inputs, warmup_iters=3, pool=None):
+        graph = capture_on_cpu(fn, *static_inputs, warmup_iters=warmup_iters, pool=pool)
+        self.calls.append(dict(inputs=static_inputs, warmup_iters=warmup_iters, pool=pool,
+                               graph=graph))
+        return graph
+
+
+class SeenInputs:
+    """A row-wise function that remembers the last input it was run on (on the stand-in,
+    replaying runs the function, so this shows what the graph read)."""
+
+    def __init__(self):
+        self.last = None
+
+    def __call__(self, x):
+        self.last = x.clone()
+        return rowwise(x)
+
+
+def nonzero_rows(n, width=3, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return torch.rand(n, width, generator=g) + 0.5
+
+
+@st.composite
+def runner_setups(draw):
+    max_rows = draw(st.integers(1, 40))
+    sizes = draw(st.lists(st.integers(1, max_rows), min_size=1, max_size=6, unique=True))
+    batches = draw(st.lists(st.integers(1, max_rows + 8), min_size=1, max_size=8))
+    return max_rows, sizes, batches
+
+
+@given(runner_setups(), st.integers(1, 3))
+def test_runner_returns_fn_of_the_real_rows(buckets, setup, warmup_iters):
+    max_rows, sizes, batches = setup
+    fn = SeenInputs()
+    runner = buckets.BucketedGraphRunner(fn, nonzero_rows(max_rows), capture_sizes=sizes,
+                                         warmup_iters=warmup_iters, pad_value=math.nan)
+    for i, n in enumerate(batches):
+        x = nonzero_rows(n, seed=i + 1)
+        got = runner(x)
+        expected = rowwise(x)
+        where = f"runner(x of {n} rows) with capture_sizes={sorted(sizes)}"
+        assert isinstance(got, torch.Tensor) and got.shape == expected.shape, (
+            f"{where}: expected {n} rows of fn(x), shape {tuple(expected.shape)}, got "
+            f"{tuple(got.shape) if isinstance(got, torch.Tensor) else type(got).__name__}"
+            "\n  rule: return only the first len(x) output rows, never the padding"
+        )
+        assert torch.equal(got, expected), (
+            f"{where}: result differs from fn(x) (NaN means padding reached a real row; stale "
+            "values mean the graph read an old buffer: copy x into the static buffer with copy_)"
+        )
+        bucket = min((s for s in sizes if s >= n), default=None)
+        if bucket is not None:
+            seen = fn.last
+            assert seen is not None and len(seen) == bucket, (
+                f"{where}: the graph for bucket {bucket} should have run on {bucket} rows, "
+                f"got {None if seen is None else len(seen)}"
+            )
+            assert torch.equal(seen[:n], x) and torch.isnan(seen[n:]).all(), (
+                f"{where}: the graph must see x in the first {n} rows and pad_value (NaN here) in "
+                f"the remaining {bucket - n}; stale rows from an earlier batch are a bug"
+            )
+
+
+@given(runner_setups())
+def test_runner_captures_largest_first_into_one_pool(buckets, setup):
+    max_rows, sizes, _ = setup
+    spy = Spy()
+    example = nonzero_rows(max_rows)
+    runner = buckets.BucketedGraphRunner(rowwise, example, capture_sizes=sizes, warmup_iters=2,
+                                         capture=spy)
+    order = [len(c["inputs"][0]) for c in spy.calls]
+    expected = sorted(sizes, reverse=True)
+    assert order == expected, (
+        f"captured sizes in the order {order}, expected {expected}\n"
+        "  rule: one capture per size, largest first (smaller graphs reuse the largest's memory)"
+    )
+    assert list(runner.capture_order) == expected, (
+        f"capture_order: expected {expected}, got {list(runner.capture_order)}"
+    )
+    assert all(len(c["inputs"]) == 1 for c in spy.calls), "capture(fn, static_input, ...): one static input"
+    pointers = {c["inputs"][0].data_ptr() for c in spy.calls}
+    assert len(pointers) == 1, (
+        "every graph must read a prefix buffer[:size] of one static buffer; the captured inputs "
+        f"start at {len(pointers)} different addresses"
+    )
+    assert pointers != {example.data_ptr()}, (
+        "the static buffer must be the runner's own copy, not the caller's max_example tensor"
+    )
+    pools = [c["graph"].graph.pool() for c in spy.calls]
+    assert all(p == pools[0] for p in pools), (
+        f"graphs were captured into {len(set(map(id, pools)))} memory pools; all buckets must share "
+        "one (pass the first graph's graph.pool() as pool= to the later captures)"
+    )
+    assert [c["warmup_iters"] for c in spy.calls] == [2] * len(sizes), (
+        f"capture(..., warmup_iters=...) got {[c['warmup_iters'] for c in spy.calls]}; the runner "
+        "must pass its own warmup_iters (2 here)"
+    )
+
+
+@given(runner_setups())
+def test_runner_counts_replays_and_eager_calls(buckets, setup):
+    max_rows, sizes, batches = setup
+    spy = Spy()
+    runner = buckets.BucketedGraphRunner(rowwise, nonzero_rows(max_rows), capture_sizes=sizes,
+                                         capture=spy)
+    expected = {}
+    for n in batches:
+        runner(nonzero_rows(n))
+        key = min((s for s in sizes if s >= n), default="eager")
+        expected[key] = expected.get(key, 0) + 1
+    got = {k: v for k, v in dict(runner.stats).items() if v}
+    assert got == expected, (
+        f"stats after batches {batches} with capture_sizes={sorted(sizes)}: expected {expected}, "
+        f"got {got}\n  rule: count replays per bucket size, and eager fallbacks under 'eager'"
+    )
+    replays = {len(c["inputs"][0]): c["graph"].graph.replays for c in spy.calls}
+    replayed = {s: r for s, r in replays.items() if r}
+    assert replayed == {k: v for k, v in expected.items() if k != "eager"}, (
+        f"graph replays per bucket: expected {expected} (no replay for eager batches), got {replayed}"
+    )
+    assert len(spy.calls) == len(sizes), (
+        f"{len(spy.calls)} captures for {len(sizes)} sizes: capture once per size at construction, "
+        "never again on a call"
+    )
+
+
+def test_runner_runs_large_batches_eagerly(buckets):
+    spy = Spy()
+    runner = buckets.BucketedGraphRunner(rowwise, nonzero_rows(8), capture_sizes=[2, 4], capture=spy)
+    x = nonzero_rows(6, seed=3)
+    got = runner(x)
+    assert torch.equal(got, rowwise(x)), "a batch larger than every bucket must return fn(x), run eagerly"
+    assert runner.stats.get("eager", 0) == 1, f"stats['eager']: expected 1, got {dict(runner.stats)}"
+    assert all(c["graph"].graph.replays == 0 for c in spy.calls), (
+        "a batch larger than every bucket must not replay any graph"
+    )
+
+
+def test_runner_returns_fresh_tensors(buckets):
+    runner = buckets.BucketedGraphRunner(rowwise, nonzero_rows(8), capture_sizes=[4, 8])
+    first = runner(nonzero_rows(3, seed=1))
+    kept = first.clone()
+    runner(nonzero_rows(3, seed=2))
+    assert torch.equal(first, kept), (
+        "a result changed when the runner was called again: the graph overwrites its static output "
+        "on every replay, so return a copy (e.g. out[:n].clone())"
+    )
+
+
+def test_runner_never_writes_into_the_callers_tensors(buckets):
+    example = nonzero_rows(8)
+    before = example.clone()
+    runner = buckets.BucketedGraphRunner(rowwise, example, capture_sizes=[4, 8])
+    x = nonzero_rows(3, seed=4)
+    x_before = x.clone()
+    runner(x)
+    assert torch.equal(example, before), (
+        "calling the runner wrote into the caller's max_example: copy it into a static buffer the "
+        "runner owns (max_example.clone()) and capture over that"
+    )
+    assert torch.equal(x, x_before), "calling the runner modified its input x"
+
+
+def test_runner_default_sizes_and_stand_in(buckets):
+    runner = buckets.BucketedGraphRunner(rowwise, nonzero_rows(20), warmup_iters=1)
+    expected = [s for s in range(20, 0, -1) if is_default_size(s)]
+    assert list(runner.capture_order) == expected, (
+        f"capture_sizes=None with 20 example rows: expected default_capture_sizes(20) captured "
+        f"largest first, {expected}; got {list(runner.capture_order)}"
+    )
+    x = nonzero_rows(11, seed=5)
+    assert torch.equal(runner(x), rowwise(x)), (
+        "with capture=None on CPU tensors the runner must use coursekit.standin.capture_on_cpu"
+    )
+
+
+@pytest.mark.parametrize("sizes", [[0, 4], [4, 9]], ids=["zero", "above-max-example"])
+def test_runner_rejects_sizes_outside_the_buffer(buckets, sizes):
+    check_rejects(
+        lambda: buckets.BucketedGraphRunner(rowwise, nonzero_rows(8), capture_sizes=sizes),
+        "capture_sizes", f"capture_sizes={sizes}: every size must be in 1..len(max_example) = 1..8",
+    )
+
+
+def test_runner_rejects_mismatched_batches(buckets):
+    runner = buckets.BucketedGraphRunner(rowwise, nonzero_rows(8), capture_sizes=[8])
+    check_rejects(lambda: runner(torch.ones(2, 5)), "x", "rows must have the buffer's shape (3,)")
+    check_rejects(lambda: runner(torch.ones(2, 3, dtype=torch.float64)), "x",
+                  "x must have the buffer's dtype (float32)")
