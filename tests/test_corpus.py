@@ -1,0 +1,55 @@
+"""The public tests against the reference, the untouched stubs, wrong implementations (mutants)
+and alternative right ones. Proves that every public test can fail and no right answer is
+rejected."""
+
+import pytest
+
+from coursekit.impl import REPO_ROOT
+from tests import mutants
+from tests.harness import run_public_tests, submission
+
+CPU = "not gpu"
+
+
+def test_reference_passes_every_public_test():
+    outcome = run_public_tests("solutions", CPU)
+    assert outcome.returncode == 0 and outcome.passed and not outcome.failed, outcome.summary()
+
+
+def test_untouched_stubs_pass_no_public_test():
+    outcome = run_public_tests("exercises", CPU)
+    assert outcome.failed, outcome.summary()
+    assert outcome.passed == [], (
+        "these public tests pass on the untouched stubs, so they cannot tell a finished exercise "
+        f"from an empty one: {outcome.passed}"
+    )
+
+
+def test_every_public_test_has_an_exercise_marker():
+    outcome = run_public_tests("solutions", "not (" + " or ".join(f"ex{i}" for i in range(1, 9)) + ")",
+                               "--collect-only")
+    assert "no tests collected" in outcome.output or "deselected" in outcome.output, outcome.summary()
+    assert outcome.passed == [] and outcome.failed == [], outcome.summary()
+
+
+def test_alternative_implementations_keep_every_point():
+    markers = " or ".join(sorted(set(mutants.MARKERS.values())))
+    outcome = run_public_tests(REPO_ROOT / "tests" / "alternatives", f"({markers}) and not gpu")
+    assert outcome.returncode == 0 and outcome.passed and not outcome.failed, outcome.summary()
+
+
+@pytest.mark.parametrize("mutant", mutants.ALL, ids=lambda m: m.id)
+def test_mutant_loses_points(mutant, tmp_path):
+    reference = (REPO_ROOT / "solutions" / f"{mutant.module}.py").read_text()
+    folder = submission(tmp_path / "submission", **{mutant.module: mutants.apply(mutant, reference)})
+    outcome = run_public_tests(folder, mutants.MARKERS[mutant.module], "-x")
+    assert outcome.failed, (
+        f"mutant {mutant.id} ({mutant.why}) passed every public test of "
+        f"{mutants.MARKERS[mutant.module]}:\n{outcome.summary()}"
+    )
+
+
+def test_corpus_is_large_enough():
+    for module in mutants.MARKERS:
+        count = sum(m.module == module for m in mutants.ALL)
+        assert count >= 10, f"only {count} mutants of {module}; the corpus needs at least 10"
