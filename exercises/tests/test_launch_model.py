@@ -265,14 +265,16 @@ def test_simulate_rejects_negative_times(launch_model):
 def test_fit_recovers_a_noiseless_line(launch_model, line):
     counts, step_ms, launch_us, compute_ms = line
     got = launch_model.fit_launch_model(counts, step_ms)
-    assert isinstance(got, tuple) and len(got) == 2, (
+    assert isinstance(got, (tuple, list)) and len(got) == 2, (
         f"fit_launch_model: expected a tuple (launch_us, compute_ms), got {got!r}"
     )
     what = f"fit_launch_model({counts}, <points on a line>)"
+    # 1e-4 us is far below anything measurable, and loose enough for the textbook normal
+    # equations on nearly equal kernel counts.
     check_close(got[0], launch_us, what + "[0] (launch_us)",
-                "the slope, converted from ms per kernel to us per kernel", rel=1e-6, abs_=1e-6)
+                "the slope, converted from ms per kernel to us per kernel", rel=1e-6, abs_=1e-4)
     check_close(got[1], compute_ms, what + "[1] (compute_ms)", "the intercept, in ms",
-                rel=1e-6, abs_=1e-6)
+                rel=1e-6, abs_=1e-4)
 
 
 @given(st.lists(st.tuples(st.integers(1, 2000), st.floats(0, 50, allow_nan=False)),
@@ -283,9 +285,9 @@ def test_fit_is_least_squares(launch_model, points):
     step_ms = [y for _, y in points]
     launch_us, compute_ms = launch_model.fit_launch_model(counts, step_ms)
     residuals = [y - (compute_ms + n * launch_us / 1e3) for n, y in zip(counts, step_ms)]
-    scale = max(1.0, max(step_ms)) * len(points)
-    assert abs(sum(residuals)) <= 1e-7 * scale and \
-        abs(sum(r * n for r, n in zip(residuals, counts))) <= 1e-7 * scale * max(counts), (
+    size = sum(abs(y) for y in step_ms) + 1e-12
+    assert abs(sum(residuals)) <= 1e-9 * size and \
+        abs(sum(r * n for r, n in zip(residuals, counts))) <= 1e-9 * size * max(counts), (
             f"fit_launch_model({counts}, {step_ms}) = ({launch_us}, {compute_ms}) is not the "
             "least-squares line: its residuals should sum to 0 and be uncorrelated with n_kernels"
         )

@@ -1,9 +1,6 @@
-"""Exercise 1, solved another way: closed forms, torch least squares, str.format."""
+"""Exercise 1, solved another way: closed forms, raw normal equations, str.format."""
 
 import dataclasses
-import math
-
-import torch
 
 from coursekit.lesson import SEED_WEIGHTS
 
@@ -82,12 +79,13 @@ def fit_launch_model(n_kernels, step_ms):
         raise ValueError("n_kernels has %d points but step_ms has %d" % (len(n_kernels), len(step_ms)))
     if len(set(n_kernels)) < 2:
         raise ValueError("n_kernels needs two or more distinct values")
-    x = torch.tensor([float(n) for n in n_kernels], dtype=torch.float64)
-    y = torch.tensor([float(t) for t in step_ms], dtype=torch.float64)
-    a = torch.stack([torch.ones_like(x), x], dim=1)
-    intercept, slope = torch.linalg.lstsq(a, y[:, None], driver="gelsd").solution[:, 0].tolist()
-    return slope * 1e3, intercept
-
+    # The textbook normal equations on raw sums (no centering): less stable, still right.
+    n = len(n_kernels)
+    sx, sy = float(sum(n_kernels)), float(sum(step_ms))
+    sxx = float(sum(k * k for k in n_kernels))
+    sxy = float(sum(k * t for k, t in zip(n_kernels, step_ms)))
+    slope = (n * sxy - sx * sy) / (n * sxx - sx * sx)
+    return slope * 1e3, (sy - slope * sx) / n
 
 if __name__ == "__main__":
     print(report(SEED_ROWS), end="")
