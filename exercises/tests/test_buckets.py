@@ -95,9 +95,10 @@ def test_padded_size_rejects_bad_input(buckets):
 
 
 @given(st.integers(1, 12), st.integers(0, 12), st.lists(st.integers(1, 4), max_size=2),
-       st.sampled_from([0.0, -1.5, math.nan]))
-def test_pad_rows(buckets, n, extra, row_shape, value):
-    x = torch.randn(n, *row_shape)
+       st.sampled_from([0.0, -1.5, math.nan]),
+       st.sampled_from([torch.float32, torch.float64, torch.bfloat16]))
+def test_pad_rows(buckets, n, extra, row_shape, value, dtype):
+    x = torch.randn(n, *row_shape).to(dtype)
     before = x.clone()
     size = n + extra
     out = buckets.pad_rows(x, size, value)
@@ -116,11 +117,6 @@ def test_pad_rows(buckets, n, extra, row_shape, value):
     assert torch.equal(x, before), f"{call} modified x; it must return a new tensor"
     out.fill_(7.0)
     assert torch.equal(x, before), f"{call} returned a tensor that shares memory with x"
-
-
-def test_pad_rows_rejects_too_few_rows(buckets):
-    check_rejects(lambda: buckets.pad_rows(torch.ones(4, 2), 3), "size",
-                  "padding cannot drop rows: size must be >= len(x)")
 
 
 # ------------------------------------------------------------------------------- the runner
@@ -321,10 +317,3 @@ def test_runner_rejects_sizes_outside_the_buffer(buckets, sizes):
         lambda: buckets.BucketedGraphRunner(rowwise, nonzero_rows(8), capture_sizes=sizes),
         "capture_sizes", f"capture_sizes={sizes}: every size must be in 1..len(max_example) = 1..8",
     )
-
-
-def test_runner_rejects_mismatched_batches(buckets):
-    runner = buckets.BucketedGraphRunner(rowwise, nonzero_rows(8), capture_sizes=[8])
-    check_rejects(lambda: runner(torch.ones(2, 5)), "x", "rows must have the buffer's shape (3,)")
-    check_rejects(lambda: runner(torch.ones(2, 3, dtype=torch.float64)), "x",
-                  "x must have the buffer's dtype (float32)")
