@@ -50,8 +50,8 @@ class BucketedGraphRunner:
     """One captured graph per bucket over a single static input buffer.
 
     Construction:
-      * ``self.buffer``-like storage: one static input tensor with ``len(max_example)`` rows,
-        owned by the runner (a copy, never the caller's tensor).
+      * One static input buffer with ``len(max_example)`` rows, owned by the runner (a copy of
+        ``max_example``, never the caller's tensor itself).
       * ``capture_sizes`` defaults to ``default_capture_sizes(len(max_example))``; a size outside
         ``1..len(max_example)`` -> ValueError naming ``capture_sizes``.
       * For every size, capture ``fn`` over the prefix ``buffer[:size]`` with
