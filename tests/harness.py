@@ -6,7 +6,6 @@ import shutil
 from pathlib import Path
 
 from coursekit.impl import REPO_ROOT
-from grader.public import Outcome, run_public_tests  # noqa: F401  (re-exported for the tests)
 
 
 def submission(folder: Path, **sources: str) -> Path:

@@ -6,7 +6,8 @@ import pytest
 
 from coursekit.impl import REPO_ROOT
 from tests import mutants
-from tests.harness import run_public_tests, submission
+from grader.public import run_public_tests
+from tests.harness import submission
 
 CPU = "not gpu"
 

@@ -6,7 +6,7 @@ import sys
 import pytest
 
 from coursekit.impl import REPO_ROOT, Implementation, ModuleFailedToImport, ModuleNotInSubmission
-from tests.harness import run_public_tests
+from grader.public import run_public_tests
 
 
 def test_submission_folders_are_separate_packages(tmp_path):
