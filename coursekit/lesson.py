@@ -23,3 +23,11 @@ H200_SWEEP = {
     400: (3.1170880126953127, 0.4411238479614258),
     800: (6.477432861328125, 0.8796044921875),
 }
+
+#: The lesson's Part A measured on the same H200: 200 tiny kernels on 1024 floats, µs per
+#: iteration, eager and as one graph replay (about 10x).
+H200_PART_A = (1851.64794921875, 185.4217529296875)
+
+#: Slopes fitted through ``H200_SWEEP`` (µs per kernel): eager launch cost and graph node cost.
+H200_TAU_EAGER_US = 7.991419324624089
+H200_TAU_GRAPH_US = 1.0981677102127563

@@ -1,0 +1,67 @@
+"""Exercise 2 · measuring the launch tax (the lesson's Part A).
+
+Run a chain of ``n_ops`` tiny kernels (``coursekit.measurements.tiny_op_chain``) two ways:
+eagerly, where the CPU launches every kernel, and as one captured CUDA graph, replayed with a
+single launch. The difference per run is the launch tax; a sweep over chain lengths and exercise
+1's ``fit_launch_model`` turn it into a cost per kernel.
+
+Check your work with ``python -m pytest exercises -m ex2`` (the timer is tested on the CPU; the
+rest needs a GPU: ``python -m pytest exercises -m "ex2 and gpu"``). Then see it for yourself:
+``python -m coursekit.lab launch-tax``.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+import torch
+
+from coursekit.measurements import LaunchTax, tiny_op_chain  # noqa: F401  (given; use them)
+
+
+def time_ms(fn: Callable[[], object], iters: int = 100, warmup: int = 10) -> float:
+    """Mean milliseconds per call of ``fn()``.
+
+    Call ``fn`` exactly ``warmup + iters`` times: ``warmup`` untimed calls first (first calls pay
+    for allocation, caching and autotuning), then ``iters`` timed ones; return the timed total
+    divided by ``iters``, in ms.
+
+    * With CUDA (``torch.cuda.is_available()``): kernels run asynchronously, so a CPU clock would
+      only time the launches. Call ``torch.cuda.synchronize()`` after the warm-up, record a
+      ``torch.cuda.Event(enable_timing=True)`` before and after the timed calls, wait for the end
+      event, and use ``start.elapsed_time(end)`` (already in ms).
+    * Without CUDA: a monotonic clock (``time.perf_counter``) around the timed calls.
+
+    ``iters < 1`` -> ValueError naming ``iters``; ``warmup < 0`` -> ValueError naming ``warmup``.
+    """
+    raise NotImplementedError("exercise 2: time_ms")
+
+
+def measure_launch_tax(n_ops: int = 200, numel: int = 1024, iters: int = 100) -> LaunchTax:
+    """The lesson's Part A on this machine's GPU.
+
+    1. ``x``: ``numel`` random float32 values on the GPU (not zeros).
+    2. Eager: ``time_ms(lambda: tiny_op_chain(x, n_ops), iters=iters)``.
+    3. Graph: copy ``x`` into a static tensor; warm the chain up on it (on a side stream, as
+       ``torch.cuda.graph``'s documentation shows); capture one call of the chain into a
+       ``torch.cuda.CUDAGraph`` with ``torch.cuda.graph(g)``; time ``g.replay`` with ``time_ms``.
+    4. Replay once more and compare the graph's output with the eager result (``torch.equal``).
+
+    Return ``LaunchTax(n_ops, numel, eager_us, graph_us, replay_matches_eager)`` with times in
+    microseconds per run of the chain. ``n_ops``, ``numel`` or ``iters`` below 1 -> ValueError
+    naming it; no CUDA -> RuntimeError saying a CUDA device is needed.
+    """
+    raise NotImplementedError("exercise 2: measure_launch_tax")
+
+
+def sweep_launch_tax(
+    n_ops_list: Sequence[int], numel: int = 1024, iters: int = 100
+) -> list[LaunchTax]:
+    """``measure_launch_tax`` for every chain length in ``n_ops_list``, in that order.
+
+    Fitting a line through the results gives this GPU's two slopes (exercise 1):
+    ``fit_launch_model([r.n_ops ...], [r.eager_us / 1e3 ...])`` -> µs per eager kernel launch,
+    ``fit_launch_model([r.n_ops ...], [r.graph_us / 1e3 ...])`` -> µs per kernel node in a graph.
+    An empty ``n_ops_list`` -> ValueError naming ``n_ops_list``.
+    """
+    raise NotImplementedError("exercise 2: sweep_launch_tax")

@@ -1,0 +1,81 @@
+"""Exercise 3 reference: capture with warm-up. Rules: exercises/capture.py."""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import torch
+
+from coursekit.standin import CapturedGraph
+
+#: Phrases in PyTorch / CUDA errors -> what the function did that a graph cannot record.
+_CAUSES = (
+    (("between cpu and cuda", "pinned"),
+     "fn copies between CPU and GPU memory during capture (a CPU tensor moved to the GPU, or "
+     "torch.tensor(..., device='cuda')); make such tensors before capturing and pass them in"),
+    (("not permitted when stream is capturing", "captureunsupported", "synchroniz"),
+     "fn makes the CPU wait for the GPU or copies from CPU memory during capture (.item(), "
+     ".cpu(), .tolist(), print(tensor), `if tensor:`, torch.cuda.synchronize(), or "
+     "torch.tensor(..., device='cuda')); a graph can do neither: keep values on the GPU"),
+    (("unjoined",),
+     "fn starts work on another stream and does not join it back into the capturing stream"),
+    (("invalidated",),
+     "an operation during capture was not allowed (often a host sync such as .item() or a "
+     "copy from CPU memory), which invalidated the capture"),
+)
+
+
+def capture(
+    fn: Callable[..., Any], *static_inputs: torch.Tensor, warmup_iters: int = 3, pool: Any = None
+) -> CapturedGraph:
+    if not callable(fn):
+        raise TypeError(f"fn: expected a callable, got {type(fn).__name__}")
+    if isinstance(warmup_iters, bool) or not isinstance(warmup_iters, int) or warmup_iters < 1:
+        raise ValueError(
+            f"warmup_iters: expected an int >= 1 (capturing cold work records allocator and "
+            f"autotune side effects), got {warmup_iters!r}"
+        )
+    if not torch.cuda.is_available():
+        raise RuntimeError(
+            "capture: a CUDA device is needed to capture a CUDA graph, and "
+            "torch.cuda.is_available() is False here (on a CPU, tests use "
+            "coursekit.standin.capture_on_cpu instead)"
+        )
+    for i, t in enumerate(static_inputs):
+        if not isinstance(t, torch.Tensor) or not t.is_cuda:
+            got = f"a tensor on {t.device}" if isinstance(t, torch.Tensor) else type(t).__name__
+            raise ValueError(f"static_inputs[{i}]: expected a CUDA tensor, got {got}")
+
+    caller = torch.cuda.current_stream()
+    side = torch.cuda.Stream()
+    side.wait_stream(caller)
+    with torch.cuda.stream(side):
+        for _ in range(warmup_iters):
+            fn(*static_inputs)
+    caller.wait_stream(side)
+
+    graph = torch.cuda.CUDAGraph()
+    try:
+        with torch.cuda.graph(graph, pool=pool):
+            outputs = fn(*static_inputs)
+    except Exception as exc:
+        # torch.cuda.graph skips restoring the caller's stream when ending the capture fails.
+        torch.cuda.set_stream(caller)
+        raise RuntimeError(f"capture: fn cannot be captured into a CUDA graph: {_cause(exc)}") from exc
+    return CapturedGraph(graph, tuple(static_inputs), outputs)
+
+
+def _cause(exc: BaseException) -> str:
+    """The likeliest cause of a failed capture, from the messages along the exception chain."""
+    chain = []
+    while exc is not None and exc not in chain:
+        chain.append(exc)
+        exc = exc.__cause__ or exc.__context__
+    text = " ".join(str(e) for e in chain).lower()
+    root = chain[-1]
+    lines = str(root).strip().splitlines()
+    original = f"{type(root).__name__}: {lines[0] if lines else ''}"
+    for phrases, cause in _CAUSES:
+        if any(p in text for p in phrases):
+            return f"{cause} (original error: {original})"
+    return f"fn raised {original}"
