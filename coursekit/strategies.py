@@ -77,3 +77,10 @@ batch_sizes = st.integers(min_value=1, max_value=700)
 
 MODES = ("NONE", "PIECEWISE", "FULL", "FULL_DECODE_ONLY", "FULL_AND_PIECEWISE")
 mode_names = st.sampled_from(MODES)
+
+
+# ---------------------------------------------------------------- exercise 4: static runner
+
+#: Shapes of a graph runner's inputs: one to three tensors of one to three dimensions.
+tensor_shapes = st.lists(st.integers(1, 5), min_size=1, max_size=3).map(tuple)
+input_shape_lists = st.lists(tensor_shapes, min_size=1, max_size=3)

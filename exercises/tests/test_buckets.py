@@ -317,3 +317,62 @@ def test_runner_rejects_sizes_outside_the_buffer(buckets, sizes):
         lambda: buckets.BucketedGraphRunner(rowwise, nonzero_rows(8), capture_sizes=sizes),
         "capture_sizes", f"capture_sizes={sizes}: every size must be in 1..len(max_example) = 1..8",
     )
+
+
+# ------------------------------------------------------------------------------- on a GPU
+# Real CUDA graphs, captured by your exercise 3 (the runner's default for CUDA tensors).
+
+
+def cuda_rows(n, width=8, seed=0):
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    return torch.rand(n, width, generator=g, device="cuda") + 0.5
+
+
+@pytest.mark.gpu
+def test_gpu_runner_pads_with_nan_and_returns_only_real_rows(buckets):
+    sizes = [1, 2, 4, 8, 16]
+    runner = buckets.BucketedGraphRunner(rowwise, cuda_rows(16), capture_sizes=sizes,
+                                         pad_value=math.nan)
+    for i, n in enumerate([3, 16, 1, 5, 9, 2, 20, 7]):
+        x = cuda_rows(n, seed=i + 1)
+        got = runner(x)
+        expected = rowwise(x)
+        where = f"runner(x of {n} rows) with capture_sizes={sizes}, pad_value=NaN"
+        assert got.shape == expected.shape, (
+            f"{where}: expected shape {tuple(expected.shape)}, got {tuple(got.shape)} (return only "
+            "the real rows, never the padding)"
+        )
+        assert not torch.isnan(got).any(), f"{where}: NaN padding reached a real row"
+        assert torch.allclose(got, expected, rtol=1e-5, atol=1e-5), (
+            f"{where}: the result differs from fn(x) (stale buffer? copy_ x into the static buffer)"
+        )
+    assert runner.stats.get("eager", 0) == 1 and runner.stats.get(16, 0) == 2, (
+        f"stats: expected the 20-row batch to run eagerly and two batches in bucket 16 (16 and 9 "
+        f"rows), got {dict(runner.stats)}"
+    )
+
+
+@pytest.mark.gpu
+def test_gpu_buckets_captured_largest_first_into_one_pool(buckets, capture):
+    calls = []
+
+    def recording_capture(fn, *static_inputs, warmup_iters=3, pool=None):
+        graph = capture.capture(fn, *static_inputs, warmup_iters=warmup_iters, pool=pool)
+        calls.append(dict(inputs=static_inputs, graph=graph))
+        return graph
+
+    runner = buckets.BucketedGraphRunner(rowwise, cuda_rows(32), capture_sizes=[4, 32, 1, 8],
+                                         capture=recording_capture)
+    order = [len(c["inputs"][0]) for c in calls]
+    assert order == [32, 8, 4, 1] and list(runner.capture_order) == [32, 8, 4, 1], (
+        f"captured sizes in the order {order} (capture_order {list(runner.capture_order)}), "
+        "expected [32, 8, 4, 1]: largest first, so the smaller graphs fit in its memory"
+    )
+    pools = [c["graph"].graph.pool() for c in calls]
+    assert len(set(pools)) == 1, (
+        f"the bucket graphs were captured into {len(set(pools))} memory pools {pools}; all must "
+        "share the first graph's pool (pass graph.pool() as pool= to later captures)"
+    )
+    assert len({c["inputs"][0].data_ptr() for c in calls}) == 1, (
+        "every bucket's graph must read a prefix of the same static buffer"
+    )

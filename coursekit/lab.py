@@ -1,0 +1,302 @@
+"""Labs: the lesson's experiments, run on your GPU with your own code.
+
+``launch-tax`` is the lesson's Part A: a chain of 200 tiny kernels run eagerly (one CPU launch per
+kernel) and as one replayed CUDA graph, then a sweep over chain lengths N. Exercise 1's
+``fit_launch_model`` fits a line through each curve: the eager slope tau is the CPU cost of one
+launch, the graph slope nu is what each kernel node still costs on the GPU after capture. It
+prints a report, and writes the figures (``launch-tax.json``) and a chart (``launch-tax.svg``).
+
+    python -m coursekit.lab launch-tax                     # measure with exercises/ (needs CUDA)
+    python -m coursekit.lab launch-tax --impl solutions    # measure with the reference
+    python -m coursekit.lab launch-tax --reference         # the bundled H200 figures, any machine
+    python -m coursekit.lab launch-tax --from FILE         # re-plot a saved launch-tax.json
+
+Exit status: 0 done; 1 an exercise it needs is unfinished or does not import; 2 bad arguments or
+no CUDA device. Everything except ``measure`` is pure Python over a plain dict (the JSON's shape),
+so the report and the chart are tested on the CPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from pathlib import Path
+
+from coursekit import lesson
+from coursekit.impl import EXERCISES, Implementation
+from coursekit.svgplot import line_chart
+
+PART_A_OPS, PART_A_NUMEL = 200, 1024  # the lesson's Part A: 200 tiny kernels on 1024 floats
+DEFAULT_SIZES = (25, 50, 100, 200, 400, 800)
+EAGER_COLOUR, GRAPH_COLOUR = "#d62728", "#1f77b4"
+
+
+class ExerciseNotFinished(Exception):
+    """A student function raised NotImplementedError: ``number`` is the exercise behind it."""
+
+    def __init__(self, number: int, message: str):
+        super().__init__(message)
+        self.number = number
+
+
+def call_student(impl: Implementation, module: str, function: str, *args, **kwargs):
+    """``impl``'s ``module.function(*args, **kwargs)``; NotImplementedError becomes
+    ExerciseNotFinished, a missing function an ImportError, so main can say what is left."""
+    mod = impl.module(module)
+    fn = getattr(mod, function, None)
+    if fn is None:
+        raise ImportError(f"module {module!r} from {impl.folder} has no function {function!r}")
+    try:
+        return fn(*args, **kwargs)
+    except NotImplementedError as exc:
+        number = {name: n for n, name in EXERCISES}[module]
+        message = str(exc).removeprefix(f"exercise {number}: ")  # the stubs' own prefix
+        raise ExerciseNotFinished(number, message) from None
+
+
+# --- the record: one plain dict in the shape of ../shared/reference/h200-anchor-*.json ---------
+
+
+def make_record(gpu: str, torch_version: str, eager_us: float, graph_us: float,
+                replay_correct: bool, sweep_ms: dict) -> dict:
+    """The lab's record before fitting. ``sweep_ms`` maps N -> (eager ms, graph ms); it is stored
+    as in the JSON: string keys in increasing N, values as lists. Times must be finite and > 0,
+    and the sweep needs at least two chain lengths (a line through one N is not determined)."""
+    for name, value in [("partA.eager_us", eager_us), ("partA.graph_us", graph_us)] + [
+        (f"sweep_ms[{n}]", t) for n, pair in sweep_ms.items() for t in pair
+    ]:
+        if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
+            raise ValueError(f"{name}: expected a time > 0, got {value!r}")
+    if len(sweep_ms) < 2:
+        raise ValueError(f"sweep_ms: expected at least two chain lengths, got {list(sweep_ms)}")
+    ns = sorted(sweep_ms, key=int)
+    return {
+        "gpu": gpu,
+        "torch": torch_version,
+        "partA": {"eager_us": eager_us, "graph_us": graph_us, "ratio": eager_us / graph_us,
+                  "replay_correct": bool(replay_correct)},
+        "sweep_ms": {str(int(n)): [float(sweep_ms[n][0]), float(sweep_ms[n][1])] for n in ns},
+    }
+
+
+def reference_record() -> dict:
+    """The bundled H200 figures (coursekit/lesson.py). GPU, torch version and the replay check are
+    those of the anchor run in ../shared/reference/, which lesson.py's numbers come from."""
+    eager_us, graph_us = lesson.H200_PART_A
+    return make_record("NVIDIA H200", "2.11.0+cu130", eager_us, graph_us, True, lesson.H200_SWEEP)
+
+
+def load_record(path) -> dict:
+    """A record read from a JSON file in the anchor's shape (``partA`` and ``sweep_ms`` are read,
+    other keys ignored; the fits are redone). Unreadable or wrong shape -> ValueError naming
+    ``--from``."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        part_a = data["partA"]
+        sweep = {int(n): (pair[0], pair[1]) for n, pair in data["sweep_ms"].items()}
+        return make_record(str(data.get("gpu", "unknown GPU")), str(data.get("torch", "unknown")),
+                           part_a["eager_us"], part_a["graph_us"],
+                           part_a.get("replay_correct", False), sweep)
+    except OSError as exc:
+        raise ValueError(f"--from: cannot read {path}: {exc.strerror}") from None
+    except (KeyError, TypeError, ValueError, IndexError, AttributeError) as exc:
+        # json.JSONDecodeError is a ValueError too.
+        raise ValueError(f"--from: {path} is not a launch-tax measurement (expected the shape of "
+                         f"launch-tax.json: partA.eager_us, partA.graph_us, sweep_ms): "
+                         f"{type(exc).__name__}: {exc}") from None
+
+
+def fit_record(record: dict, fit) -> dict:
+    """``record`` plus the two fitted lines, with ``fit`` = exercise 1's ``fit_launch_model``
+    (n_kernels, step_ms) -> (slope µs per kernel, intercept ms). Keys as in the anchor JSON:
+    ``tau_eager_us``/``t0_eager_us`` (eager slope/intercept) and ``tau_graph_us``/``t0_graph_us``
+    (graph slope, i.e. nu, and intercept), all in µs."""
+    ns = [int(n) for n in record["sweep_ms"]]
+    tau_e, c_e = fit(ns, [e for e, _ in record["sweep_ms"].values()])
+    tau_g, c_g = fit(ns, [g for _, g in record["sweep_ms"].values()])
+    return {**record, "tau_eager_us": tau_e, "t0_eager_us": c_e * 1e3,
+            "tau_graph_us": tau_g, "t0_graph_us": c_g * 1e3}
+
+
+# --- report and chart: pure functions of a fitted record ---------------------------------------
+
+
+def _times(a: float, b: float) -> str:
+    return f"{a / b:.1f}x" if b > 0 else "n/a"
+
+
+def report(record: dict) -> str:
+    """The lab's text report for a fitted record (see ``fit_record``)."""
+    a, ref_eager, ref_graph = record["partA"], *lesson.H200_PART_A
+    tau, nu = record["tau_eager_us"], record["tau_graph_us"]
+    lines = [
+        f"GPU: {record['gpu']}, torch {record['torch']}",
+        "",
+        f"Part A: {PART_A_OPS} tiny kernels on {PART_A_NUMEL} floats, µs per iteration",
+        "                this run   H200 reference",
+        f"  eager      {a['eager_us']:10.0f}   {ref_eager:14.0f}",
+        f"  graph      {a['graph_us']:10.0f}   {ref_graph:14.0f}",
+        f"  speedup    {_times(a['eager_us'], a['graph_us']):>10}   "
+        f"{_times(ref_eager, ref_graph):>14}",
+        f"  graph replay matches eager: {'yes' if a['replay_correct'] else 'NO (check exercise 2)'}",
+        "",
+        "N-sweep: µs per iteration of a chain of N tiny kernels; model = the two fitted lines",
+        "     N | eager meas | eager model | graph meas | graph model | speedup meas | "
+        "speedup model",
+    ]
+    for n, (eager_ms, graph_ms) in record["sweep_ms"].items():
+        eager_model = record["t0_eager_us"] + int(n) * tau
+        graph_model = record["t0_graph_us"] + int(n) * nu
+        lines.append(
+            f"{n:>6} | {eager_ms * 1e3:10.1f} | {eager_model:11.1f} | {graph_ms * 1e3:10.1f} | "
+            f"{graph_model:11.1f} | {_times(eager_ms, graph_ms):>12} | "
+            f"{_times(eager_model, graph_model):>13}"
+        )
+    # The lesson's decode step: 28 layers x 15 kernels + 10 others (DecodeStep's defaults).
+    step_kernels = 28 * 15 + 10
+    lines += [
+        "",
+        "Fitted per-kernel costs (exercise 1's fit_launch_model)   this run   H200 reference",
+        f"  tau, eager: CPU launch per kernel                    {tau:7.2f} µs  "
+        f"{lesson.H200_TAU_EAGER_US:10.2f} µs",
+        f"  nu,  graph: GPU cost per kernel node                 {nu:7.2f} µs  "
+        f"{lesson.H200_TAU_GRAPH_US:10.2f} µs",
+        f"  intercepts: eager {record['t0_eager_us']:.1f} µs, graph {record['t0_graph_us']:.1f} µs",
+        "",
+        f"The lesson's model (gpu_node_us = 0) says a graph costs one launch whatever N is; "
+        f"measured, each node still costs nu = {nu:.2f} µs on the GPU, which "
+        f"DecodeStep(gpu_node_us={nu:.2f}) models.",
+        f"For the lesson's {step_kernels}-kernel decode step that is {step_kernels * nu:.0f} µs "
+        f"per token that capture cannot remove; only fewer kernels (fusion) can.",
+    ]
+    return "\n".join(lines)
+
+
+def write_outputs(record: dict, out_dir) -> tuple[Path, Path]:
+    """Write ``launch-tax.json`` (the fitted record) and ``launch-tax.svg`` (step time against N:
+    eager and graph as measured points plus their fitted lines) into ``out_dir``."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    json_path = out_dir / "launch-tax.json"
+    json_path.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
+
+    ns = [int(n) for n in record["sweep_ms"]]
+    span = (min(ns), max(ns))  # the fits are drawn over the measured range only
+    series = []
+    for kind, index, colour in (("eager", 0, EAGER_COLOUR), ("graph", 1, GRAPH_COLOUR)):
+        slope, intercept = record[f"tau_{kind}_us"], record[f"t0_{kind}_us"]
+        series.append({"name": f"{kind}, measured", "colour": colour, "style": "points",
+                       "points": [(int(n), t[index] * 1e3) for n, t in record["sweep_ms"].items()]})
+        series.append({"name": f"{kind} fit: {intercept:.1f} + {slope:.2f}·N µs", "colour": colour,
+                       "style": "line", "points": [(n, intercept + slope * n) for n in span]})
+    svg_path = line_chart(out_dir / "launch-tax.svg", series,
+                          title=f"Launch tax on {record['gpu']}: eager vs CUDA graph",
+                          x_label="number of kernels N", y_label="step time (µs)")
+    return json_path, svg_path
+
+
+# --- measuring: the only part that needs CUDA -------------------------------------------------
+
+
+def measure(impl: Implementation, sizes: list[int], iters: int) -> dict:
+    """Part A and the N-sweep on this machine's GPU, with ``impl``'s exercise 2."""
+    import torch  # only measuring needs torch
+
+    print(f"measuring Part A and N = {' '.join(map(str, sizes))} ({iters} iterations each) ...",
+          file=sys.stderr)
+    part_a = call_student(impl, "launch_tax", "measure_launch_tax", PART_A_OPS, PART_A_NUMEL, iters)
+    sweep = call_student(impl, "launch_tax", "sweep_launch_tax", sizes, iters=iters)
+    return make_record(torch.cuda.get_device_name(), torch.__version__, part_a.eager_us,
+                       part_a.graph_us, part_a.replay_matches_eager,
+                       {r.n_ops: (r.eager_us / 1e3, r.graph_us / 1e3) for r in sweep})
+
+
+# --- command line ----------------------------------------------------------------------------
+
+
+def _count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected an int >= 1, got {text!r}")
+    return value
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m coursekit.lab", description=__doc__.split(
+        "\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    labs = parser.add_subparsers(dest="lab", required=True, metavar="LAB")
+    tax = labs.add_parser("launch-tax", help="Part A: eager vs CUDA graph over chain lengths N")
+    tax.add_argument("--impl", default="exercises",
+                     help="exercises (default), solutions, or a folder of module files")
+    tax.add_argument("--sizes", type=_count, nargs="+", default=list(DEFAULT_SIZES),
+                     metavar="N", help="chain lengths to sweep (default: %(default)s)")
+    tax.add_argument("--iters", type=_count, default=100,
+                     help="timed iterations per measurement (default: %(default)s)")
+    tax.add_argument("--out", default="lab-output",
+                     help="folder for launch-tax.json and launch-tax.svg (default: %(default)s)")
+    source = tax.add_mutually_exclusive_group()
+    source.add_argument("--from", dest="from_file", metavar="FILE",
+                        help="read a saved launch-tax.json (or the H200 anchor) instead of "
+                        "measuring; no GPU needed")
+    source.add_argument("--reference", action="store_true",
+                        help="use the bundled H200 figures instead of measuring; no GPU needed")
+    return parser
+
+
+def main(argv=None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        impl = Implementation(args.impl)
+    except ValueError as exc:
+        print(f"lab: --{exc}", file=sys.stderr)
+        return 2
+    if len(set(args.sizes)) < 2:
+        print(f"lab: --sizes: expected at least two distinct chain lengths to fit a line, "
+              f"got {args.sizes}", file=sys.stderr)
+        return 2
+
+    if args.reference:
+        record, source = reference_record(), "the bundled H200 figures (coursekit/lesson.py)"
+    elif args.from_file:
+        try:
+            record, source = load_record(args.from_file), args.from_file
+        except ValueError as exc:
+            print(f"lab: {exc}", file=sys.stderr)
+            return 2
+    else:
+        import torch
+
+        if not torch.cuda.is_available():
+            print("lab: measuring needs a CUDA GPU, and torch.cuda.is_available() is False here. "
+                  "On a laptop, try --reference (the bundled H200 figures) or --from FILE "
+                  "(a saved launch-tax.json).", file=sys.stderr)
+            return 2
+        record, source = None, f"measured with --impl {args.impl}"  # measured below
+
+    try:
+        if record is None:
+            record = measure(impl, sorted(set(args.sizes)), args.iters)
+        record = fit_record(record, lambda ns, ms: call_student(
+            impl, "launch_model", "fit_launch_model", ns, ms))
+    except ExerciseNotFinished as exc:
+        print(f"lab: exercise {exc.number} is not finished: {exc}; finish it, or run with "
+              f"--impl solutions", file=sys.stderr)
+        return 1
+    except ImportError as exc:
+        print(f"lab: {exc}", file=sys.stderr)
+        return 1
+
+    print(f"launch-tax lab: {source}; fits by --impl {args.impl}\n")
+    print(report(record))
+    json_path, svg_path = write_outputs(record, args.out)
+    print(f"\nwrote {json_path}\nwrote {svg_path}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

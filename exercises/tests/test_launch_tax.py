@@ -1,0 +1,174 @@
+"""Exercise 2 · launch_tax — timing, and the lesson's Part A on a real GPU.
+
+Run: python -m pytest exercises -m ex2. The timer is checked on the CPU; the measurements need a
+GPU (marked ``gpu``, skipped with a reason elsewhere). No test here asserts a speed: how fast a
+machine is belongs to the lab (python -m coursekit.lab launch-tax), not to pass/fail.
+"""
+
+import time
+
+import pytest
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
+
+from coursekit.checks import check_rejects
+from coursekit.measurements import LaunchTax
+
+pytestmark = pytest.mark.ex2
+
+no_cuda_only = pytest.mark.skipif(
+    torch.cuda.is_available(), reason="checks the error raised on a machine without CUDA"
+)
+
+
+class Calls:
+    """A function to time that counts its calls and can sleep differently while warming up."""
+
+    def __init__(self, warmup=0, warmup_sleep_s=0.0, timed_sleep_s=0.0):
+        self.count = 0
+        self.warmup = warmup
+        self.warmup_sleep_s = warmup_sleep_s
+        self.timed_sleep_s = timed_sleep_s
+
+    def __call__(self):
+        self.count += 1
+        time.sleep(self.warmup_sleep_s if self.count <= self.warmup else self.timed_sleep_s)
+
+
+# ------------------------------------------------------------------------------- time_ms (CPU)
+
+
+@given(st.integers(1, 30), st.integers(0, 12))
+def test_time_ms_calls_fn_warmup_plus_iters_times(launch_tax, iters, warmup):
+    fn = Calls()
+    result = launch_tax.time_ms(fn, iters=iters, warmup=warmup)
+    assert fn.count == warmup + iters, (
+        f"time_ms(fn, iters={iters}, warmup={warmup}) called fn {fn.count} times, expected "
+        f"{warmup + iters}\n  rule: exactly `warmup` untimed calls, then `iters` timed calls"
+    )
+    assert isinstance(result, float) and result >= 0, (
+        f"time_ms must return a float >= 0 (mean ms per call), got {result!r}"
+    )
+
+
+def test_time_ms_defaults(launch_tax):
+    fn = Calls()
+    launch_tax.time_ms(fn)
+    assert fn.count == 110, f"time_ms(fn) with the defaults (iters=100, warmup=10) called fn {fn.count} times"
+
+
+def test_time_ms_is_the_mean_of_the_timed_calls_in_ms(launch_tax):
+    # Warm-up calls sleep 60 ms, timed calls 2 ms. Sleeping never takes less than asked, so a
+    # right answer is >= 2.0; the 10 ms ceiling leaves 5x headroom for a busy machine while a
+    # total (>= 20), or a mean that counts the warm-up (>= 14), lands above it.
+    fn = Calls(warmup=2, warmup_sleep_s=0.060, timed_sleep_s=0.002)
+    got = launch_tax.time_ms(fn, iters=10, warmup=2)
+    assert isinstance(got, float) and 2.0 <= got < 10.0, (
+        f"time_ms(fn, iters=10, warmup=2) where each timed call sleeps 2 ms and each warm-up call "
+        f"60 ms: expected about 2 (ms per timed call), got {got!r}\n"
+        "  rule: time only the `iters` calls after the warm-up, divide by iters, report "
+        "milliseconds (below 2: seconds?, above 10: a total, or the warm-up included?)"
+    )
+
+
+@pytest.mark.parametrize("iters", [0, -1])
+def test_time_ms_rejects_no_iterations(launch_tax, iters):
+    check_rejects(lambda: launch_tax.time_ms(Calls(), iters=iters), "iters",
+                  "a mean over fewer than one call is undefined")
+
+
+def test_time_ms_rejects_negative_warmup(launch_tax):
+    check_rejects(lambda: launch_tax.time_ms(Calls(), warmup=-1), "warmup",
+                  "warmup counts calls, it cannot be negative")
+
+
+@no_cuda_only
+def test_measure_launch_tax_without_cuda_says_so(launch_tax):
+    with pytest.raises(RuntimeError) as caught:
+        launch_tax.measure_launch_tax(n_ops=4, numel=8, iters=1)
+    if isinstance(caught.value, NotImplementedError):  # a subclass of RuntimeError: the stub
+        raise caught.value
+    assert "cuda" in str(caught.value).lower(), (
+        f"measure_launch_tax on a machine without CUDA must raise a RuntimeError that says a CUDA "
+        f"device is needed, got: {caught.value}"
+    )
+
+
+# ------------------------------------------------------------------------------- on a GPU
+
+
+def gpu_busy_ms(cycles):
+    """How long ``torch.cuda._sleep(cycles)`` keeps the GPU busy, in ms (timed here with events)."""
+    torch.cuda._sleep(cycles)  # first call loads the kernel
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    torch.cuda._sleep(cycles)
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end)
+
+
+@pytest.mark.gpu
+def test_time_ms_on_cuda_includes_the_gpu_work(launch_tax):
+    cycles = 1_000_000
+    busy = gpu_busy_ms(cycles)
+    cycles = max(1, int(cycles * 2.0 / max(busy, 1e-3)))  # about 2 ms of GPU work per call
+    busy = gpu_busy_ms(cycles)
+    fn_calls = []
+
+    def fn():
+        fn_calls.append(1)
+        torch.cuda._sleep(cycles)
+
+    got = launch_tax.time_ms(fn, iters=5, warmup=2)
+    assert len(fn_calls) == 7, f"time_ms(fn, iters=5, warmup=2) called fn {len(fn_calls)} times, expected 7"
+    assert isinstance(got, float) and got >= 0.5 * busy, (
+        f"each call keeps the GPU busy for {busy:.2f} ms, but time_ms reported {got!r} ms per "
+        "call\n  rule: CUDA kernels run asynchronously; a CPU clock only times the launches. "
+        "Synchronize after the warm-up and time with torch.cuda.Event(enable_timing=True)"
+    )
+
+
+@pytest.mark.gpu
+def test_measure_launch_tax_part_a(launch_tax):
+    result = launch_tax.measure_launch_tax(n_ops=50, numel=1024, iters=10)
+    assert isinstance(result, LaunchTax), (
+        f"measure_launch_tax must return a coursekit.measurements.LaunchTax, got {type(result).__name__}"
+    )
+    assert (result.n_ops, result.numel) == (50, 1024), (
+        f"LaunchTax(n_ops, numel, ...) must record the chain measured: expected (50, 1024), got "
+        f"({result.n_ops}, {result.numel})"
+    )
+    for name in ("eager_us", "graph_us"):
+        value = getattr(result, name)
+        assert isinstance(value, float) and value > 0, f"LaunchTax.{name}: expected a time > 0 in µs, got {value!r}"
+    assert result.replay_matches_eager is True, (
+        "replay_matches_eager is not True: the graph's output must equal the eager chain's result "
+        "(copy the input into the static tensor, warm up, capture, replay, compare with torch.equal)"
+    )
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("argument", ["n_ops", "numel", "iters"])
+def test_measure_launch_tax_rejects_empty_work(launch_tax, argument):
+    kwargs = dict(n_ops=4, numel=8, iters=1)
+    kwargs[argument] = 0
+    check_rejects(lambda: launch_tax.measure_launch_tax(**kwargs), argument,
+                  f"{argument} must be at least 1")
+
+
+@pytest.mark.gpu
+def test_sweep_launch_tax_measures_each_length_in_order(launch_tax):
+    lengths = [16, 4, 32]
+    results = launch_tax.sweep_launch_tax(lengths, iters=3)
+    got = [r.n_ops for r in results] if isinstance(results, list) else results
+    assert got == lengths, (
+        f"sweep_launch_tax({lengths}): expected a list of LaunchTax for n_ops {lengths} in that "
+        f"order, got {got!r}"
+    )
+    assert all(r.replay_matches_eager is True for r in results), (
+        "every measurement in the sweep must have a replay that matches eager"
+    )
+    check_rejects(lambda: launch_tax.sweep_launch_tax([]), "n_ops_list",
+                  "a sweep needs at least one chain length")
