@@ -5,6 +5,10 @@ replacements on ``solutions/<module>.py``. ``tests/test_corpus.py`` builds each 
 submission folder and runs the public tests of its exercise against it: every mutant must lose
 points. A replacement that no longer matches the reference exactly once fails loudly, so the
 corpus cannot rot silently when the reference changes.
+
+Mutants made with ``G`` can only be caught on a real GPU (a wrong stream, a lost pool, a failed
+capture): their corpus tests carry the ``gpu`` marker and are skipped, with a reason, on a CPU.
+The others are caught by the CPU tests, the runners' through the stand-in for a captured graph.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ class Mutant:
     name: str
     why: str
     edits: tuple[tuple[str, str], ...]
+    gpu: bool = False  # caught only by the GPU tests
 
     @property
     def id(self) -> str:
@@ -26,6 +31,10 @@ class Mutant:
 
 def M(module, name, why, *edits):
     return Mutant(module, name, why, tuple(edits))
+
+
+def G(module, name, why, *edits):
+    return Mutant(module, name, why, tuple(edits), gpu=True)
 
 
 LAUNCH_MODEL = [
@@ -154,10 +163,105 @@ DISPATCH = [
       ("or num_tokens < 1:", "or num_tokens < -1:")),
 ]
 
-ALL = LAUNCH_MODEL + BUCKETS + DISPATCH
+LAUNCH_TAX = [
+    M("launch_tax", "time-total-not-mean", "returns the total time of the timed calls",
+      ("return (time.perf_counter() - start_s) * 1e3 / iters", "return (time.perf_counter() - start_s) * 1e3")),
+    M("launch_tax", "time-in-seconds", "returns seconds, not milliseconds",
+      ("return (time.perf_counter() - start_s) * 1e3 / iters", "return (time.perf_counter() - start_s) / iters")),
+    M("launch_tax", "time-includes-warmup", "starts the clock before the warm-up",
+      ("    for _ in range(warmup):\n        fn()\n",
+       "    start_s = time.perf_counter()\n    for _ in range(warmup):\n        fn()\n"),
+      ("    start_s = time.perf_counter()\n    for _ in range(iters):\n", "    for _ in range(iters):\n")),
+    M("launch_tax", "time-one-call-too-many", "times iters + 1 calls",
+      ("    for _ in range(iters):\n        fn()\n    return (time.perf_counter()",
+       "    for _ in range(iters + 1):\n        fn()\n    return (time.perf_counter()")),
+    M("launch_tax", "time-skips-warmup", "ignores warmup",
+      ("    for _ in range(warmup):\n        fn()\n", "")),
+    M("launch_tax", "time-accepts-zero-iters", "iters = 0 divides by zero",
+      ('_check_count("iters", iters, minimum=1)', '_check_count("iters", iters, minimum=0)')),
+    M("launch_tax", "time-accepts-negative-warmup", "warmup = -1 silently means none",
+      ('    _check_count("warmup", warmup, minimum=0)\n', "")),
+    M("launch_tax", "measure-no-cuda-check", "no clear error without CUDA",
+      ("    if not torch.cuda.is_available():\n        raise RuntimeError(\n            \"measure_launch_tax:",
+       "    if False:\n        raise RuntimeError(\n            \"measure_launch_tax:")),
+    G("launch_tax", "time-cpu-clock-on-cuda", "times CUDA work with a CPU clock and no synchronize",
+      ("    if torch.cuda.is_available():\n        torch.cuda.synchronize()", "    if False:\n        torch.cuda.synchronize()")),
+    G("launch_tax", "sweep-sorted", "measures the lengths sorted, not in the order given",
+      ("for n in n_ops_list]", "for n in sorted(n_ops_list)]")),
+    G("launch_tax", "sweep-accepts-empty", "an empty sweep returns []",
+      ("    if not n_ops_list:\n        raise", "    if False:\n        raise")),
+    G("launch_tax", "measure-accepts-zero-ops", "n_ops = 0 measures nothing",
+      ('("n_ops", n_ops), ', "")),
+]
+
+CAPTURE = [
+    G("capture", "warmup-on-current-stream", "warm-up on the caller's (default) stream",
+      ("    with torch.cuda.stream(side):\n        for _ in range(warmup_iters):\n            fn(*static_inputs)\n",
+       "    for _ in range(warmup_iters):\n        fn(*static_inputs)\n")),
+    G("capture", "no-warmup", "captures cold: no warm-up at all",
+      ("        for _ in range(warmup_iters):\n            fn(*static_inputs)\n", "        pass\n")),
+    G("capture", "warmup-one-too-many", "warms up warmup_iters + 1 times",
+      ("for _ in range(warmup_iters):", "for _ in range(warmup_iters + 1):")),
+    G("capture", "side-stream-does-not-wait", "the side stream races work queued on the caller's",
+      ("    side.wait_stream(caller)\n", "")),
+    G("capture", "ignores-pool", "every graph gets a new memory pool",
+      ("torch.cuda.graph(graph, pool=pool)", "torch.cuda.graph(graph)")),
+    G("capture", "accepts-zero-warmup", "warmup_iters = 0 accepted",
+      ("or warmup_iters < 1:", "or warmup_iters < 0:")),
+    G("capture", "accepts-cpu-inputs", "a CPU static input accepted",
+      ("if not isinstance(t, torch.Tensor) or not t.is_cuda:", "if not isinstance(t, torch.Tensor):")),
+    G("capture", "raw-capture-error", "lets torch's capture error through without naming the cause",
+      ('raise RuntimeError(f"capture: fn cannot be captured into a CUDA graph: {_cause(exc)}") from exc',
+       "raise")),
+    G("capture", "unchained-capture-error", "hides the original error (from None)",
+      ("{_cause(exc)}\") from exc", "{_cause(exc)}\") from None")),
+    G("capture", "stream-not-restored", "leaves the capture stream current after a failure",
+      ("        torch.cuda.set_stream(caller)\n", "")),
+    G("capture", "outputs-from-warmup", "returns a warm-up call's outputs, which replay never writes",
+      ("            fn(*static_inputs)\n    caller.wait_stream", "            outputs = fn(*static_inputs)\n    caller.wait_stream"),
+      ("            outputs = fn(*static_inputs)\n    except", "            fn(*static_inputs)\n    except")),
+]
+
+STATIC_RUNNER = [
+    M("static_runner", "rebinds-buffers", "rebinds the static inputs instead of copy_",
+      ("        for x, buffer in zip(inputs, self.static_inputs):\n            buffer.copy_(x)\n",
+       "        self.static_inputs = tuple(inputs)\n")),
+    M("static_runner", "borrows-example-inputs", "captures over the caller's tensors",
+      ("self.static_inputs = tuple(x.clone() for x in example_inputs)", "self.static_inputs = tuple(example_inputs)")),
+    M("static_runner", "static-output-when-clone-asked", "returns the static outputs although clone_outputs=True",
+      ("return _clone(outputs) if self.clone_outputs else outputs", "return outputs")),
+    M("static_runner", "clones-when-not-asked", "clones although clone_outputs=False",
+      ("return _clone(outputs) if self.clone_outputs else outputs", "return _clone(outputs)")),
+    M("static_runner", "captures-every-call", "captures again on every call",
+      ("        self.num_captures = 1\n", "        self.num_captures = 1\n        self._capture = capture\n        self._warmup_iters = warmup_iters\n"),
+      ("        outputs = self.graph.replay()",
+       "        self.graph = self._capture(self.fn, *self.static_inputs, warmup_iters=self._warmup_iters)\n"
+       "        outputs = self.graph.replay()")),
+    M("static_runner", "fixed-warmup", "ignores warmup_iters",
+      ("warmup_iters=warmup_iters)", "warmup_iters=3)")),
+    M("static_runner", "no-arity-check", "zip silently drops or ignores inputs",
+      ("        if len(inputs) != len(self.static_inputs):\n            raise",
+       "        if False:\n            raise")),
+    M("static_runner", "no-dtype-check", "copy_ silently converts dtypes",
+      ("                or x.dtype != buffer.dtype\n", "")),
+    M("static_runner", "no-device-check", "copies from any device",
+      ("                or x.device != buffer.device\n", "")),
+    M("static_runner", "no-shape-check", "lets copy_ broadcast or fail deep inside torch",
+      ("                or x.shape != buffer.shape\n", "")),
+    M("static_runner", "clone-loses-structure", "turns a tuple of outputs into a list",
+      ("return type(obj)(_clone(item) for item in obj)", "return [_clone(item) for item in obj]")),
+    M("static_runner", "replay-before-copy", "replays, then copies in: returns the previous call's result",
+      ("        for x, buffer in zip(inputs, self.static_inputs):\n            buffer.copy_(x)\n        outputs = self.graph.replay()\n",
+       "        outputs = self.graph.replay()\n        for x, buffer in zip(inputs, self.static_inputs):\n            buffer.copy_(x)\n")),
+    M("static_runner", "error-names-one-based-position", "names inputs[i + 1]",
+      ('f"inputs[{i}]: expected', 'f"inputs[{i + 1}]: expected')),
+]
+
+ALL = LAUNCH_MODEL + LAUNCH_TAX + CAPTURE + STATIC_RUNNER + BUCKETS + DISPATCH
 
 #: The pytest marker of each module's exercise.
-MARKERS = {"launch_model": "ex1", "buckets": "ex5", "dispatch": "ex6"}
+MARKERS = {"launch_model": "ex1", "launch_tax": "ex2", "capture": "ex3", "static_runner": "ex4",
+           "buckets": "ex5", "dispatch": "ex6"}
 
 
 def apply(mutant: Mutant, source: str) -> str:

@@ -41,7 +41,9 @@ def test_alternative_implementations_keep_every_point():
     assert outcome.returncode == 0 and outcome.passed and not outcome.failed, outcome.summary()
 
 
-@pytest.mark.parametrize("mutant", mutants.ALL, ids=lambda m: m.id)
+@pytest.mark.parametrize(
+    "mutant", [pytest.param(m, marks=[pytest.mark.gpu] if m.gpu else [], id=m.id) for m in mutants.ALL]
+)
 def test_mutant_loses_points(mutant, tmp_path):
     reference = (REPO_ROOT / "solutions" / f"{mutant.module}.py").read_text()
     folder = submission(tmp_path / "submission", **{mutant.module: mutants.apply(mutant, reference)})
@@ -50,6 +52,28 @@ def test_mutant_loses_points(mutant, tmp_path):
         f"mutant {mutant.id} ({mutant.why}) passed every public test of "
         f"{mutants.MARKERS[mutant.module]}:\n{outcome.summary()}"
     )
+
+
+@pytest.mark.gpu
+def test_reference_passes_every_gpu_test():
+    outcome = run_public_tests("solutions", "gpu")
+    assert outcome.returncode == 0 and outcome.passed and not outcome.failed, outcome.summary()
+    assert not outcome.skipped, f"GPU tests skipped on a GPU machine: {outcome.skipped}"
+
+
+@pytest.mark.gpu
+def test_untouched_stubs_pass_no_gpu_test():
+    outcome = run_public_tests("exercises", "gpu")
+    assert outcome.failed and outcome.passed == [], (
+        f"GPU tests that pass on the untouched stubs: {outcome.passed}\n{outcome.summary()}"
+    )
+
+
+@pytest.mark.gpu
+def test_alternative_implementations_keep_every_gpu_point():
+    markers = " or ".join(sorted(set(mutants.MARKERS.values())))
+    outcome = run_public_tests(REPO_ROOT / "tests" / "alternatives", f"({markers}) and gpu")
+    assert outcome.returncode == 0 and outcome.passed and not outcome.failed, outcome.summary()
 
 
 def test_corpus_is_large_enough():

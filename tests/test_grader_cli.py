@@ -22,7 +22,7 @@ def test_reference_passes_everything():
     run = grade("solutions")
     assert run.returncode == 0, run.stderr
     rows = [line for line in run.stdout.splitlines() if re.match(r"ex\d", line)]
-    assert rows and all(line.endswith("all pass") for line in rows), run.stdout
+    assert rows and all("all pass" in line for line in rows), run.stdout
 
 
 def test_not_a_folder():

@@ -172,9 +172,11 @@ def check_capture_fails(capture, fn, x, words, what):
         f"capturing a function that {what} must raise a RuntimeError naming the cause (one of "
         f"{words}), got: {message}"
     )
-    assert caught.value.__cause__ is not None or caught.value.__context__ is not None, (
-        "chain the original error: raise RuntimeError(...) from exc"
+    error = caught.value
+    chained = error.__cause__ is not None or (
+        error.__context__ is not None and not error.__suppress_context__
     )
+    assert chained, "chain the original error (raise RuntimeError(...) from exc), do not hide it"
     assert torch.cuda.current_stream() == before, (
         "after a failed capture the caller's stream must be current again (torch.cuda.graph leaves "
         "its capture stream current when the capture fails: restore it with torch.cuda.set_stream)"

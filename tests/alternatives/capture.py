@@ -1,0 +1,37 @@
+"""Exercise 3, solved another way: inputs checked before CUDA, the stream restored in a
+``finally``, a one-line cause chosen with plain ``in`` tests, capture on an explicit stream."""
+
+import torch
+
+from coursekit.standin import CapturedGraph
+
+
+def capture(fn, *static_inputs, warmup_iters=3, pool=None):
+    if warmup_iters < 1:
+        raise ValueError(f"warmup_iters must be >= 1, got {warmup_iters}")
+    bad = [i for i, t in enumerate(static_inputs) if not (torch.is_tensor(t) and t.is_cuda)]
+    if bad:
+        raise ValueError(f"static_inputs[{bad[0]}] is not a CUDA tensor")
+    if not torch.cuda.is_available():
+        raise RuntimeError("CUDA is not available: capturing a graph needs a CUDA device")
+    before = torch.cuda.current_stream()
+    warm = torch.cuda.Stream()
+    warm.wait_stream(before)
+    with torch.cuda.stream(warm):
+        for _ in range(warmup_iters):
+            fn(*static_inputs)
+    before.wait_stream(warm)
+    g = torch.cuda.CUDAGraph()
+    try:
+        with torch.cuda.graph(g, pool=pool, stream=torch.cuda.Stream()):
+            out = fn(*static_inputs)
+    except RuntimeError as exc:
+        text = str(exc) + str(exc.__context__)
+        if "CPU" in text or "pinned" in text:
+            why = "fn copies a CPU tensor to the GPU while capturing"
+        else:
+            why = "fn synchronizes with the host (e.g. .item()) while capturing"
+        raise RuntimeError(f"graph capture failed: {why}") from exc
+    finally:
+        torch.cuda.set_stream(before)
+    return CapturedGraph(graph=g, static_inputs=static_inputs, static_outputs=out)
