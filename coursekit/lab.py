@@ -2,8 +2,8 @@
 
 ``launch-tax`` is the lesson's Part A: a chain of 200 tiny kernels run eagerly (one CPU launch per
 kernel) and as one replayed CUDA graph, then a sweep over chain lengths N. Exercise 1's
-``fit_launch_model`` fits a line through each curve: the eager slope tau is the CPU cost of one
-launch, the graph slope nu is what each kernel node still costs on the GPU after capture. It
+``fit_launch_model`` fits a line through each curve: the eager slope τ is the CPU cost of one
+launch, the graph slope ν is what each kernel node still costs on the GPU after capture. It
 prints a report, and writes the figures (``launch-tax.json``) and a chart (``launch-tax.svg``).
 
     python -m coursekit.lab launch-tax                     # measure with exercises/ (needs CUDA)
@@ -112,7 +112,7 @@ def fit_record(record: dict, fit) -> dict:
     """``record`` plus the two fitted lines, with ``fit`` = exercise 1's ``fit_launch_model``
     (n_kernels, step_ms) -> (slope µs per kernel, intercept ms). Keys as in the anchor JSON:
     ``tau_eager_us``/``t0_eager_us`` (eager slope/intercept) and ``tau_graph_us``/``t0_graph_us``
-    (graph slope, i.e. nu, and intercept), all in µs."""
+    (graph slope ν and intercept), all in µs."""
     ns = [int(n) for n in record["sweep_ms"]]
     tau_e, c_e = fit(ns, [e for e, _ in record["sweep_ms"].values()])
     tau_g, c_g = fit(ns, [g for _, g in record["sweep_ms"].values()])
@@ -135,12 +135,13 @@ def report(record: dict) -> str:
         f"GPU: {record['gpu']}, torch {record['torch']}",
         "",
         f"Part A: {PART_A_OPS} tiny kernels on {PART_A_NUMEL} floats, µs per iteration",
-        "                this run   H200 reference",
-        f"  eager      {a['eager_us']:10.0f}   {ref_eager:14.0f}",
-        f"  graph      {a['graph_us']:10.0f}   {ref_graph:14.0f}",
-        f"  speedup    {_times(a['eager_us'], a['graph_us']):>10}   "
-        f"{_times(ref_eager, ref_graph):>14}",
-        f"  graph replay matches eager: {'yes' if a['replay_correct'] else 'NO (check exercise 2)'}",
+        f"{'':13}{'this run':>10}{'H200 reference':>17}",
+        f"  {'eager':11}{a['eager_us']:7.0f} µs{ref_eager:14.0f} µs",
+        f"  {'graph':11}{a['graph_us']:7.0f} µs{ref_graph:14.0f} µs",
+        f"  {'speedup':11}{_times(a['eager_us'], a['graph_us']):>10}"
+        f"{_times(ref_eager, ref_graph):>17}",
+        "  graph replay matches eager: "
+        + ("yes" if a["replay_correct"] else "NO: the replay's output differs (exercise 2)"),
         "",
         "N-sweep: µs per iteration of a chain of N tiny kernels; model = the two fitted lines",
         "     N | eager meas | eager model | graph meas | graph model | speedup meas | "
@@ -158,18 +159,20 @@ def report(record: dict) -> str:
     step_kernels = 28 * 15 + 10
     lines += [
         "",
-        "Fitted per-kernel costs (exercise 1's fit_launch_model)   this run   H200 reference",
-        f"  tau, eager: CPU launch per kernel                    {tau:7.2f} µs  "
-        f"{lesson.H200_TAU_EAGER_US:10.2f} µs",
-        f"  nu,  graph: GPU cost per kernel node                 {nu:7.2f} µs  "
-        f"{lesson.H200_TAU_GRAPH_US:10.2f} µs",
+        f"{'Fitted per-kernel costs (exercise 1: fit_launch_model)':56}{'this run':>10}"
+        f"{'H200 reference':>17}",
+        f"  {'τ, eager: CPU cost of one launch':54}{tau:7.2f} µs"
+        f"{lesson.H200_TAU_EAGER_US:14.2f} µs",
+        f"  {'ν, graph: GPU cost of one kernel node':54}{nu:7.2f} µs"
+        f"{lesson.H200_TAU_GRAPH_US:14.2f} µs",
         f"  intercepts: eager {record['t0_eager_us']:.1f} µs, graph {record['t0_graph_us']:.1f} µs",
         "",
-        f"The lesson's model (gpu_node_us = 0) says a graph costs one launch whatever N is; "
-        f"measured, each node still costs nu = {nu:.2f} µs on the GPU, which "
-        f"DecodeStep(gpu_node_us={nu:.2f}) models.",
-        f"For the lesson's {step_kernels}-kernel decode step that is {step_kernels * nu:.0f} µs "
-        f"per token that capture cannot remove; only fewer kernels (fusion) can.",
+        "The lesson's model (gpu_node_us = 0) says a graph costs one launch whatever N is.",
+        f"Measured, each node still costs ν = {nu:.2f} µs on the GPU: DecodeStep(gpu_node_us="
+        f"{nu:.2f}) models it.",
+        f"For the lesson's {step_kernels}-kernel decode step that is {step_kernels * nu:.0f} µs of "
+        "GPU time per step that",
+        "capture cannot remove; only fewer kernels (fusion) can.",
     ]
     return "\n".join(lines)
 
@@ -249,7 +252,10 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> int:
-    args = _parser().parse_args(argv)
+    try:
+        args = _parser().parse_args(argv)
+    except SystemExit as exc:  # argparse has printed the usage error (or --help)
+        return exc.code
     try:
         impl = Implementation(args.impl)
     except ValueError as exc:
@@ -276,7 +282,7 @@ def main(argv=None) -> int:
                   "On a laptop, try --reference (the bundled H200 figures) or --from FILE "
                   "(a saved launch-tax.json).", file=sys.stderr)
             return 2
-        record, source = None, f"measured with --impl {args.impl}"  # measured below
+        record, source = None, "measured on this GPU by exercise 2"  # measured below
 
     try:
         if record is None:
@@ -291,7 +297,7 @@ def main(argv=None) -> int:
         print(f"lab: {exc}", file=sys.stderr)
         return 1
 
-    print(f"launch-tax lab: {source}; fits by --impl {args.impl}\n")
+    print(f"launch-tax lab: {source}; fitted by exercise 1; --impl {args.impl}\n")
     print(report(record))
     json_path, svg_path = write_outputs(record, args.out)
     print(f"\nwrote {json_path}\nwrote {svg_path}")

@@ -12,8 +12,8 @@ import math
 from pathlib import Path
 from xml.sax.saxutils import escape, quoteattr
 
-WIDTH, HEIGHT = 760, 440
-LEFT, RIGHT, TOP, BOTTOM = 70, 230, 40, 50  # margins in px; the legend sits in the right one
+WIDTH, HEIGHT = 800, 440
+LEFT, RIGHT, TOP, BOTTOM = 70, 260, 40, 50  # margins in px; the legend sits in the right one
 STYLES = ("points", "line")
 
 
