@@ -20,7 +20,7 @@ class Outcome:
     passed: list[str] = field(default_factory=list)
     failed: list[str] = field(default_factory=list)  # failures and errors
     skipped: list[str] = field(default_factory=list)
-    reasons: dict[str, str] = field(default_factory=dict)  # test -> first line of its failure
+    reasons: dict[str, str] = field(default_factory=dict)  # test -> why it failed / was skipped
     output: str = ""
 
     def summary(self) -> str:
@@ -60,5 +60,6 @@ def _read_junit(path: Path, outcome: Outcome) -> None:
             outcome.reasons[name] = (problem.get("message") or "").strip().split("\n")[0]
         elif case.find("skipped") is not None:
             outcome.skipped.append(name)
+            outcome.reasons[name] = (case.find("skipped").get("message") or "").strip()
         else:
             outcome.passed.append(name)

@@ -3,6 +3,7 @@ and alternative right ones. Proves that every public test can fail and no right 
 rejected."""
 
 import pytest
+import torch
 
 from coursekit.impl import REPO_ROOT
 from tests import mutants
@@ -80,3 +81,13 @@ def test_corpus_is_large_enough():
     for module in mutants.MARKERS:
         count = sum(m.module == module for m in mutants.ALL)
         assert count >= 10, f"only {count} mutants of {module}; the corpus needs at least 10"
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks how GPU tests behave without CUDA")
+def test_gpu_tests_are_collected_and_skipped_with_a_reason_on_a_cpu():
+    outcome = run_public_tests("solutions", "gpu")
+    assert len(outcome.skipped) >= 12 and not outcome.passed and not outcome.failed, (
+        f"expected at least 12 GPU tests, all skipped without CUDA; got {outcome.summary()}"
+    )
+    silent = [t for t in outcome.skipped if "needs a CUDA GPU" not in outcome.reasons.get(t, "")]
+    assert not silent, f"GPU tests skipped without saying they need a CUDA GPU: {silent}"
