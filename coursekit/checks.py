@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from typing import Any, Callable
 
 
@@ -40,3 +41,36 @@ def check_rejects(call: Callable[[], Any], argument: str | tuple[str, ...], rule
         ) from exc
     raise AssertionError(f"expected {error.__name__} naming {argument}, nothing was raised\n"
                          f"  rule: {rule}")
+
+
+def _says_cuda_is_needed(message: str) -> bool:
+    """One sentence of ``message`` names CUDA (or a GPU) and says it is needed or missing."""
+    for sentence in re.split(r"[.!;?]\s", message):
+        if re.search(r"cuda|gpu", sentence, re.IGNORECASE) and re.search(
+            r"\bneed|\brequir|\bavailable|\bno cuda", sentence, re.IGNORECASE
+        ):
+            return True
+    return False
+
+
+def check_says_cuda_is_needed(call: Callable[[], Any], what: str) -> None:
+    """On a machine without CUDA, ``call()`` raises a RuntimeError of our own saying a CUDA device
+    is needed (not whatever torch raises deep inside). NotImplementedError, a RuntimeError too,
+    passes through so an unfinished stub says so."""
+    try:
+        call()
+    except NotImplementedError:
+        raise
+    except RuntimeError as exc:
+        if not _says_cuda_is_needed(str(exc)):
+            raise AssertionError(
+                f"{what} without CUDA raised RuntimeError({str(exc)[:300]!r}); expected a message "
+                "saying a CUDA device is needed (check torch.cuda.is_available() first)"
+            ) from None
+        return
+    except Exception as exc:  # noqa: BLE001 - report whatever came instead
+        raise AssertionError(
+            f"{what} without CUDA must raise a RuntimeError saying a CUDA device is needed, got "
+            f"{type(exc).__name__}: {str(exc)[:300]}"
+        ) from exc
+    raise AssertionError(f"{what} without CUDA must raise a RuntimeError; nothing was raised")

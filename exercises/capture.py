@@ -43,8 +43,8 @@ def capture(
 
     Some functions cannot be captured: ``.item()``, ``.cpu()`` or ``print(tensor)`` make the CPU
     wait for the GPU, and ``torch.tensor(..., device="cuda")`` copies from CPU memory; a graph
-    can do neither. Then ``torch.cuda.graph`` raises, and leaves the stream it captured on as the
-    current stream. Catch the error, make the stream that was current before the capture current
+    can do neither. Then ``torch.cuda.graph`` raises, and may leave the stream it captured on as the
+    current stream (when ending the failed capture raises too). Catch the error, make the stream that was current before the capture current
     again (``torch.cuda.set_stream``), and raise a RuntimeError that says which of these causes
     it looks like, chained to the original error (``raise ... from exc``). After that, capturing
     a good function must still work.

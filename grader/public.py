@@ -29,8 +29,10 @@ class Outcome:
 
 
 def run_public_tests(impl: str | Path, marker: str = "not gpu", *extra: str,
-                     profile: str = "ci", timeout: float = 300) -> Outcome:
-    """``python -m pytest exercises --impl IMPL -m MARKER`` in a fresh interpreter."""
+                     profile: str = "ci", timeout: float = 300,
+                     hide_gpu: bool = False) -> Outcome:
+    """``python -m pytest exercises --impl IMPL -m MARKER`` in a fresh interpreter
+    (``hide_gpu``: with no CUDA device visible, as on a laptop)."""
     handle, name = tempfile.mkstemp(prefix="launch-tax-", suffix=".xml")
     os.close(handle)
     xml_path = Path(name)
@@ -38,6 +40,8 @@ def run_public_tests(impl: str | Path, marker: str = "not gpu", *extra: str,
            "-q", "--tb=line", "-p", "no:cacheprovider", "-p", "no:xdist",
            f"--hypothesis-profile={profile}", f"--junitxml={xml_path}", *extra]
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "HYPOTHESIS_"))}
+    if hide_gpu:
+        env["CUDA_VISIBLE_DEVICES"] = ""
     try:
         run = subprocess.run(cmd, cwd=REPO_ROOT, env=env, capture_output=True, text=True,
                              timeout=timeout)

@@ -39,7 +39,8 @@ def measure_launch_tax(n_ops: int = 200, numel: int = 1024, iters: int = 100) ->
             "measure_launch_tax: a CUDA device is needed (it captures a CUDA graph), and "
             "torch.cuda.is_available() is False on this machine"
         )
-    x = torch.rand(numel, device="cuda") + 0.5
+    # A private generator: the default CUDA generator is left mid-capture by a failed capture.
+    x = torch.rand(numel, device="cuda", generator=torch.Generator(device="cuda")) + 0.5
     eager_ms = time_ms(lambda: tiny_op_chain(x, n_ops), iters=iters)
 
     static_x = x.clone()

@@ -48,7 +48,9 @@ def test_alternative_implementations_keep_every_point():
 def test_mutant_loses_points(mutant, tmp_path):
     reference = (REPO_ROOT / "solutions" / f"{mutant.module}.py").read_text()
     folder = submission(tmp_path / "submission", **{mutant.module: mutants.apply(mutant, reference)})
-    outcome = run_public_tests(folder, mutants.MARKERS[mutant.module], "-x")
+    # A CPU mutant must be caught by the CPU tests (the timer's CPU clock, the no-CUDA errors), so
+    # on a GPU machine it runs with the GPU hidden.
+    outcome = run_public_tests(folder, mutants.MARKERS[mutant.module], "-x", hide_gpu=not mutant.gpu)
     assert outcome.failed, (
         f"mutant {mutant.id} ({mutant.why}) passed every public test of "
         f"{mutants.MARKERS[mutant.module]}:\n{outcome.summary()}"

@@ -38,7 +38,7 @@ def measure_launch_tax(n_ops=200, numel=1024, iters=100):
             raise ValueError(f"{name} must be >= 1, got {value}")
     if not torch.cuda.is_available():
         raise RuntimeError("no CUDA device: measuring the launch tax needs a GPU")
-    x = torch.randn(numel, device="cuda")
+    x = torch.randn(numel, device="cuda", generator=torch.Generator(device="cuda").manual_seed(0))
     eager = time_ms(lambda: tiny_op_chain(x, n_ops), iters=iters)
     static = x.clone()
     stream = torch.cuda.Stream()
