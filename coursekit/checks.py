@@ -43,7 +43,7 @@ def check_rejects(call: Callable[[], Any], argument: str | tuple[str, ...], rule
                          f"  rule: {rule}")
 
 
-def _says_cuda_is_needed(message: str) -> bool:
+def says_cuda_is_needed(message: str) -> bool:
     """One sentence of ``message`` names CUDA (or a GPU) and says it is needed or missing."""
     for sentence in re.split(r"[.!;?]\s", message):
         if re.search(r"cuda|gpu", sentence, re.IGNORECASE) and re.search(
@@ -62,7 +62,7 @@ def check_says_cuda_is_needed(call: Callable[[], Any], what: str) -> None:
     except NotImplementedError:
         raise
     except RuntimeError as exc:
-        if not _says_cuda_is_needed(str(exc)):
+        if not says_cuda_is_needed(str(exc)):
             raise AssertionError(
                 f"{what} without CUDA raised RuntimeError({str(exc)[:300]!r}); expected a message "
                 "saying a CUDA device is needed (check torch.cuda.is_available() first)"

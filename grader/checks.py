@@ -1,0 +1,529 @@
+"""Checks: what the judge asks a submission (probes) and how it judges the answers.
+
+A check is a list of probes (``grader/probes.py``) and a rule. The judge runs every probe on the
+submission (in a sandboxed worker) and on the reference (itself), then compares answer by answer:
+by default the submission's answer must equal the reference's (floats to ~1e-9 relative, tensors
+with ``allclose``), or, for a probe that expects an error, the submission must raise that error
+with a message naming the argument. A few checks judge a property instead (a timer's result
+between two bounds, a message that says a CUDA device is needed).
+
+This file holds the public checks, which mirror the public tests; ``grader/hidden.py`` holds the
+hidden ones (never released). Inputs are drawn from fixed seeds, so every run asks the same.
+Points live in ``grader/rubric.toml``.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import torch
+
+from coursekit.checks import says_cuda_is_needed as _names_missing_cuda
+
+
+@dataclass(frozen=True)
+class Probe:
+    probe: str
+    args: dict
+    label: str
+    raises: tuple[str, ...] = ()  # an expected error: its message must name one of these
+    error: str = "ValueError"
+
+    def key(self) -> str:
+        import json
+
+        return json.dumps([self.probe, self.args], sort_keys=True, default=str)
+
+
+@dataclass
+class Answer:
+    ok: bool
+    value: Any = None
+    error: dict | None = None  # {"types": [class names along the MRO], "message": str}
+
+
+#: ``compare(probe, submission_answer, reference_answer) -> problem or None``
+Compare = Callable[[Probe, Answer, Answer], "str | None"]
+
+
+@dataclass
+class Check:
+    exercise: str
+    name: str
+    rule: str
+    probes: list[Probe]
+    compare: Compare | None = None
+    gpu: bool = False
+    hidden: bool = False
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def id(self) -> str:
+        return f"{self.exercise}.{self.name}"
+
+
+# ----------------------------------------------------------------------------- comparing
+
+
+def short(value: Any, limit: int = 160) -> str:
+    if isinstance(value, torch.Tensor):
+        text = f"tensor{tuple(value.shape)} {str(value.dtype).removeprefix('torch.')} " \
+               f"{value.flatten()[:6].tolist()}{'...' if value.numel() > 6 else ''}"
+    else:
+        text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def differs(got: Any, expected: Any, rel: float, abs_: float, rtol: float, atol: float) -> str | None:
+    """Why ``got`` is not ``expected`` (types must match exactly), or None."""
+    if type(got) is not type(expected):
+        return f"expected {short(expected)} ({type(expected).__name__}), got {short(got)} " \
+               f"({type(got).__name__})"
+    if isinstance(expected, float):
+        if math.isnan(expected) and math.isnan(got):
+            return None
+        if not math.isclose(got, expected, rel_tol=rel, abs_tol=abs_):
+            return f"expected {expected!r}, got {got!r}"
+        return None
+    if isinstance(expected, torch.Tensor):
+        if got.dtype != expected.dtype or got.shape != expected.shape:
+            return f"expected {short(expected)}, got {short(got)}"
+        if got.dtype.is_floating_point:
+            ok = torch.allclose(got.double(), expected.double(), rtol=rtol, atol=atol, equal_nan=True)
+        else:
+            ok = torch.equal(got, expected)
+        if not ok:
+            bad = (got.double() - expected.double()).abs().nan_to_num(float("inf")).max().item()
+            return f"expected {short(expected)}, got {short(got)} (max difference {bad:.3g})"
+        return None
+    if isinstance(expected, (list, tuple)):
+        if len(got) != len(expected):
+            return f"expected {len(expected)} items {short(expected)}, got {len(got)} {short(got)}"
+        for i, (g, e) in enumerate(zip(got, expected)):
+            problem = differs(g, e, rel, abs_, rtol, atol)
+            if problem:
+                return f"[{i}]: {problem}"
+        return None
+    if isinstance(expected, dict):
+        if set(got) != set(expected):
+            return f"expected keys {sorted(expected)}, got {sorted(got)}"
+        for k in expected:
+            problem = differs(got[k], expected[k], rel, abs_, rtol, atol)
+            if problem:
+                return f"[{k!r}]: {problem}"
+        return None
+    return None if got == expected else f"expected {short(expected)}, got {short(got)}"
+
+
+def raised(answer: Answer) -> str:
+    types = answer.error["types"]
+    if "NotImplementedError" in types:
+        return f"not implemented yet ({answer.error['message']})"
+    return f"raised {types[0]}: {answer.error['message'][:200]}"
+
+
+def same(keys: tuple[str, ...] = (), rel: float = 1e-9, abs_: float = 1e-12,
+         rtol: float = 1e-5, atol: float = 1e-6) -> Compare:
+    """The submission answers as the reference does (only ``keys`` of a dict answer, if given)."""
+
+    def compare(probe: Probe, got: Answer, expected: Answer) -> str | None:
+        if probe.raises:
+            return expects_error(probe, got)
+        if expected is None:
+            raise RuntimeError(f"no reference answer for probe {probe.label}")
+        if not expected.ok:
+            raise RuntimeError(f"the reference failed probe {probe.label}: {expected.error}")
+        if not got.ok:
+            return f"{probe.label} {raised(got)}"
+        g, e = got.value, expected.value
+        if keys:
+            if not isinstance(g, dict):
+                return f"{probe.label}: got {short(g)}"
+            for k in keys:
+                problem = differs(g.get(k), e.get(k), rel, abs_, rtol, atol)
+                if problem:
+                    return f"{probe.label}, {k}: {problem}"
+            return None
+        problem = differs(g, e, rel, abs_, rtol, atol)
+        return f"{probe.label}: {problem}" if problem else None
+
+    compare.needs_reference = True
+    return compare
+
+
+def expects_error(probe: Probe, got: Answer) -> str | None:
+    names = " or ".join(repr(n) for n in probe.raises)
+    if got.ok:
+        return f"{probe.label}: expected {probe.error} naming {names}, nothing was raised"
+    if "NotImplementedError" in got.error["types"]:
+        return f"{probe.label} {raised(got)}"
+    if probe.error not in got.error["types"]:
+        return f"{probe.label}: expected {probe.error} naming {names}, {raised(got)}"
+    if not any(n in got.error["message"] for n in probe.raises):
+        return f"{probe.label}: the {probe.error} does not name {names}: {got.error['message'][:200]!r}"
+    return None
+
+
+def says_cuda_is_needed(probe: Probe, got: Answer, expected: Answer) -> str | None:
+    if got.ok:
+        return f"{probe.label} without CUDA: expected a RuntimeError, nothing was raised"
+    if "NotImplementedError" in got.error["types"] or "RuntimeError" not in got.error["types"]:
+        return f"{probe.label} without CUDA: expected a RuntimeError saying a CUDA device is needed, {raised(got)}"
+    if not _names_missing_cuda(got.error["message"]):
+        return f"{probe.label} without CUDA: the RuntimeError must say a CUDA device is needed, " \
+               f"got {got.error['message'][:200]!r}"
+    return None
+
+
+def between(low: float, high: float, why: str) -> Compare:
+    def compare(probe: Probe, got: Answer, expected: Answer) -> str | None:
+        if not got.ok:
+            return f"{probe.label} {raised(got)}"
+        if type(got.value) is not float or not low <= got.value < high:
+            return f"{probe.label}: expected a float in [{low}, {high}) ms, got {short(got.value)} ({why})"
+        return None
+
+    return compare
+
+
+def P(probe: str, label: str, raises: tuple[str, ...] | str = (), error: str = "ValueError",
+      **args) -> Probe:
+    return Probe(probe, args, label, (raises,) if isinstance(raises, str) else tuple(raises), error)
+
+
+# ----------------------------------------------------------------------------- exercise 1
+
+ATTRS = ("n_kernels", "compute_ms", "launch_ms", "eager_ms", "graph_ms", "speedup")
+FIELDS = ("weight_gib", "n_layers", "kernels_per_layer", "launch_us", "bandwidth_bps", "gpu_node_us")
+
+
+def decode_step_kwargs(rng: random.Random) -> dict:
+    return dict(weight_gib=round(rng.uniform(0.001, 200), 3), n_layers=rng.randint(0, 128),
+                kernels_per_layer=rng.randint(0, 64), launch_us=round(rng.uniform(0, 50), 3),
+                bandwidth_bps=rng.choice([1e9, 3.35e12, 1e12, 4.27e12, 8e11]),
+                gpu_node_us=rng.choice([0.0, 1.1, 2.5]))
+
+
+def step_label(kwargs: dict, attr: str) -> str:
+    args = ", ".join(f"{k}={v!r}" for k, v in kwargs.items())
+    call = "()" if attr in ("eager_ms", "graph_ms", "speedup") else ""
+    return f"DecodeStep({args}).{attr}{call}"
+
+
+def ex1(rng: random.Random) -> list[Check]:
+    steps = [dict(weight_gib=5.5), dict(weight_gib=14.2)] + [decode_step_kwargs(rng) for _ in range(20)]
+    kernels = [[float(rng.randint(0, 50)) for _ in range(rng.randint(0, 30))] for _ in range(25)]
+    lines = []
+    for _ in range(10):
+        a, b = rng.uniform(0, 20), rng.uniform(0, 5)
+        ns = rng.sample(range(1, 3000), rng.randint(2, 10))
+        lines.append((ns, [b + n * a / 1e3 for n in ns]))
+    return [
+        Check("ex1", "decode_step_formulas",
+              "n_kernels = layers*kernels_per_layer + 10 (an int); compute, launch, eager, graph "
+              "and speedup follow the lesson's formulas",
+              [P("decode_step", step_label(kw, a), kwargs=kw, attr=a) for kw in steps for a in ATTRS]),
+        Check("ex1", "decode_step_rejects_bad_fields",
+              "a negative field or a non-positive bandwidth is a ValueError naming the field",
+              [P("make_decode_step", f"DecodeStep({f}=-1)", f, kwargs={"weight_gib": 1.0, f: -1})
+               for f in FIELDS] + [P("make_decode_step", "DecodeStep(1.0, bandwidth_bps=0)",
+                                     "bandwidth_bps", kwargs={"weight_gib": 1.0, "bandwidth_bps": 0})]),
+        Check("ex1", "seed_report", "report(SEED_ROWS) prints the lesson's table byte for byte",
+              [P("seed_report", "report(SEED_ROWS)"), P("seed_rows", "SEED_ROWS")]),
+        Check("ex1", "simulate_eager_ms",
+              "kernel k starts at max(k*launch_us, end of kernel k-1); the result is the last end, in ms",
+              [P("simulate", f"simulate_eager_ms({k}, {l})", kernel_us=k, launch_us=l)
+               for k, l in zip(kernels, [float(rng.randint(0, 30)) for _ in kernels])]),
+        Check("ex1", "fit_launch_model",
+              "least squares: (launch_us per kernel, compute_ms); ValueError for mismatched lengths "
+              "or fewer than two distinct kernel counts",
+              [P("fit", f"fit_launch_model({ns}, ...)", n_kernels=ns, step_ms=ms) for ns, ms in lines]
+              + [P("fit", "fit_launch_model([1, 2, 3], [1.0, 2.0])", ("n_kernels", "step_ms"),
+                   n_kernels=[1, 2, 3], step_ms=[1.0, 2.0]),
+                 P("fit", "fit_launch_model([5, 5], [1.0, 2.0])", "n_kernels",
+                   n_kernels=[5, 5], step_ms=[1.0, 2.0])],
+              compare=same(rel=1e-6, abs_=1e-9)),
+    ]
+
+
+# ----------------------------------------------------------------------------- exercise 2
+
+
+def ex2(rng: random.Random) -> list[Check]:
+    counts = [(rng.randint(1, 20), rng.randint(0, 8)) for _ in range(6)]
+    return [
+        Check("ex2", "time_ms_call_count",
+              "time_ms calls fn exactly warmup + iters times (defaults 100 and 10) and returns a float",
+              [P("time_ms_calls", f"time_ms(fn, iters={i}, warmup={w})", iters=i, warmup=w)
+               for i, w in counts] + [P("time_ms_default_calls", "time_ms(fn)")]),
+        Check("ex2", "time_ms_mean_ms",
+              "the result is the mean of the timed calls only, in milliseconds",
+              [P("time_ms_sleeping", "time_ms(fn, iters=10, warmup=2) with 2 ms timed calls and "
+                 "60 ms warm-up calls", iters=10, warmup=2, warmup_s=0.06, timed_s=0.002)],
+              compare=between(2.0, 10.0, "below 2: seconds? above 10: a total, or warm-up timed?")),
+        Check("ex2", "time_ms_rejects",
+              "iters < 1 or warmup < 0 is a ValueError naming it",
+              [P("time_ms_args", "time_ms(fn, iters=0)", "iters", kwargs={"iters": 0}),
+               P("time_ms_args", "time_ms(fn, iters=-1)", "iters", kwargs={"iters": -1}),
+               P("time_ms_args", "time_ms(fn, warmup=-1)", "warmup", kwargs={"warmup": -1})]),
+        Check("ex2", "measure_needs_cuda",
+              "without CUDA, measure_launch_tax raises a RuntimeError saying a CUDA device is needed",
+              [P("measure", "measure_launch_tax(n_ops=4, numel=8, iters=1)",
+                 kwargs={"n_ops": 4, "numel": 8, "iters": 1})],
+              compare=says_cuda_is_needed),
+        Check("ex2", "gpu_time_ms_includes_gpu_work",
+              "on CUDA the timer measures the GPU's work (synchronize, CUDA events), not the launches",
+              [P("time_ms_gpu_work", "time_ms(fn) where fn keeps the GPU busy ~2 ms")],
+              compare=_gpu_timer, gpu=True),
+        Check("ex2", "gpu_measure_launch_tax",
+              "measure_launch_tax returns a LaunchTax recording the chain, with positive times and a "
+              "replay equal to eager",
+              [P("measure", "measure_launch_tax(n_ops=50, numel=1024, iters=10)",
+                 kwargs={"n_ops": 50, "numel": 1024, "iters": 10}),
+               P("measure", "measure_launch_tax(n_ops=0, ...)", "n_ops",
+                 kwargs={"n_ops": 0, "numel": 8, "iters": 1})], gpu=True),
+        Check("ex2", "gpu_sweep_launch_tax", "sweep_launch_tax measures each length, in order",
+              [P("sweep", "sweep_launch_tax([16, 4, 32], iters=3)", lengths=[16, 4, 32], iters=3)],
+              gpu=True),
+    ]
+
+
+def _gpu_timer(probe: Probe, got: Answer, expected: Answer) -> str | None:
+    if not got.ok:
+        return f"{probe.label} {raised(got)}"
+    v = got.value
+    if v["calls"] != 7:
+        return f"{probe.label}: time_ms(fn, iters=5, warmup=2) called fn {v['calls']} times, expected 7"
+    if v["timed_ms"] is None or v["timed_ms"] < 0.5 * v["busy_ms"]:
+        return (f"{probe.label}: each call keeps the GPU busy {v['busy_ms']:.2f} ms, the timer said "
+                f"{v['timed_ms']!r}: synchronize after warm-up and time with CUDA events")
+    return None
+
+
+# ----------------------------------------------------------------------------- exercise 3
+
+
+def ex3(rng: random.Random) -> list[Check]:
+    def failure(kind: str, words: tuple[str, ...]) -> Compare:
+        def compare(probe: Probe, got: Answer, expected: Answer) -> str | None:
+            import re
+
+            if not got.ok:
+                return f"{probe.label} {raised(got)}"
+            v, error = got.value, got.value["error"]
+            if error is None or "RuntimeError" not in error["types"] or "NotImplementedError" in error["types"]:
+                return f"{probe.label}: expected a RuntimeError, got {error and error['types'][0]}"
+            if not any(re.search(rf"\b{w}", error["message"], re.IGNORECASE) for w in words):
+                return f"{probe.label}: the error must name the cause ({kind}); got {error['message'][:200]!r}"
+            if not error["chained"]:
+                return f"{probe.label}: chain the original error (raise ... from exc)"
+            if not v["stream_restored"]:
+                return f"{probe.label}: the caller's stream must be current again after a failed capture"
+            if not v["good_capture_after"]:
+                return f"{probe.label}: capturing a good function afterwards must still work"
+            return None
+
+        return compare
+
+    return [
+        Check("ex3", "capture_needs_cuda",
+              "without CUDA, capture raises a RuntimeError saying a CUDA device is needed",
+              [P("capture_no_inputs", "capture(fn)")], compare=says_cuda_is_needed),
+        Check("ex3", "gpu_replay_equals_eager",
+              "replay() returns static_outputs holding fn of what the static inputs hold now",
+              [P("capture_replays", "capture(mlp, x, w); copy_ fresh inputs; replay()", seeds=[11, 22, 33])],
+              compare=_replay_exact, gpu=True),
+        Check("ex3", "gpu_warmup_on_a_side_stream",
+              "exactly warmup_iters warm-up calls on a side stream, then one captured call; the "
+              "caller's stream is current afterwards",
+              [P("capture_warmup", f"capture(fn, x, warmup_iters={w})", warmup_iters=w) for w in (1, 3)],
+              gpu=True),
+        Check("ex3", "gpu_warmup_waits_for_the_current_stream",
+              "the side stream waits on the current stream before warming up",
+              [P("capture_waits_for_current_stream", "capture after a copy queued behind GPU work")],
+              gpu=True),
+        Check("ex3", "gpu_capture_into_a_pool", "pool= is passed to the capture; None starts a new pool",
+              [P("capture_pools", "capture(..., pool=first.graph.pool())")], gpu=True),
+        Check("ex3", "gpu_capture_rejects_bad_arguments",
+              "warmup_iters < 1 or a CPU static input is a ValueError naming it",
+              [P("capture_args", "capture(fn, x, warmup_iters=0)", "warmup_iters", warmup_iters=0,
+                 cpu_input=False),
+               P("capture_args", "capture(fn, x, cpu_tensor)", "static_inputs", warmup_iters=3,
+                 cpu_input=True)], gpu=True),
+        Check("ex3", "gpu_failed_capture",
+              "a capture that fails names the cause, chains the error, restores the stream, and a "
+              "good capture works afterwards",
+              [P("capture_failure", "capture(fn calling .item())", kind="item")],
+              compare=failure(".item() / host sync", ("item", "sync", "host", "wait")), gpu=True),
+        Check("ex3", "gpu_failed_capture_cpu_copy",
+              "a capture that copies a CPU tensor to the GPU fails with a RuntimeError naming the cause",
+              [P("capture_failure", "capture(fn copying a CPU tensor)", kind="cpu_copy")],
+              compare=failure("a CPU -> GPU copy", ("cpu", "host", "copy")), gpu=True),
+    ]
+
+
+def _replay_exact(probe: Probe, got: Answer, expected: Answer) -> str | None:
+    if not got.ok:
+        return f"{probe.label} {raised(got)}"
+    v = got.value
+    if not v["static_inputs_are_the_inputs"]:
+        return f"{probe.label}: static_inputs must be the tensors passed to capture, as a tuple"
+    for i, r in enumerate(v["replays"]):
+        if not r["is_static"]:
+            return f"{probe.label}: replay() must return static_outputs"
+        if r["max_error"] > 1e-4:
+            return f"{probe.label}: replay {i} differs from eager by {r['max_error']:.3g}"
+    return None
+
+
+# ----------------------------------------------------------------------------- exercise 4
+
+RUNNER_KEYS = ("buffer_count", "buffers_are_examples", "examples_unchanged", "calls")
+
+
+def ex4(rng: random.Random) -> list[Check]:
+    shapes = [[[3, 4], [4]], [[5], [5]], [[2, 3, 2]], [[1], [4, 2], [3]]]
+    runs = [P("graph_runner", f"GraphRunner(combine, inputs shaped {s}) called 3 times",
+              fn="combine", shapes=s, seeds=[1, 2, 3], warmup_iters=2) for s in shapes]
+    clone = [P("graph_runner", f"GraphRunner({fn}, ..., clone_outputs={c}) called twice",
+               fn=fn, shapes=[[5], [5]], seeds=[1, 2], clone_outputs=c, spy=True)
+             for fn in ("combine", "pair") for c in (True, False)]
+    position = ("inputs[1]", "input 1", "position 1", "argument 1", "input #1")
+    return [
+        Check("ex4", "runner_returns_fn_of_latest_inputs",
+              "copy every input into its static buffer (copy_), replay, return fn of these inputs",
+              runs, compare=same(keys=("calls",))),
+        Check("ex4", "runner_owns_stable_buffers",
+              "one static buffer per input, a copy the runner owns, same address on every call",
+              runs, compare=same(keys=RUNNER_KEYS)),
+        Check("ex4", "runner_captures_once",
+              "capture once at construction, with the runner's buffers and warmup_iters",
+              runs, compare=same(keys=("num_captures", "captures_seen", "warmups_passed",
+                                       "captured_buffers"))),
+        Check("ex4", "runner_clone_outputs",
+              "clone_outputs=True returns fresh copies in fn's structure; False returns the static "
+              "outputs, overwritten by the next call",
+              clone, compare=same(keys=("held_first_now", "outputs_share_static", "output_type"))),
+        Check("ex4", "runner_checks_each_call",
+              "wrong number of inputs is a TypeError; wrong shape, dtype or device a ValueError "
+              "naming the position",
+              [P("graph_runner_bad_call", "runner(2 of 3 inputs)", ("3", "inputs"), "TypeError",
+                 kind="too_few"),
+               P("graph_runner_bad_call", "runner(4 of 3 inputs)", ("3", "inputs"), "TypeError",
+                 kind="too_many")]
+              + [P("graph_runner_bad_call", f"runner(good, bad {k}, good)", position, kind=k)
+                 for k in ("shape", "float64", "int64", "device")]),
+        Check("ex4", "gpu_runner",
+              "on CUDA tensors the runner captures with exercise 3 and replays fn of fresh inputs",
+              [P("graph_runner", "GraphRunner(combine, cuda inputs) called 4 times", fn="combine",
+                 shapes=[[16, 32], [32]], seeds=[1, 2, 3, 4], device="cuda", spy=False),
+               P("graph_runner", "GraphRunner(combine, cuda, clone_outputs=False) called twice",
+                 fn="combine", shapes=[[64], [64]], seeds=[1, 2], clone_outputs=False,
+                 device="cuda", spy=False)],
+              compare=same(keys=("calls", "held_first_now", "num_captures", "buffers_are_examples")),
+              gpu=True),
+    ]
+
+
+# ----------------------------------------------------------------------------- exercise 5
+
+
+def runner_setups(rng: random.Random, count: int) -> list[tuple[int, list[int], list[int]]]:
+    setups = []
+    for _ in range(count):
+        max_rows = rng.randint(1, 40)
+        sizes = rng.sample(range(1, max_rows + 1), rng.randint(1, min(6, max_rows)))
+        batches = [rng.randint(1, max_rows + 8) for _ in range(rng.randint(1, 8))]
+        setups.append((max_rows, sizes, batches))
+    return setups
+
+
+def bucket_probe(max_rows, sizes, batches, **extra) -> Probe:
+    return P("bucket_runner", f"BucketedGraphRunner(fn, {max_rows} rows, capture_sizes={sizes}) "
+             f"on batches {batches}", max_rows=max_rows, sizes=sizes, batches=batches, **extra)
+
+
+def ex5(rng: random.Random) -> list[Check]:
+    size_lists = [[rng.randint(1, 600) for _ in range(rng.randint(1, 12))] for _ in range(12)]
+    padded_probes = [P("padded", f"padded_size({n}, {s})", n=n, sizes=s)
+                     for s in size_lists for n in (rng.randint(1, 700), min(s), max(s), max(s) + 1)]
+    runners = [bucket_probe(*setup) for setup in runner_setups(rng, 10)]
+    return [
+        Check("ex5", "default_capture_sizes",
+              "[1, 2, 4], multiples of 8 below 256, multiples of 16 from 256, <= max_size, ascending",
+              [P("default_sizes", "default_capture_sizes()")]
+              + [P("default_sizes", f"default_capture_sizes({m})", max_size=m)
+                 for m in (1, 2, 3, 8, 9, 255, 256, 257, 271, 272, 512, 1000)]
+              + [P("default_sizes", "default_capture_sizes(0)", "max_size", max_size=0)]),
+        Check("ex5", "padded_size",
+              "the smallest size >= n (sizes unsorted or repeated), None above every size",
+              padded_probes + [P("padded", "padded_size(0, [1, 2])", "n", n=0, sizes=[1, 2]),
+                               P("padded", "padded_size(3, [])", "capture_sizes", n=3, sizes=[])]),
+        Check("ex5", "pad_rows", "size rows: x first, then value; x untouched, no shared memory",
+              [P("pad", f"pad_rows(x of {n} rows, {n + e}, {v})", n=n, width=3, size=n + e, value=v,
+                 dtype=d)
+               for n, e, v, d in [(1, 0, 0.0, "float32"), (3, 2, -1.5, "float32"),
+                                  (4, 4, math.nan, "float64"), (5, 1, 0.0, "bfloat16"),
+                                  (2, 6, 2.0, "float32")]]),
+        Check("ex5", "runner_returns_fn_of_real_rows",
+              "pad to the bucket with pad_value (NaN here), replay, return the real rows as a fresh "
+              "tensor; batches above every bucket run eagerly",
+              runners, compare=same(keys=("calls", "first_output_unchanged", "example_unchanged"))),
+        Check("ex5", "runner_captures_largest_first_in_one_pool",
+              "one capture per size, largest first, all over one static buffer (not the caller's) "
+              "and one memory pool, each with the runner's warmup_iters",
+              runners, compare=same(keys=("capture_sizes_seen", "capture_order", "inputs_per_capture",
+                                          "buffer_addresses", "buffer_is_example", "pools",
+                                          "warmups_passed"))),
+        Check("ex5", "runner_stats", "stats counts replays per size and eager fallbacks under 'eager'",
+              runners, compare=same(keys=("stats", "replays"))),
+        Check("ex5", "runner_rejects_sizes_outside_the_buffer",
+              "a capture size outside 1..len(max_example) is a ValueError naming capture_sizes",
+              [P("bucket_runner_bad_sizes", f"BucketedGraphRunner(fn, 8 rows, capture_sizes={s})",
+                 "capture_sizes", sizes=s) for s in ([0, 4], [4, 9])]),
+        Check("ex5", "gpu_runner",
+              "on real CUDA graphs: NaN padding never reaches real rows, eager above the largest "
+              "bucket, largest first into one pool",
+              [bucket_probe(16, [1, 2, 4, 8, 16], [3, 16, 1, 5, 9, 2, 20, 7], device="cuda", width=8)],
+              compare=same(keys=("calls", "capture_order", "pools", "buffer_addresses", "stats")),
+              gpu=True),
+    ]
+
+
+# ----------------------------------------------------------------------------- exercise 6
+
+MODES = ("NONE", "PIECEWISE", "FULL", "FULL_DECODE_ONLY", "FULL_AND_PIECEWISE")
+
+
+def ex6(rng: random.Random) -> list[Check]:
+    size_lists = [[1, 2, 4, 8], [rng.randint(1, 64) for _ in range(5)], [16], [3, 1, 3, 7]]
+    queries = [[rng.randint(1, 80), rng.random() < 0.5] for _ in range(12)] + [[1, True], [8, False]]
+    return [
+        Check("ex6", "mode_table", "decode_mode()/mixed_mode() follow vLLM's table",
+              [P("mode_names", "the members of CUDAGraphMode"), P("mode_pairs", "decode/mixed modes")]),
+        Check("ex6", "capture_descs",
+              "mixed group (if not NONE) then uniform-decode FULL group (if decode is FULL and mixed "
+              "is not), each largest first",
+              [P("capture_descs", f"CudagraphDispatcher({m}, {s}).capture_descs()", mode=m, sizes=s)
+               for m in MODES for s in size_lists]),
+        Check("ex6", "dispatch",
+              "NONE unpadded for NONE or oversized batches; else the uniform FULL graph if captured, "
+              "else the mixed graph, else NONE; never an uncaptured key",
+              [P("dispatch", f"CudagraphDispatcher({m}, {s}).dispatch(...)", mode=m, sizes=s,
+                 queries=queries) for m in MODES for s in size_lists]),
+        Check("ex6", "dispatch_rejects", "num_tokens < 1 is a ValueError naming num_tokens",
+              [P("dispatch_arg", f"dispatch({n})", "num_tokens", num_tokens=n) for n in (0, -3)]),
+    ]
+
+
+PUBLIC = (ex1, ex2, ex3, ex4, ex5, ex6)
+
+
+def public_checks() -> list[Check]:
+    checks = []
+    for make in PUBLIC:
+        checks += make(random.Random(f"launch-tax public {make.__name__}"))
+    return checks

@@ -1,0 +1,534 @@
+"""Probes: the calls a worker makes on a submission's module, returning plain data.
+
+A probe knows *what to call*, never what the answer should be: the judge runs the same probe on
+the reference (in its own process) and compares. Each probe is ``name(module, **args)`` and
+returns values ``grader.wire`` can encode; it normalizes only what the spec leaves open (a
+``Counter`` or a ``dict`` for ``stats``, a list or a tuple of sizes), so an incidental choice never
+costs a point. Probes run inside the worker, next to untrusted code: they hold no expected values
+and decide nothing.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Any, Callable
+
+import torch
+
+from coursekit.standin import capture_on_cpu
+
+PROBES: dict[str, Callable[..., Any]] = {}
+
+
+def probe(fn):
+    PROBES[fn.__name__] = fn
+    return fn
+
+
+def rows(n: int, width: int, seed: int, device: str = "cpu") -> torch.Tensor:
+    """``n`` rows of random values in [0.5, 1.5): fresh data, never zeros."""
+    g = torch.Generator(device=device).manual_seed(seed)
+    return torch.rand(n, width, generator=g, device=device) + 0.5
+
+
+def rowwise(x: torch.Tensor) -> torch.Tensor:
+    """Each output row depends only on its input row."""
+    return torch.tanh(x * 1.5 + 0.25).sum(dim=-1, keepdim=True) + x
+
+
+def combine(*xs: torch.Tensor) -> torch.Tensor:
+    """Depends on every element of every input, so a stale buffer shows."""
+    return torch.tanh(xs[0]) * 0.5 + sum(x.sum() for x in xs)
+
+
+def pair(x: torch.Tensor, y: torch.Tensor):
+    return x * 2.0, {"y_plus_x_mean": y + x.mean()}
+
+
+FUNCTIONS = {"rowwise": rowwise, "combine": combine, "pair": pair}
+
+
+class Spy:
+    """Wraps a capture routine; records each capture's inputs, warm-up count and graph."""
+
+    def __init__(self, capture: Callable):
+        self.capture = capture
+        self.calls: list[dict] = []
+
+    def __call__(self, fn, *static_inputs, warmup_iters=3, pool=None):
+        graph = self.capture(fn, *static_inputs, warmup_iters=warmup_iters, pool=pool)
+        self.calls.append(dict(inputs=static_inputs, warmup_iters=warmup_iters, graph=graph))
+        return graph
+
+
+def _pool_key(pool: Any) -> Any:
+    """A pool handle as plain data (CUDA pools are tuples of ints; stand-in pools have an id)."""
+    if isinstance(pool, tuple):
+        return list(pool)
+    return getattr(pool, "id", repr(pool))
+
+
+def _tensors(obj: Any):
+    if isinstance(obj, torch.Tensor):
+        yield obj
+    elif isinstance(obj, (tuple, list)):
+        for item in obj:
+            yield from _tensors(item)
+    elif isinstance(obj, dict):
+        for item in obj.values():
+            yield from _tensors(item)
+
+
+def _as_list(value: Any) -> Any:
+    return list(value) if isinstance(value, (list, tuple)) else value
+
+
+# ---------------------------------------------------------------- exercise 1: launch_model
+
+
+@probe
+def decode_step(mod, kwargs: dict, attr: str):
+    """``DecodeStep(**kwargs).<attr>``, called when it is a method."""
+    value = getattr(mod.DecodeStep(**kwargs), attr)
+    return value() if callable(value) else value
+
+
+@probe
+def make_decode_step(mod, kwargs: dict):
+    mod.DecodeStep(**kwargs)
+    return "constructed"
+
+
+def _text(value):
+    """A report, allowing one trailing newline (print adds its own)."""
+    return value.removesuffix("\n") if isinstance(value, str) else value
+
+
+@probe
+def seed_report(mod):
+    return _text(mod.report(mod.SEED_ROWS))
+
+
+@probe
+def seed_rows(mod):
+    return [[label, float(step.weight_gib)] for label, step in mod.SEED_ROWS]
+
+
+@probe
+def report(mod, rows: list):
+    return _text(mod.report([(label, mod.DecodeStep(**kwargs)) for label, kwargs in rows]))
+
+
+@probe
+def simulate(mod, kernel_us: list, launch_us: float):
+    return mod.simulate_eager_ms(list(kernel_us), launch_us)
+
+
+@probe
+def fit(mod, n_kernels: list, step_ms: list):
+    return _as_list(mod.fit_launch_model(list(n_kernels), list(step_ms)))
+
+
+# ---------------------------------------------------------------- exercise 2: launch_tax
+
+
+@probe
+def time_ms_calls(mod, iters: int, warmup: int):
+    calls = []
+    result = mod.time_ms(lambda: calls.append(1), iters=iters, warmup=warmup)
+    return {"calls": len(calls), "is_float": type(result) is float}
+
+
+@probe
+def time_ms_default_calls(mod):
+    calls = []
+    mod.time_ms(lambda: calls.append(1))
+    return len(calls)
+
+
+@probe
+def time_ms_sleeping(mod, iters: int, warmup: int, warmup_s: float, timed_s: float):
+    """Warm-up calls sleep ``warmup_s``, timed calls ``timed_s``; the result in ms."""
+    count = [0]
+
+    def fn():
+        count[0] += 1
+        time.sleep(warmup_s if count[0] <= warmup else timed_s)
+
+    result = mod.time_ms(fn, iters=iters, warmup=warmup)
+    return result if type(result) is float else None
+
+
+@probe
+def time_ms_args(mod, kwargs: dict):
+    return mod.time_ms(lambda: None, **kwargs)
+
+
+@probe
+def measure(mod, kwargs: dict):
+    result = mod.measure_launch_tax(**kwargs)
+    return {"type": type(result).__name__, "n_ops": result.n_ops, "numel": result.numel,
+            "eager_positive": type(result.eager_us) is float and result.eager_us > 0,
+            "graph_positive": type(result.graph_us) is float and result.graph_us > 0,
+            "replay_matches_eager": result.replay_matches_eager}
+
+
+@probe
+def sweep(mod, lengths: list, iters: int):
+    results = mod.sweep_launch_tax(list(lengths), iters=iters)
+    return [[r.n_ops, r.replay_matches_eager] for r in results] if isinstance(results, list) else None
+
+
+@probe
+def time_ms_gpu_work(mod):
+    """A call that keeps the GPU busy ~2 ms: returns the timer's ms, the busy ms and the calls."""
+
+    def busy_ms(cycles):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        torch.cuda._sleep(cycles)
+        end.record()
+        end.synchronize()
+        return start.elapsed_time(end)
+
+    busy_ms(1000)
+    cycles = max(1, int(1_000_000 * 2.0 / max(busy_ms(1_000_000), 1e-3)))
+    busy = busy_ms(cycles)
+    calls = []
+    result = mod.time_ms(lambda: (calls.append(1), torch.cuda._sleep(cycles)), iters=5, warmup=2)
+    return {"timed_ms": result if type(result) is float else None, "busy_ms": busy,
+            "calls": len(calls)}
+
+
+# ---------------------------------------------------------------- exercise 3: capture
+
+
+@probe
+def capture_no_inputs(mod):
+    mod.capture(lambda: torch.ones(3))
+    return "captured"
+
+
+@probe
+def capture_args(mod, warmup_iters: int, cpu_input: bool):
+    x = rows(2, 4, seed=1, device="cuda")
+    inputs = (x, torch.ones(2, 4)) if cpu_input else (x,)
+    mod.capture(lambda *ts: ts[0] * 2.0, *inputs, warmup_iters=warmup_iters)
+    return "captured"
+
+
+@probe
+def capture_replays(mod, seeds: list):
+    x, w = rows(8, 16, seed=0, device="cuda"), rows(16, 16, seed=1, device="cuda")
+    fn = lambda a, b: torch.relu(a @ b) * 2.0 + a.mean()  # noqa: E731
+    graph = mod.capture(fn, x, w)
+    same_inputs = (isinstance(graph.static_inputs, tuple) and len(graph.static_inputs) == 2
+                   and graph.static_inputs[0] is x and graph.static_inputs[1] is w)
+    results = []
+    for seed in seeds:
+        new_x, new_w = rows(8, 16, seed=seed, device="cuda"), rows(16, 16, seed=seed + 1, device="cuda")
+        x.copy_(new_x)
+        w.copy_(new_w)
+        out = graph.replay()
+        results.append({"is_static": out is graph.static_outputs,
+                        "max_error": float((out - fn(new_x, new_w)).abs().max())})
+    return {"static_inputs_are_the_inputs": same_inputs, "replays": results}
+
+
+@probe
+def capture_warmup(mod, warmup_iters: int):
+    caller = torch.cuda.current_stream()
+    calls = []
+
+    def fn(x):
+        calls.append((torch.cuda.current_stream() == caller, torch.cuda.is_current_stream_capturing()))
+        return x * 2.0
+
+    graph = mod.capture(fn, rows(4, 16, seed=2, device="cuda"), warmup_iters=warmup_iters)
+    before_replay = len(calls)
+    graph.replay()
+    return {"warmups": sum(1 for _, capturing in calls if not capturing),
+            "captures": sum(1 for _, capturing in calls if capturing),
+            "warmups_on_caller_stream": sum(1 for on_caller, c in calls if on_caller and not c),
+            "last_is_capture": bool(calls) and calls[-1][1],
+            "caller_current_after": torch.cuda.current_stream() == caller,
+            "replay_called_fn": len(calls) != before_replay}
+
+
+@probe
+def capture_waits_for_current_stream(mod):
+    x = torch.full((4096,), -1.0, device="cuda")
+    new = rows(1, 4096, seed=3, device="cuda")[0]
+    snapshot = torch.empty_like(x)
+    torch.cuda.synchronize()
+    torch.cuda._sleep(50_000_000)
+    x.copy_(new)
+    calls = []
+
+    def fn(t):
+        if not calls:
+            snapshot.copy_(t)
+        calls.append(1)
+        return t + 1.0
+
+    mod.capture(fn, x, warmup_iters=1)
+    torch.cuda.synchronize()
+    return bool(torch.equal(snapshot, new))
+
+
+@probe
+def capture_pools(mod):
+    x, y = rows(1, 128, seed=4, device="cuda")[0], rows(1, 128, seed=5, device="cuda")[0]
+    first = mod.capture(lambda t: t * 2.0, x)
+    second = mod.capture(lambda t: t + 3.0, y, pool=first.graph.pool())
+    alone = mod.capture(lambda t: t - 1.0, y)
+    x.copy_(rows(1, 128, seed=6, device="cuda")[0])
+    y.copy_(rows(1, 128, seed=7, device="cuda")[0])
+    first.replay()
+    second.replay()
+    return {"shared": second.graph.pool() == first.graph.pool(),
+            "fresh_when_none": alone.graph.pool() != first.graph.pool(),
+            "results_right": bool(torch.equal(first.static_outputs, x * 2.0)
+                                  and torch.equal(second.static_outputs, y + 3.0))}
+
+
+@probe
+def capture_failure(mod, kind: str):
+    """Capture a function that cannot be captured, then a good one."""
+    before = torch.cuda.current_stream()
+    x = rows(1, 4, seed=8, device="cuda")[0]
+    bad = {"item": lambda t: t * t.sum().item(),
+           "cpu_copy": lambda t: t + torch.tensor([1.0, 2.0, 3.0, 4.0], device="cuda")}[kind]
+    error = None
+    try:
+        mod.capture(bad, x)
+    except NotImplementedError:
+        raise
+    except BaseException as exc:  # noqa: BLE001 - we report whatever came
+        error = {"types": [c.__name__ for c in type(exc).__mro__], "message": str(exc)[:2000],
+                 "chained": exc.__cause__ is not None
+                 or (exc.__context__ is not None and not exc.__suppress_context__)}
+    restored = torch.cuda.current_stream() == before
+    good_x = rows(1, 16, seed=9, device="cuda")[0]
+    graph = mod.capture(lambda t: t * 4.0, good_x)
+    good_x.copy_(rows(1, 16, seed=10, device="cuda")[0])
+    graph.replay()
+    return {"error": error, "stream_restored": restored,
+            "good_capture_after": bool(torch.equal(graph.static_outputs, good_x * 4.0))}
+
+
+# ---------------------------------------------------------------- exercise 4: static_runner
+
+
+def _inputs(shapes: list, seed: int, device: str) -> list[torch.Tensor]:
+    """One random tensor per shape (values in [0.5, 1.5)), each from its own seed."""
+    return [torch.rand(*s, generator=torch.Generator(device=device).manual_seed(seed + i),
+                       device=device) + 0.5 for i, s in enumerate(shapes)]
+
+
+@probe
+def graph_runner(mod, fn: str, shapes: list, seeds: list, warmup_iters: int = 3,
+                 clone_outputs: bool = True, device: str = "cpu", spy: bool = True):
+    """Build a runner, call it once per seed; report what came back and what the graph saw."""
+    function = FUNCTIONS[fn]
+    examples = _inputs(shapes, seed=100, device=device)
+    kept = [x.clone() for x in examples]
+    recorder = None
+    if spy:
+        recorder = Spy(capture_on_cpu if device == "cpu" else _sibling(mod, "capture").capture)
+    kwargs = dict(warmup_iters=warmup_iters, clone_outputs=clone_outputs)
+    if recorder is not None:
+        kwargs["capture"] = recorder
+    runner = mod.GraphRunner(function, *examples, **kwargs)
+    buffers = tuple(runner.static_inputs)
+    first_pointers = [b.data_ptr() for b in buffers]
+    calls, held = [], []
+    for seed in seeds:
+        inputs = _inputs(shapes, seed=seed * 10, device=device)
+        out = runner(*inputs)
+        held.append(out)
+        now = tuple(runner.static_inputs)
+        calls.append({
+            "output": _plain_outputs(out),
+            "buffers_hold_inputs": all(torch.equal(b, x) for b, x in zip(now, inputs)),
+            "buffers_moved": [b.data_ptr() for b in now] != first_pointers,
+        })
+    static = set()
+    if recorder is not None and recorder.calls:
+        static = {t.data_ptr() for t in _tensors(recorder.calls[0]["graph"].static_outputs)}
+    return {
+        "buffer_count": len(buffers),
+        "buffers_are_examples": any(b.data_ptr() == x.data_ptr() for b, x in zip(buffers, examples)),
+        "examples_unchanged": all(torch.equal(x, k) for x, k in zip(examples, kept)),
+        "calls": calls,
+        "held_first_now": _plain_outputs(held[0]) if held else None,
+        "outputs_share_static": bool(held) and bool(static & {t.data_ptr() for t in _tensors(held[-1])}),
+        "output_type": type(held[0]).__name__ if held else None,
+        "num_captures": runner.num_captures if type(runner.num_captures) is int else None,
+        "captures_seen": None if recorder is None else len(recorder.calls),
+        "warmups_passed": None if recorder is None else [c["warmup_iters"] for c in recorder.calls],
+        "captured_buffers": None if recorder is None or not recorder.calls else
+        [t.data_ptr() for t in recorder.calls[0]["inputs"]] == first_pointers,
+    }
+
+
+@probe
+def graph_runner_bad_call(mod, kind: str, device: str = "cpu"):
+    examples = [rows(1, 2, seed=0, device=device)[0], rows(1, 3, seed=1, device=device)[0],
+                rows(1, 1, seed=2, device=device)[0]]
+    runner = mod.GraphRunner(combine, *examples)
+    good = [rows(1, 2, seed=3, device=device)[0], rows(1, 3, seed=4, device=device)[0],
+            rows(1, 1, seed=5, device=device)[0]]
+    bad = {
+        "too_few": None, "too_many": None,
+        "shape": torch.ones(4, 3, device=device),
+        "float64": torch.ones(3, dtype=torch.float64, device=device),
+        "int64": torch.ones(3, dtype=torch.int64, device=device),
+        "device": torch.empty(3, device="meta") if device == "cpu" else torch.ones(3),
+    }[kind]
+    if kind == "too_few":
+        return _plain_outputs(runner(*good[:2]))
+    if kind == "too_many":
+        return _plain_outputs(runner(*good, good[0]))
+    return _plain_outputs(runner(good[0], bad, good[2]))
+
+
+def _plain_outputs(obj: Any) -> Any:
+    """Outputs with their structure kept: tensors, tuples, lists and dicts of them."""
+    if isinstance(obj, torch.Tensor):
+        return obj.detach().to("cpu").clone()
+    if isinstance(obj, tuple):
+        return tuple(_plain_outputs(o) for o in obj)
+    if isinstance(obj, list):
+        return [_plain_outputs(o) for o in obj]
+    if isinstance(obj, dict):
+        return {k: _plain_outputs(v) for k, v in obj.items()}
+    return obj
+
+
+def _sibling(mod, name: str):
+    import importlib
+
+    return importlib.import_module(f"{mod.__package__}.{name}")
+
+
+# ---------------------------------------------------------------- exercise 5: buckets
+
+
+@probe
+def default_sizes(mod, max_size=None):
+    return _as_list(mod.default_capture_sizes() if max_size is None else mod.default_capture_sizes(max_size))
+
+
+@probe
+def padded(mod, n: int, sizes: list):
+    return mod.padded_size(n, list(sizes))
+
+
+@probe
+def pad(mod, n: int, width: int, size: int, value: float, dtype: str):
+    x = rows(n, width, seed=n * 7 + size).to(getattr(torch, dtype))
+    before = x.clone()
+    out = mod.pad_rows(x, size, value)
+    unchanged = torch.equal(x, before)
+    shares = False
+    if isinstance(out, torch.Tensor):
+        kept = out.clone()
+        out.fill_(7.0)  # writing into the result must not reach x
+        shares = not torch.equal(x, before)
+        out = kept
+    return {"out": out, "x_unchanged": unchanged, "shares_memory": shares}
+
+
+@probe
+def bucket_runner(mod, max_rows: int, sizes, batches: list, warmup_iters: int = 3,
+                  pad_value: float = math.nan, device: str = "cpu", width: int = 3,
+                  use_default_capture: bool = False):
+    seen = {}
+
+    def fn(x):
+        seen["last"] = x.detach().clone()
+        return rowwise(x)
+
+    example = rows(max_rows, width, seed=0, device=device)
+    example_before = example.clone()
+    capture = capture_on_cpu if device == "cpu" else _sibling(mod, "capture").capture
+    recorder = Spy(capture)
+    kwargs = dict(capture_sizes=None if sizes is None else list(sizes), warmup_iters=warmup_iters,
+                  pad_value=pad_value)
+    if not use_default_capture:
+        kwargs["capture"] = recorder
+    runner = mod.BucketedGraphRunner(fn, example, **kwargs)
+    results = []
+    for i, n in enumerate(batches):
+        seen.pop("last", None)
+        x = rows(n, width, seed=i + 1, device=device)
+        out = runner(x)
+        last = seen.get("last")
+        results.append({"output": _plain_outputs(out),
+                        "fn_saw": None if last is None else last.to("cpu")})
+    kept = results[0]["output"] if results else None
+    stats = {str(k): v for k, v in dict(runner.stats).items() if v}
+    return {
+        "calls": results,
+        "first_output_unchanged": kept is None or not isinstance(kept, torch.Tensor)
+        or torch.equal(kept, results[0]["output"]),
+        "capture_sizes_seen": [len(c["inputs"][0]) for c in recorder.calls],
+        "capture_order": [int(s) for s in runner.capture_order],
+        "inputs_per_capture": [len(c["inputs"]) for c in recorder.calls],
+        "buffer_addresses": len({c["inputs"][0].data_ptr() for c in recorder.calls}),
+        "buffer_is_example": any(c["inputs"][0].data_ptr() == example.data_ptr() for c in recorder.calls),
+        "pools": len({str(_pool_key(c["graph"].graph.pool())) for c in recorder.calls}),
+        "warmups_passed": sorted({c["warmup_iters"] for c in recorder.calls}),
+        "replays": {str(len(c["inputs"][0])): c["graph"].graph.replays for c in recorder.calls
+                    if getattr(c["graph"].graph, "replays", 0)},
+        "stats": stats,
+        "example_unchanged": bool(torch.equal(example, example_before)),
+    }
+
+
+@probe
+def bucket_runner_bad_sizes(mod, sizes: list):
+    mod.BucketedGraphRunner(rowwise, rows(8, 3, seed=0), capture_sizes=list(sizes))
+    return "constructed"
+
+
+# ---------------------------------------------------------------- exercise 6: dispatch
+
+
+@probe
+def mode_pairs(mod):
+    return {m.name: [m.decode_mode().name, m.mixed_mode().name] for m in mod.CUDAGraphMode}
+
+
+@probe
+def mode_names(mod):
+    return sorted(m.name for m in mod.CUDAGraphMode)
+
+
+def _desc(mode_and_desc) -> list:
+    """[mode, num_tokens, uniform_decode]; for NONE just [mode, num_tokens]: an eager batch's
+    descriptor may carry either uniform flag."""
+    mode, desc = mode_and_desc
+    if mode.name == "NONE":
+        return [mode.name, desc.num_tokens]
+    return [mode.name, desc.num_tokens, desc.uniform_decode]
+
+
+@probe
+def capture_descs(mod, mode: str, sizes: list):
+    dispatcher = mod.CudagraphDispatcher(mod.CUDAGraphMode[mode], list(sizes))
+    return [_desc(d) for d in dispatcher.capture_descs()]
+
+
+@probe
+def dispatch(mod, mode: str, sizes: list, queries: list):
+    dispatcher = mod.CudagraphDispatcher(mod.CUDAGraphMode[mode], list(sizes))
+    return [_desc(dispatcher.dispatch(n, uniform_decode=u)) for n, u in queries]
+
+
+@probe
+def dispatch_arg(mod, num_tokens: int):
+    dispatcher = mod.CudagraphDispatcher(mod.CUDAGraphMode.FULL, [1, 2, 4])
+    return _desc(dispatcher.dispatch(num_tokens))

@@ -1,0 +1,135 @@
+"""Reading a submission: a folder of module files, a notebook, or a zip of either.
+
+Only the exercise module files are taken (``launch_model.py``, ``buckets.py``, ...), as bytes, in
+memory: never ``conftest.py``, ini or toml files, ``.pth``, ``__pycache__`` or any other name,
+never a symlink, nothing larger than ``MAX_FILE_BYTES``. Zip members are read, never extracted,
+so a member named ``../../x`` (zip-slip) writes nothing anywhere. A notebook contributes the code
+cells that start with ``%%writefile <module>.py``, the way a notebook writes module files.
+"""
+
+from __future__ import annotations
+
+import json
+import stat
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+
+from coursekit.impl import EXERCISES
+
+MODULE_NAMES = tuple(name for _, name in EXERCISES)
+MAX_FILE_BYTES = 1 << 20
+MAX_ZIP_MEMBERS = 1000
+
+
+@dataclass
+class Submission:
+    label: str
+    files: dict[str, bytes] = field(default_factory=dict)  # module name -> source
+    problems: list[str] = field(default_factory=list)  # what was refused, for the report
+    refused: dict[str, str] = field(default_factory=dict)  # module name -> why
+
+    def missing_reason(self, module: str) -> str:
+        return self.refused.get(module, f"module '{module}' not in submission: no {module}.py")
+
+
+def load(path: str | Path) -> Submission:
+    path = Path(path)
+    if path.is_symlink():
+        raise ValueError(f"SUBMISSION: {path} is a symlink; give the folder, notebook or zip itself")
+    if path.is_dir():
+        return _from_folder(path)
+    if path.suffix == ".zip" and path.is_file():
+        return _from_zip(path)
+    if path.suffix == ".ipynb" and path.is_file():
+        submission = Submission(str(path))
+        _take_notebook(submission, path.read_bytes(), path.name)
+        return submission
+    raise ValueError(f"SUBMISSION: expected a folder of module files, a .ipynb notebook or a .zip, "
+                     f"got {str(path)!r}")
+
+
+def _take(submission: Submission, name: str, data: bytes, where: str) -> None:
+    if len(data) > MAX_FILE_BYTES:
+        submission.refused[name] = f"{where} is larger than {MAX_FILE_BYTES} bytes: ignored"
+        submission.problems.append(submission.refused[name])
+        return
+    submission.files[name] = data
+
+
+def _from_folder(folder: Path) -> Submission:
+    submission = Submission(str(folder))
+    for name in MODULE_NAMES:
+        path = folder / f"{name}.py"
+        if path.is_symlink():
+            submission.refused[name] = f"{name}.py is a symlink: ignored (submit the file itself)"
+            submission.problems.append(submission.refused[name])
+        elif path.is_file():
+            _take(submission, name, path.read_bytes()[: MAX_FILE_BYTES + 1], f"{name}.py")
+    notebooks = sorted(folder.glob("*.ipynb"))
+    if not submission.files and len(notebooks) == 1 and not notebooks[0].is_symlink():
+        _take_notebook(submission, notebooks[0].read_bytes(), notebooks[0].name)
+    return submission
+
+
+def _from_zip(path: Path) -> Submission:
+    submission = Submission(str(path))
+    try:
+        archive = zipfile.ZipFile(path)
+    except (zipfile.BadZipFile, OSError) as exc:
+        submission.problems.append(f"not a readable zip: {exc}")
+        return submission
+    with archive:
+        members = archive.infolist()[:MAX_ZIP_MEMBERS]
+        # The shallowest copy of each module wins (a folder zipped whole has them one level down).
+        by_depth = sorted(members, key=lambda m: (len(PurePosixPath(m.filename).parts), m.filename))
+        notebooks = []
+        for member in by_depth:
+            name = PurePosixPath(member.filename).name
+            if stat.S_ISLNK(member.external_attr >> 16) or member.is_dir():
+                continue
+            if name.endswith(".ipynb"):
+                notebooks.append(member)
+                continue
+            module = name.removesuffix(".py")
+            if not name.endswith(".py") or module not in MODULE_NAMES or module in submission.files:
+                continue
+            if any(part in ("__pycache__", "..") for part in PurePosixPath(member.filename).parts):
+                continue
+            _take(submission, module, _read_member(archive, member), member.filename)
+        if not submission.files and len(notebooks) == 1:
+            _take_notebook(submission, _read_member(archive, notebooks[0]), notebooks[0].filename)
+    return submission
+
+
+def _read_member(archive: zipfile.ZipFile, member: zipfile.ZipInfo) -> bytes:
+    """At most MAX_FILE_BYTES + 1 bytes, whatever the header claims (zip bombs)."""
+    try:
+        with archive.open(member) as f:
+            return f.read(MAX_FILE_BYTES + 1)
+    except (zipfile.BadZipFile, OSError, RuntimeError, NotImplementedError) as exc:
+        return f"raise ImportError({f'unreadable zip member: {exc}'!r})\n".encode()
+
+
+def _take_notebook(submission: Submission, data: bytes, where: str) -> None:
+    try:
+        notebook = json.loads(data[: 16 * MAX_FILE_BYTES])
+        cells = notebook["cells"]
+        if not isinstance(cells, list):
+            raise TypeError("cells is not a list")
+    except (ValueError, KeyError, TypeError) as exc:
+        submission.problems.append(f"{where} is not a readable notebook ({type(exc).__name__}: {exc})")
+        return
+    for cell in cells:
+        if not isinstance(cell, dict) or cell.get("cell_type") != "code":
+            continue
+        source = cell.get("source", "")
+        source = "".join(source) if isinstance(source, list) else source
+        if not isinstance(source, str):
+            continue
+        first, _, body = source.partition("\n")
+        words = first.split()
+        if len(words) == 2 and words[0] == "%%writefile":
+            module = PurePosixPath(words[1]).name.removesuffix(".py")
+            if module in MODULE_NAMES and words[1].endswith(".py"):
+                _take(submission, module, body.encode(), f"{where}: {words[1]}")
