@@ -1,53 +1,185 @@
-"""``python -m grader grade [SUBMISSION]``: how far a submission is, exercise by exercise."""
+"""``python -m grader``: grade a submission, grade a class, release the student repository.
+
+    python -m grader grade [SUBMISSION] [--json PATH] [--gpu auto|on|off] [--timeout S]
+    python -m grader grade-all DIR --out OUTDIR [--jobs N] [--gpu ...] [--timeout S]
+    python -m grader release OUTDIR
+
+SUBMISSION is a folder of module files, a notebook or a zip of either (default: exercises/).
+Exit status 0 whenever grading completed, whatever the score; 2 for bad arguments.
+"""
 
 from __future__ import annotations
 
 import argparse
+import csv
+import json
+import os
+import re
 import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from coursekit.impl import EXERCISES, REPO_ROOT
-from grader.public import run_public_tests
+from coursekit.impl import REPO_ROOT
 
 
-def grade(submission: str) -> int:
-    folder = Path(submission)
-    if not folder.is_dir():
-        print(f"grader: SUBMISSION must be a folder of exercise modules, got {submission!r}",
-              file=sys.stderr)
+def gradescope(report) -> dict:
+    """Gradescope's results.json: one test per exercise, named by its marker."""
+    tests = []
+    for ex in report.exercises:
+        lost = [c for c in ex.checks if c.status == "failed"]
+        skipped = [c for c in ex.checks if c.status == "not run"]
+        lines = [f"{c.check.name} (-{c.points:g}): {c.reason}" for c in lost]
+        lines += [f"{c.check.name}: not run ({c.reason})" for c in skipped]
+        tests.append({"name": ex.exercise, "score": ex.score, "max_score": ex.max_score,
+                      "status": "passed" if ex.score >= ex.max_score else "failed",
+                      "output": "\n".join(lines) or "all checks passed", "visibility": "visible"})
+    return {"score": report.score, "output": "\n".join(report.notes), "visibility": "visible",
+            "stdout_visibility": "hidden", "tests": tests}
+
+
+def table(report) -> str:
+    lines = [f"launch-tax grade: {report.submission}", "",
+             f"{'exercise':<9} {'module':<14} {'score':>9}   first lost point"]
+    for ex in report.exercises:
+        lost = [c for c in ex.checks if c.status == "failed"]
+        first = f"{lost[0].check.name}: {lost[0].reason}" if lost else "-"
+        lines.append(f"{ex.exercise:<9} {ex.module:<14} {ex.score:>4g}/{ex.max_score:<4g}   {first[:160]}")
+    lines += [f"{'total':<24} {report.score:>4g}/{report.max_score:<4g}", ""]
+    lines += [f"note: {n}" for n in report.notes]
+    lines.append(f"({report.wall_s:.1f} s)")
+    return "\n".join(lines)
+
+
+def _judge(args, hide=()):
+    from grader.judge import Judge
+
+    return Judge(gpu=args.gpu, timeout_s=args.timeout, jobs=getattr(args, "jobs", 2), hide=hide)
+
+
+def cmd_grade(args) -> int:
+    from grader.submission import load
+
+    try:
+        submission = load(args.submission)
+        judge = _judge(args)
+    except (ValueError, RuntimeError) as exc:
+        print(f"grader: {exc}", file=sys.stderr)
         return 2
-    impl = "exercises" if folder.resolve() == (REPO_ROOT / "exercises").resolve() else str(folder)
-    outcome = run_public_tests(impl, "", profile="grading")
-    print(f"launch-tax: public tests of {folder}/ (a progress report, not a grade)\n")
-    print(f"{'exercise':<9} {'module':<14} {'passed':>8}   first problem")
-    for number, module in EXERCISES:
-        if not (REPO_ROOT / "exercises" / "tests" / f"test_{module}.py").exists():
-            continue
-        prefix = f"exercises.tests.test_{module}::"
-        passed = [t for t in outcome.passed if t.startswith(prefix)]
-        failed = [t for t in outcome.failed if t.startswith(prefix)]
-        skipped = [t for t in outcome.skipped if t.startswith(prefix)]
-        total = len(passed) + len(failed)
-        first = failed[0].split("::", 1)[1] if failed else "all pass"
-        if skipped and not failed:
-            first += f" ({len(skipped)} GPU tests skipped: no CUDA here)"
-        print(f"ex{number:<7} {module:<14} {len(passed):>3}/{total:<4}   {first}")
-        if failed:
-            print(f"{'':<36}{outcome.reasons.get(failed[0], '')[:200]}")
-    if not outcome.passed and not outcome.failed:
-        print("\nno test ran:\n" + outcome.output[-2000:])
-    print(f"\nDetails: python -m pytest exercises --impl {impl} -m exN")
+    report = judge.grade(submission)
+    print(table(report))
+    if args.json:
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json).write_text(json.dumps(gradescope(report), indent=1) + "\n", encoding="utf-8")
+        print(f"wrote {args.json}")
+    return 0
+
+
+def cmd_grade_all(args) -> int:
+    from grader.submission import load
+
+    root, out = Path(args.dir), Path(args.out)
+    if not root.is_dir():
+        print(f"grader: DIR must be a folder of submissions, got {args.dir!r}", file=sys.stderr)
+        return 2
+    entries = sorted(p for p in root.iterdir() if not p.name.startswith(".")
+                     and (p.is_dir() or p.suffix in (".zip", ".ipynb")) and not p.is_symlink())
+    try:
+        judge = _judge(args, hide=(root.resolve(), out.resolve()))
+    except (ValueError, RuntimeError) as exc:
+        print(f"grader: {exc}", file=sys.stderr)
+        return 2
+    out.mkdir(parents=True, exist_ok=True)
+    start, done, lock, rows = time.monotonic(), [0], threading.Lock(), {}
+
+    def one(entry: Path):
+        student = _student_name(entry)
+        try:
+            report = judge.grade(load(entry))
+        except ValueError as exc:  # unreadable submission: graded as empty, with the reason
+            from grader.submission import Submission
+
+            report = judge.grade(Submission(str(entry), problems=[str(exc)]))
+        folder = out / student
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "results.json").write_text(json.dumps(gradescope(report), indent=1) + "\n",
+                                            encoding="utf-8")
+        with lock:
+            rows[student] = report
+            done[0] += 1
+            _progress(done[0], len(entries), time.monotonic() - start)
+
+    # Each submission grades its exercises one at a time; submissions run side by side.
+    judge.jobs = 1
+    with ThreadPoolExecutor(max(1, args.jobs)) as pool:
+        list(pool.map(one, entries))
+    print(file=sys.stderr)
+    exercises = list(next(iter(rows.values())).exercises) if rows else []
+    with open(out / "gradebook.csv", "w", newline="", encoding="utf-8") as f:
+        writer = csv.writer(f)
+        writer.writerow(["student", "score", "max_score", *[e.exercise for e in exercises], "notes"])
+        for student in sorted(rows):
+            report = rows[student]
+            writer.writerow([student, f"{report.score:g}", f"{report.max_score:g}",
+                             *[f"{e.score:g}" for e in report.exercises], " | ".join(report.notes)])
+    elapsed = time.monotonic() - start
+    print(f"graded {len(entries)} submissions in {elapsed:.1f} s "
+          f"({60 * len(entries) / max(elapsed, 1e-9):.1f} per minute); wrote {out / 'gradebook.csv'}")
+    return 0
+
+
+def _student_name(entry: Path) -> str:
+    name = entry.name.removesuffix(".zip").removesuffix(".ipynb")
+    return re.sub(r"[^A-Za-z0-9._-]", "_", name) or "submission"
+
+
+def _progress(done: int, total: int, elapsed: float) -> None:
+    width = 30
+    filled = width * done // max(total, 1)
+    print(f"\r[{'#' * filled}{'.' * (width - filled)}] {done}/{total} graded, {elapsed:.0f} s",
+          end="", file=sys.stderr, flush=True)
+
+
+def cmd_release(args) -> int:
+    from grader.release import release
+
+    try:
+        written = release(Path(args.out))
+    except ValueError as exc:
+        print(f"grader: {exc}", file=sys.stderr)
+        return 2
+    print(f"wrote the student repository to {args.out} ({written} files)")
     return 0
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m grader")
+    parser = argparse.ArgumentParser(prog="python -m grader", description=__doc__.split("\n\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
-    grade_cmd = commands.add_parser("grade", help="report a submission's progress per exercise")
-    grade_cmd.add_argument("submission", nargs="?", default=str(REPO_ROOT / "exercises"),
-                           help="folder of exercise modules (default: exercises/)")
+
+    def limits(p):
+        p.add_argument("--gpu", choices=("auto", "on", "off"), default="auto",
+                       help="run the GPU checks: auto (when CUDA is there), on (error without it), off")
+        p.add_argument("--timeout", type=float, default=60.0,
+                       help="seconds each exercise's worker may run (default: 60)")
+
+    grade = commands.add_parser("grade", help="grade one submission")
+    grade.add_argument("submission", nargs="?", default=str(REPO_ROOT / "exercises"),
+                       help="folder of module files, notebook, or zip (default: exercises/)")
+    grade.add_argument("--json", metavar="PATH", help="write Gradescope's results.json here")
+    grade.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1),
+                       help="exercises graded side by side (default: 2)")
+    limits(grade)
+    everyone = commands.add_parser("grade-all", help="grade a folder of submissions")
+    everyone.add_argument("dir", help="one submission per entry: folder, notebook or zip")
+    everyone.add_argument("--out", required=True, help="gradebook.csv and STUDENT/results.json")
+    everyone.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
+                          help="submissions graded side by side (default: all cores)")
+    limits(everyone)
+    rel = commands.add_parser("release", help="write the student repository")
+    rel.add_argument("out", help="an empty or new folder")
     args = parser.parse_args(argv)
-    return grade(args.submission)
+    return {"grade": cmd_grade, "grade-all": cmd_grade_all, "release": cmd_release}[args.command](args)
 
 
 if __name__ == "__main__":

@@ -441,9 +441,10 @@ def runner_setups(rng: random.Random, count: int) -> list[tuple[int, list[int], 
     return setups
 
 
-def bucket_probe(max_rows, sizes, batches, **extra) -> Probe:
-    return P("bucket_runner", f"BucketedGraphRunner(fn, {max_rows} rows, capture_sizes={sizes}) "
-             f"on batches {batches}", max_rows=max_rows, sizes=sizes, batches=batches, **extra)
+def bucket_probe(max_rows, sizes, batches, warmup_iters=2, **extra) -> Probe:
+    return P("bucket_runner", f"BucketedGraphRunner(fn, {max_rows} rows, capture_sizes={sizes}, "
+             f"warmup_iters={warmup_iters}) on batches {batches}", max_rows=max_rows, sizes=sizes,
+             batches=batches, warmup_iters=warmup_iters, **extra)
 
 
 def ex5(rng: random.Random) -> list[Check]:

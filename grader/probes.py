@@ -460,20 +460,20 @@ def bucket_runner(mod, max_rows: int, sizes, batches: list, warmup_iters: int = 
     if not use_default_capture:
         kwargs["capture"] = recorder
     runner = mod.BucketedGraphRunner(fn, example, **kwargs)
-    results = []
+    results, first = [], None
     for i, n in enumerate(batches):
         seen.pop("last", None)
         x = rows(n, width, seed=i + 1, device=device)
         out = runner(x)
+        if first is None and isinstance(out, torch.Tensor):
+            first = (out, out.clone())  # the result itself, and what it held when returned
         last = seen.get("last")
         results.append({"output": _plain_outputs(out),
                         "fn_saw": None if last is None else last.to("cpu")})
-    kept = results[0]["output"] if results else None
     stats = {str(k): v for k, v in dict(runner.stats).items() if v}
     return {
         "calls": results,
-        "first_output_unchanged": kept is None or not isinstance(kept, torch.Tensor)
-        or torch.equal(kept, results[0]["output"]),
+        "first_output_unchanged": first is None or torch.equal(*first),
         "capture_sizes_seen": [len(c["inputs"][0]) for c in recorder.calls],
         "capture_order": [int(s) for s in runner.capture_order],
         "inputs_per_capture": [len(c["inputs"]) for c in recorder.calls],
