@@ -49,6 +49,8 @@ class Implementation:
         if spec in NAMED:
             self.folder = REPO_ROOT / spec
             self.package = spec
+            if not (self.folder / "__init__.py").is_file():
+                raise ValueError(f"impl: there is no {spec}/ folder in {REPO_ROOT}")
             importlib.import_module(spec)
         else:
             self.folder = Path(spec).expanduser().resolve()

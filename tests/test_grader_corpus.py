@@ -1,0 +1,54 @@
+"""The grader against the corpus: the reference and every alternative keep every point, the
+stubs get none, every wrong implementation in tests/mutants.py loses points in its exercise
+(on the CPU checks; the GPU-only mutants on a CUDA machine), and the rubric adds up to 100."""
+
+import pytest
+
+from coursekit.impl import REPO_ROOT
+from grader.judge import Judge, all_checks, load_rubric
+from grader.submission import load
+from tests import mutants
+from tests.harness import submission
+
+
+@pytest.fixture(scope="module")
+def judge():
+    return Judge(jobs=2)
+
+
+def scores(report):
+    return {e.exercise: (e.score, e.max_score) for e in report.exercises}
+
+
+def test_rubric_totals_100_and_matches_the_checks():
+    points = load_rubric()
+    assert sum(points.values()) == 100, sum(points.values())
+    assert set(points) == {c.id for c in all_checks()}, (
+        set(points) ^ {c.id for c in all_checks()})
+
+
+@pytest.mark.parametrize("folder", ["solutions", "tests/alternatives"])
+def test_right_answers_keep_every_point(judge, folder):
+    report = judge.grade(load(REPO_ROOT / folder))
+    lost = [(e.exercise, c.check.name, c.reason) for e in report.exercises for c in e.checks
+            if c.status == "failed"]
+    assert not lost and report.score == report.max_score > 0, lost
+
+
+def test_untouched_stubs_get_nothing(judge):
+    report = judge.grade(load(REPO_ROOT / "exercises"))
+    assert report.score == 0, [(c.check.id, c.reason) for e in report.exercises for c in e.checks
+                               if c.status == "passed"]
+    assert all(e.max_score > 0 for e in report.exercises)
+
+
+@pytest.mark.parametrize(
+    "mutant", [pytest.param(m, marks=[pytest.mark.gpu] if m.gpu else [], id=m.id) for m in mutants.ALL]
+)
+def test_mutant_loses_points(judge, mutant, tmp_path):
+    exercise = mutants.MARKERS[mutant.module]
+    source = mutants.apply(mutant, (REPO_ROOT / "solutions" / f"{mutant.module}.py").read_text())
+    folder = submission(tmp_path / "s", **{mutant.module: source})
+    result = judge.grade_exercise(load(folder), exercise)
+    assert result.score < result.max_score, (
+        f"mutant {mutant.id} ({mutant.why}) kept all {result.max_score:g} points of {exercise}")
