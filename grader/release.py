@@ -21,6 +21,11 @@ COPIED = ("exercises", "coursekit", "grader", "conftest.py", "pyproject.toml", "
           "README.md")
 NEVER = {"hidden.py", "release.py", "__pycache__", "expected.json"}
 STAFF = re.compile(r"<!-- staff-only -->.*?<!-- /staff-only -->\n?", re.DOTALL)
+#: README lines that name what a release does not have, and what they say there instead.
+STUDENT_LINES = {
+    "python -m pytest tests -n auto  # the repository's own suite (reference, stubs, mutants, grader)":
+        "python -m pytest exercises     # the public tests (GPU tests skip without CUDA)",
+}
 
 
 def public_rubric(text: str) -> str:
@@ -65,7 +70,7 @@ def release(out: Path) -> int:
     out = Path(out)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise ValueError(f"OUTDIR: {out} exists and is not an empty folder")
-    if out.resolve().is_relative_to(REPO_ROOT) :
+    if out.resolve().is_relative_to(REPO_ROOT):
         raise ValueError(f"OUTDIR: {out} is inside the repository; choose a folder outside it")
     out.mkdir(parents=True, exist_ok=True)
     ignore = shutil.ignore_patterns(*NEVER, "*.pyc", ".hypothesis")
@@ -77,8 +82,12 @@ def release(out: Path) -> int:
             shutil.copy2(source, out / name)
     (out / "grader" / "rubric.toml").write_text(
         public_rubric((REPO_ROOT / "grader" / "rubric.toml").read_text(encoding="utf-8")), encoding="utf-8")
-    readme = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
-    (out / "README.md").write_text(STAFF.sub("", readme), encoding="utf-8")
+    readme = STAFF.sub("", (REPO_ROOT / "README.md").read_text(encoding="utf-8"))
+    for staff, student in STUDENT_LINES.items():
+        if staff not in readme:
+            raise RuntimeError(f"README.md no longer has the line {staff!r}; update STUDENT_LINES")
+        readme = readme.replace(staff, student)
+    (out / "README.md").write_text(readme, encoding="utf-8")
     (out / "grader" / "expected.json").write_text(json.dumps(recorded_answers(), sort_keys=True),
                                                   encoding="utf-8")
     return sum(1 for p in out.rglob("*") if p.is_file())
