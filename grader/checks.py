@@ -119,10 +119,12 @@ def differs(got: Any, expected: Any, rel: float, abs_: float, rtol: float, atol:
 
 
 def raised(answer: Answer) -> str:
-    types = answer.error["types"]
+    types, message = answer.error["types"], answer.error["message"]
     if "NotImplementedError" in types:
-        return f"not implemented yet ({answer.error['message']})"
-    return f"raised {types[0]}: {answer.error['message'][:200]}"
+        return f"not implemented yet ({message})"
+    if "AttributeError" in types and "has no attribute" in message:
+        return f"missing: {message[:200]}"
+    return f"raised {types[0]}: {message[:200]}"
 
 
 def same(keys: tuple[str, ...] = (), rel: float = 1e-9, abs_: float = 1e-12,
