@@ -246,7 +246,10 @@ class Judge:
                 if expected is None:  # a release made without CUDA has no GPU answers recorded
                     return CheckResult(check, self.points[check.id], "not run",
                                        "no recorded reference answer for this check")
-            problem = compare(probe, got, expected)
+            try:
+                problem = compare(probe, got, expected)
+            except (LookupError, TypeError, ValueError, AttributeError, RecursionError) as exc:
+                problem = f"{probe.label}: malformed answer ({type(exc).__name__}: {exc})"
             if problem:
                 reason = f"rule: {check.rule}" if check.hidden else problem
                 return CheckResult(check, self.points[check.id], "failed", reason)
@@ -280,5 +283,5 @@ def _read_answers(run: sandbox.Run, count: int) -> tuple[str | None, list[Answer
         if not isinstance(raw, list) or len(raw) != count:
             raise ValueError("wrong number of answers")
         return None, [_answer(item if isinstance(item, dict) else {}) for item in raw]
-    except (ValueError, KeyError, TypeError) as exc:
-        return f"worker sent a malformed result ({exc})", []
+    except Exception as exc:  # noqa: BLE001 - whatever an untrusted worker sent, the judge goes on
+        return f"worker sent a malformed result ({type(exc).__name__})", []

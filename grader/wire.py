@@ -92,9 +92,12 @@ def _tensor(spec: dict):
     values = [decode(v) for v in spec["data"]]
     if not all(type(v) in (bool, int, float) for v in values):
         return Opaque("tensor with non-numeric data")
-    shape = [int(s) for s in spec["shape"]]
-    build_dtype = torch.float32 if dtype == torch.bfloat16 else dtype
-    return torch.tensor(values, dtype=build_dtype).reshape(shape).to(dtype)
+    try:
+        shape = [int(s) for s in spec["shape"]]
+        build_dtype = torch.float32 if dtype == torch.bfloat16 else dtype
+        return torch.tensor(values, dtype=build_dtype).reshape(shape).to(dtype)
+    except (TypeError, ValueError, RuntimeError, OverflowError):
+        return Opaque("malformed tensor")
 
 
 def _torch():
