@@ -288,7 +288,8 @@ def ex2(rng: random.Random) -> list[Check]:
                P("measure", "measure_launch_tax(n_ops=0, ...)", "n_ops",
                  kwargs={"n_ops": 0, "numel": 8, "iters": 1})], gpu=True),
         Check("ex2", "gpu_sweep_launch_tax", "sweep_launch_tax measures each length, in order",
-              [P("sweep", "sweep_launch_tax([16, 4, 32], iters=3)", lengths=[16, 4, 32], iters=3)],
+              [P("sweep", "sweep_launch_tax([16, 4, 32], iters=3)", lengths=[16, 4, 32], iters=3),
+               P("sweep", "sweep_launch_tax([])", "n_ops_list", lengths=[], iters=1)],
               gpu=True),
     ]
 
