@@ -11,21 +11,27 @@ When the judge runs as root (a grading server, CI) the worker also gets, through
   daemons included;
 * a network namespace with no interfaces up: no network;
 * a mount namespace in which the repository (solutions, hidden checks, rubric) and every other
-  path the judge names are covered by empty, unreadable tmpfs; ``/root`` is covered too, except
-  the Python installation the worker needs; the root filesystem is read-only; only the worker's
-  own folder is writable;
-* its own unprivileged user id (one per slot, so the process cap is its own), no capabilities,
-  ``no_new_privs``.
+  path the judge names are covered by empty, unreadable tmpfs; ``/root``, ``/home``, ``/tmp``,
+  ``/var/tmp`` and the folder holding the box are covered too (copies of the repository, other
+  boxes), except the worker's own box and the Python installation it needs; the root filesystem is read-only;
+  only the worker's ``work/`` folder is writable, a tmpfs of ``Limits.work_bytes``;
+* its own unprivileged user id, leased for the run so that no other worker on the machine (of
+  this judge or another one) shares it and its process cap; no capabilities, ``no_new_privs``.
+
+A worker that leaves the process group (``setsid``) and forgets its environment is still ended:
+the judge kills the PID namespace's first process by its id, which ends the whole namespace.
 
 Without root those protections are off and ``protections()`` says so, for the report.
 """
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import signal
 import site
+import stat
 import subprocess
 import sys
 import tempfile
@@ -46,6 +52,10 @@ class Limits:
     file_bytes: int = 64 << 20
     processes: int = 64
     open_files: int = 256
+    work_bytes: int = 128 << 20  # the worker's writable folder (a tmpfs: memory, not disk)
+    #: Resident memory of all the worker's processes together, watched by the judge: the guard
+    #: for GPU workers (which cannot have an address-space limit) and for fork-and-allocate.
+    total_rss_bytes: int = 6 << 30
 
 
 @dataclass
@@ -53,6 +63,7 @@ class Run:
     result: bytes
     returncode: int | None
     timed_out: bool = False
+    out_of_memory: bool = False
     flooded: bool = False
     result_too_big: bool = False
     output: str = ""
@@ -63,6 +74,8 @@ class Run:
         """Why the worker's run cannot be used, or None."""
         if self.timed_out:
             return "timed out"
+        if self.out_of_memory:
+            return "used more memory than allowed"
         if self.flooded:
             return "printed more output than allowed (output flood)"
         if self.result_too_big:
@@ -99,7 +112,6 @@ def make_box(runtime: dict[str, bytes], submission: dict[str, bytes], request: b
             path.write_bytes(data)
     (box / "request.json").write_bytes(request)
     (box / "work").mkdir()
-    (box / "park").mkdir()
     for path in box.rglob("*"):
         os.chmod(path, 0o755 if path.is_dir() else 0o644)
     return box
@@ -113,38 +125,60 @@ _ENTER = r"""
 set -eu
 box=$1; uid=$2; shift 2
 mount --make-rprivate /
-# The interpreter may live under /root: park it, cover /root, bring it back.
+# Park the box and the Python folders that live under a folder about to be covered on a private
+# tmpfs, cover those folders (/root, /tmp, ...) with empty tmpfs, bring the parked ones back.
+mount -t tmpfs -o mode=700,size=1m tmpfs /dev/shm
 i=0
-for dir in $PARK; do
-  mkdir -p "$box/park/$i" && mount --bind "$dir" "$box/park/$i"; i=$((i + 1))
+for dir in "$box" $PARK; do
+  mkdir -p "/dev/shm/$i" && mount --bind "$dir" "/dev/shm/$i"; i=$((i + 1))
 done
-if [ -n "$PARK" ]; then mount -t tmpfs -o mode=755,size=1m tmpfs /root; fi
+for dir in $COVER; do
+  if [ -d "$dir" ]; then mount -t tmpfs -o mode=755,size=1m tmpfs "$dir"; fi
+done
 i=0
-for dir in $PARK; do
-  mkdir -p "$dir" && mount --move "$box/park/$i" "$dir"; i=$((i + 1))
+for dir in "$box" $PARK; do
+  mkdir -p "$dir" && mount --move "/dev/shm/$i" "$dir"; i=$((i + 1))
 done
 for dir in $HIDE; do
   if [ -e "$dir" ]; then mount -t tmpfs -o mode=000,size=64k tmpfs "$dir"; fi
 done
-mount --bind "$box/work" "$box/work"
-mount -t tmpfs -o ro,size=64k tmpfs /dev/shm
-mount -o remount,bind,ro /
+mount -t tmpfs -o "mode=700,size=$WORK_BYTES" tmpfs "$box/work"
 chown "$uid:$uid" "$box/work"
+mount -o remount,ro /dev/shm
+mount -o remount,bind,ro "$box"
+mount -o remount,bind,ro /
 cd "$box/work"
 exec setpriv --reuid="$uid" --regid="$uid" --clear-groups --no-new-privs \
   --bounding-set=-all --inh-caps=-all "$@"
 """
 
+#: Folders covered by an empty tmpfs in every worker (with the folder holding the box): homes and
+#: temporary folders, where copies of the repository and other boxes are found.
+COVERED = ("/root", "/home", "/tmp", "/var/tmp")
 
-def _python_dirs_under_root() -> list[str]:
-    """Top folders under /root that the worker's Python needs (interpreter, stdlib, packages)."""
+
+def _under(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(folder.rstrip("/") + "/")
+
+
+def _covered(box: Path) -> list[str]:
+    parent = os.path.realpath(box.parent)
+    dirs = [*COVERED] + ([parent] if parent != "/" else [])
+    return sorted({d for d in dirs if not any(d != c and _under(d, c) for c in dirs)}, key=len)
+
+
+def _python_dirs(covered: list[str]) -> list[str]:
+    """The folders of the worker's Python (interpreter, stdlib, packages) that lie under a covered
+    folder: the top folder under /root (as ``/root/.pyenv``), else the folder itself."""
     needed = {sys.base_prefix, sys.prefix, *site.getsitepackages(), os.path.dirname(sys.executable)}
-    tops = set()
+    dirs = set()
     for path in needed:
         real = os.path.realpath(path)
         if real.startswith("/root/"):
-            tops.add("/root/" + real.split("/")[2])
-    return sorted(tops)
+            dirs.add("/root/" + real.split("/")[2])
+        elif any(_under(real, c) for c in covered):
+            dirs.add(real)
+    return sorted(d for d in dirs if not any(d != o and _under(d, o) for o in dirs))
 
 
 def run(box: Path, limits: Limits, *, gpu: bool = False, hide: tuple[Path, ...] = (),
@@ -166,41 +200,60 @@ def run(box: Path, limits: Limits, *, gpu: bool = False, hide: tuple[Path, ...] 
     elif "CUDA_VISIBLE_DEVICES" in os.environ:
         env["CUDA_VISIBLE_DEVICES"] = os.environ["CUDA_VISIBLE_DEVICES"]
     notes = []
+    lease = uid = None
     if is_root():
         hidden = " ".join(str(Path(p).resolve()) for p in hide)
-        env_for_enter = {**env, "PARK": " ".join(_python_dirs_under_root()), "HIDE": hidden}
+        covered = _covered(box)
+        env_for_enter = {**env, "PARK": " ".join(_python_dirs(covered)), "COVER": " ".join(covered),
+                         "HIDE": hidden, "WORK_BYTES": str(limits.work_bytes)}
+        uid, lease = _lease_uid(slot)
         command = ["unshare", "--mount", "--net", "--pid", "--fork", "--kill-child",
-                   "--mount-proc", "sh", "-c", _ENTER, "enter", str(box),
-                   str(WORKER_UID_BASE + slot), *command]
+                   "--mount-proc", "sh", "-c", _ENTER, "enter", str(box), str(uid), *command]
         env = env_for_enter
     else:
         os.chmod(box / "work", 0o777)
         notes.append("not root: no PID/network/mount namespaces, no separate user")
 
     start = time.monotonic()
-    proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, pass_fds=(write_fd,), env=env,
-                            cwd=box / "work", start_new_session=True)
-    os.close(write_fd)
+    try:
+        proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, pass_fds=(write_fd,), env=env,
+                                cwd=box / "work", start_new_session=True)
+    except BaseException:
+        os.close(read_fd)
+        if lease is not None:
+            os.close(lease)
+        raise
+    finally:
+        os.close(write_fd)
     output = _Drain(proc.stdout.fileno(), limits.output_bytes, close=False)
     result = _Drain(read_fd, limits.result_bytes, close=True)
     deadline = start + limits.timeout_s
-    timed_out = False
+    timed_out = out_of_memory = False
+    ticks = 0
     while proc.poll() is None:
         if output.over or result.over:
             break
         if time.monotonic() > deadline:
             timed_out = True
             break
+        ticks += 1
+        if ticks % 20 == 0 and _resident_bytes(uid, box.name) > limits.total_rss_bytes:
+            out_of_memory = True
+            break
         time.sleep(0.01)
     _kill_group(proc)
     _sweep(box.name)
+    if lease is not None:
+        os.close(lease)  # every process of that uid is gone: another worker may have it
     output.join(timeout=5)
     result.join(timeout=5)
     proc.stdout.close()
+    stopped = timed_out or out_of_memory or output.over or result.over
     return Run(result=b"".join(result.chunks) if not result.over else b"",
-               returncode=None if (timed_out or output.over or result.over) else proc.returncode,
-               timed_out=timed_out, flooded=output.over, result_too_big=result.over,
+               returncode=None if stopped else proc.returncode,
+               timed_out=timed_out, out_of_memory=out_of_memory, flooded=output.over,
+               result_too_big=result.over,
                output=b"".join(output.chunks)[-4000:].decode("utf-8", "replace"),
                wall_s=time.monotonic() - start, notes=notes)
 
@@ -230,6 +283,14 @@ class _Drain(threading.Thread):
 
 
 def _kill_group(proc: subprocess.Popen) -> None:
+    """Kill the worker's process group, and first ``proc``'s own children: under ``unshare``
+    that is the PID namespace's first process (the worker), whose death ends the namespace even
+    if the worker left the group (``setsid``) and its environment (``execve``)."""
+    for child in _children(proc.pid):
+        try:
+            os.kill(child, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
@@ -238,6 +299,75 @@ def _kill_group(proc: subprocess.Popen) -> None:
         proc.wait(timeout=10)
     except subprocess.TimeoutExpired:
         pass
+
+
+def _resident_bytes(uid: int | None, marker: str) -> int:
+    """Resident memory of the worker's processes: those of its own uid (as root), or those
+    carrying its box marker in their environment."""
+    total, needle = 0, f"LAUNCH_TAX_BOX={marker}".encode()
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/status", "rb") as f:
+                status = f.read()
+            if uid is not None:
+                line = status.split(b"\nUid:", 1)[1].split(b"\n", 1)[0].split()
+                if int(line[0]) != uid:
+                    continue
+            else:
+                with open(f"/proc/{entry.name}/environ", "rb") as f:
+                    if needle not in f.read().split(b"\0"):
+                        continue
+            rss = status.split(b"\nVmRSS:", 1)[1].split()[0] if b"\nVmRSS:" in status else b"0"
+            total += int(rss) * 1024
+        except (OSError, IndexError, ValueError):
+            continue
+    return total
+
+
+def _children(pid: int) -> list[int]:
+    children = []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat", "rb") as f:
+                fields = f.read().rsplit(b")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if len(fields) > 1 and fields[1] == str(pid).encode():
+            children.append(int(entry.name))
+    return children
+
+
+#: Where the judges on this machine lease worker uids (root only: workers change uid only then).
+UID_LEASES = Path("/run/launch-tax-worker-uids")
+UID_RANGE = 1024
+
+
+def _lease_uid(slot: int) -> tuple[int, int | None]:
+    """A worker uid held by no other worker on this machine, of this judge or another (their
+    slots overlap): ``WORKER_UID_BASE + slot`` or the next free one, locked (``flock``) until the
+    returned descriptor is closed. Where no lease can be taken (no usable ``/run``), the slot's
+    uid, unlocked, as before leases existed."""
+    try:
+        UID_LEASES.mkdir(mode=0o700, exist_ok=True)
+        info = os.lstat(UID_LEASES)
+        if not stat.S_ISDIR(info.st_mode) or info.st_uid != 0 or info.st_mode & 0o077:
+            raise PermissionError(f"{UID_LEASES} must be a folder only root can use")
+        for k in range(UID_RANGE):
+            uid = WORKER_UID_BASE + (slot + k) % UID_RANGE
+            fd = os.open(UID_LEASES / str(uid), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC,
+                         0o600)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return uid, fd
+            except OSError:
+                os.close(fd)
+    except OSError:
+        pass
+    return WORKER_UID_BASE + slot, None
 
 
 def _sweep(marker: str) -> None:

@@ -19,6 +19,7 @@ from coursekit.impl import EXERCISES
 
 MODULE_NAMES = tuple(name for _, name in EXERCISES)
 MAX_FILE_BYTES = 1 << 20
+MAX_NOTEBOOK_BYTES = 16 * MAX_FILE_BYTES
 MAX_ZIP_MEMBERS = 1000
 
 
@@ -43,10 +44,16 @@ def load(path: str | Path) -> Submission:
         return _from_zip(path)
     if path.suffix == ".ipynb" and path.is_file():
         submission = Submission(str(path))
-        _take_notebook(submission, path.read_bytes(), path.name)
+        _take_notebook(submission, _read_capped(path, MAX_NOTEBOOK_BYTES + 1), path.name)
         return submission
     raise ValueError(f"SUBMISSION: expected a folder of module files, a .ipynb notebook or a .zip, "
                      f"got {str(path)!r}")
+
+
+def _read_capped(path: Path, cap: int) -> bytes:
+    """At most ``cap`` bytes of a file: a huge (or sparse) file is never read whole."""
+    with open(path, "rb") as f:
+        return f.read(cap)
 
 
 def _take(submission: Submission, name: str, data: bytes, where: str) -> None:
@@ -65,10 +72,10 @@ def _from_folder(folder: Path) -> Submission:
             submission.refused[name] = f"{name}.py is a symlink: ignored (submit the file itself)"
             submission.problems.append(submission.refused[name])
         elif path.is_file():
-            _take(submission, name, path.read_bytes()[: MAX_FILE_BYTES + 1], f"{name}.py")
+            _take(submission, name, _read_capped(path, MAX_FILE_BYTES + 1), f"{name}.py")
     notebooks = sorted(folder.glob("*.ipynb"))
     if not submission.files and len(notebooks) == 1 and not notebooks[0].is_symlink():
-        _take_notebook(submission, notebooks[0].read_bytes(), notebooks[0].name)
+        _take_notebook(submission, _read_capped(notebooks[0], MAX_NOTEBOOK_BYTES + 1), notebooks[0].name)
     return submission
 
 
@@ -76,8 +83,8 @@ def _from_zip(path: Path) -> Submission:
     submission = Submission(str(path))
     try:
         archive = zipfile.ZipFile(path)
-    except (zipfile.BadZipFile, OSError) as exc:
-        submission.problems.append(f"not a readable zip: {exc}")
+    except Exception as exc:  # noqa: BLE001 - BadZipFile, NotImplementedError (version), EOFError...
+        submission.problems.append(f"not a readable zip: {type(exc).__name__}: {exc}")
         return submission
     with archive:
         members = archive.infolist()[:MAX_ZIP_MEMBERS]
@@ -107,24 +114,27 @@ def _read_member(archive: zipfile.ZipFile, member: zipfile.ZipInfo) -> bytes:
     try:
         with archive.open(member) as f:
             return f.read(MAX_FILE_BYTES + 1)
-    except (zipfile.BadZipFile, OSError, RuntimeError, NotImplementedError) as exc:
-        return f"raise ImportError({f'unreadable zip member: {exc}'!r})\n".encode()
+    except Exception as exc:  # noqa: BLE001 - BadZipFile, zlib.error, EOFError, NotImplementedError...
+        return f"raise ImportError({f'unreadable zip member: {type(exc).__name__}: {exc}'!r})\n".encode()
 
 
 def _take_notebook(submission: Submission, data: bytes, where: str) -> None:
     try:
-        notebook = json.loads(data[: 16 * MAX_FILE_BYTES])
+        if len(data) > MAX_NOTEBOOK_BYTES:
+            raise ValueError(f"larger than {MAX_NOTEBOOK_BYTES} bytes")
+        notebook = json.loads(data)
         cells = notebook["cells"]
         if not isinstance(cells, list):
             raise TypeError("cells is not a list")
-    except (ValueError, KeyError, TypeError) as exc:
+    except (ValueError, KeyError, TypeError, RecursionError) as exc:  # RecursionError: [[[[...
         submission.problems.append(f"{where} is not a readable notebook ({type(exc).__name__}: {exc})")
         return
     for cell in cells:
         if not isinstance(cell, dict) or cell.get("cell_type") != "code":
             continue
         source = cell.get("source", "")
-        source = "".join(source) if isinstance(source, list) else source
+        if isinstance(source, list) and all(isinstance(line, str) for line in source):
+            source = "".join(source)
         if not isinstance(source, str):
             continue
         first, _, body = source.partition("\n")

@@ -27,16 +27,63 @@ def _error(exc: BaseException) -> dict:
     return {"types": [c.__name__ for c in type(exc).__mro__], "message": message[:2000]}
 
 
+_MISSING = object()
+
+
+class _Namespaces:
+    """What the worker's own code (the probes, the wire format, this file) looks up as it runs,
+    as it was before any submission code ran. ``restore`` puts back what a submission replaced
+    (``torch.equal = lambda *a: True`` at import, ``probes.len = ...``), so that the worker's
+    own checks (``torch.equal(x, before)``, ``type(result) is float``) mean what they say. It runs
+    after the import and before and after every probe; what a submission patches in the middle
+    of one of its own calls is not undone until the probe ends.
+
+    Library modules (``torch``, ``math``...) get back the functions and classes they had;
+    attributes they gain (a lazily imported submodule) are left alone. The worker's own modules
+    and patched classes (``torch.Tensor``) also lose what was added to them."""
+
+    def __init__(self, libraries, own):
+        self.saved = [(obj, dict(vars(obj)), False) for obj in libraries]
+        self.saved += [(obj, dict(vars(obj)), True) for obj in own]
+
+    def restore(self) -> None:
+        for obj, saved, own in self.saved:
+            current = vars(obj)
+            if own:
+                for name in [n for n in current if n not in saved]:
+                    try:
+                        delattr(obj, name)
+                    except (AttributeError, TypeError):
+                        pass
+            for name, value in saved.items():
+                if current.get(name, _MISSING) is not value and (own or callable(value)):
+                    try:
+                        setattr(obj, name, value)
+                    except (AttributeError, TypeError):
+                        pass
+
+
 def main(request_path: str, result_fd: int) -> None:
     with open(request_path, encoding="utf-8") as f:
         request = json.load(f)
-    import torch  # noqa: F401  (the real one, before any submission code)
+    import builtins
+    import math
+    import time
+
+    import torch  # the real one, before any submission code
 
     torch.manual_seed(0)
     torch.set_num_threads(1)
     import probes
     import wire
+    from coursekit import standin
 
+    namespaces = _Namespaces(
+        libraries=(builtins, math, time, json, torch, standin),
+        own=(probes, wire, sys.modules[__name__], torch.Tensor, standin.CapturedGraph,
+             standin.StandInGraph),
+    )
+    table = dict(probes.PROBES)
     sys.path.append(request["submission_dir"])
     answer: dict = {"probes": []}
     try:
@@ -44,17 +91,22 @@ def main(request_path: str, result_fd: int) -> None:
 
         module = importlib.import_module(f"{request['package']}.{request['module']}")
     except BaseException as exc:  # noqa: BLE001 - SystemExit, pytest.exit... all count
+        namespaces.restore()
         answer["import_error"] = _error(exc)
         answer["import_traceback"] = traceback.format_exc(limit=-3)[-2000:]
         module = None
     if module is not None:
         for item in request["probes"]:
-            fn = probes.PROBES[item["probe"]]
+            namespaces.restore()
+            fn = table[item["probe"]]
             try:
                 value = fn(module, **wire.decode(item.get("args", {})))
+                namespaces.restore()
                 answer["probes"].append({"ok": True, "value": wire.encode(value)})
             except BaseException as exc:  # noqa: BLE001 - whatever the submission raised
+                namespaces.restore()
                 answer["probes"].append({"ok": False, "error": _error(exc)})
+    namespaces.restore()
     data = _dumps(answer, allow_nan=False).encode()
     view = memoryview(data)
     while view:

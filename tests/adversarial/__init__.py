@@ -1,0 +1,1 @@
+"""Hostile submissions for the grader (``tests/test_adversarial.py``): see ``cases.py``."""
