@@ -302,8 +302,9 @@ def _kill_group(proc: subprocess.Popen) -> None:
 
 
 def _resident_bytes(uid: int | None, marker: str) -> int:
-    """Resident memory of the worker's processes: those of its own uid (as root), or those
-    carrying its box marker in their environment."""
+    """Memory of the worker's processes (those of its own uid as root, else those carrying its
+    box marker), each counted by its proportional share (Pss) so that forked children sharing
+    their parent's pages are not counted many times over."""
     total, needle = 0, f"LAUNCH_TAX_BOX={marker}".encode()
     for entry in os.scandir("/proc"):
         if not entry.name.isdigit():
@@ -319,8 +320,10 @@ def _resident_bytes(uid: int | None, marker: str) -> int:
                 with open(f"/proc/{entry.name}/environ", "rb") as f:
                     if needle not in f.read().split(b"\0"):
                         continue
-            rss = status.split(b"\nVmRSS:", 1)[1].split()[0] if b"\nVmRSS:" in status else b"0"
-            total += int(rss) * 1024
+            with open(f"/proc/{entry.name}/smaps_rollup", "rb") as f:
+                rollup = f.read()
+            pss = rollup.split(b"\nPss:", 1)[1].split()[0] if b"\nPss:" in rollup else b"0"
+            total += int(pss) * 1024
         except (OSError, IndexError, ValueError):
             continue
     return total
