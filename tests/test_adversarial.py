@@ -30,6 +30,11 @@ from tests.adversarial.cases import CASES, EXERCISES, FULL, Case
 
 WATCHED = ("solutions", "grader", "exercises")
 
+#: Cases whose protection exists only when the judge runs as root (namespaces, a separate user):
+#: without root the report says those protections are off, and these cases cannot hold.
+ROOT_ONLY = {"read-solutions", "network", "fork-bomb", "worker-leaves-group", "escaping-daemon",
+             "disk-filler"}
+
 
 def repo_state() -> tuple[str, dict[str, str]]:
     status = subprocess.run(["git", "status", "--porcelain", "--untracked-files=all"], cwd=REPO_ROOT,
@@ -96,6 +101,8 @@ def grade(submission: Path, out: Path, case: Case, tmpdir: Path) -> dict:
 
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
 def test_hostile_submission_gets_exactly_its_points(case: Case, tmp_path: Path):
+    if case.name in ROOT_ONLY and os.geteuid() != 0:
+        pytest.skip("this protection needs the judge to run as root (see grader/sandbox.py)")
     marker = f"ltadv{uuid.uuid4().hex[:12]}"
     tmpdir = Path("/tmp") / f"{marker}-boxes"  # world-traversable, like /tmp itself
     tmpdir.mkdir()
