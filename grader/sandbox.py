@@ -154,7 +154,18 @@ exec setpriv --reuid="$uid" --regid="$uid" --clear-groups --no-new-privs \
 
 #: Folders covered by an empty tmpfs in every worker (with the folder holding the box): homes and
 #: temporary folders, where copies of the repository and other boxes are found.
-COVERED = ("/root", "/home", "/tmp", "/var/tmp")
+#: Top-level folders a worker keeps (the system: programs, libraries, configuration, devices).
+#: Every other one (/root, /home, /tmp, /var, /run, /opt, /srv, /mnt, a /work holding another
+#: checkout...) is covered with an empty tmpfs, except the worker's box and its Python.
+SYSTEM = {"usr", "etc", "dev", "proc", "sys", "bin", "sbin", "lib", "lib32", "lib64", "libx32"}
+
+
+def _top_level_folders() -> list[str]:
+    folders = []
+    for entry in os.scandir("/"):
+        if entry.name not in SYSTEM and entry.is_dir(follow_symlinks=False):
+            folders.append(entry.path)
+    return folders
 
 
 def _under(path: str, folder: str) -> bool:
@@ -163,7 +174,7 @@ def _under(path: str, folder: str) -> bool:
 
 def _covered(box: Path) -> list[str]:
     parent = os.path.realpath(box.parent)
-    dirs = [*COVERED] + ([parent] if parent != "/" else [])
+    dirs = _top_level_folders() + ([parent] if parent != "/" else [])
     return sorted({d for d in dirs if not any(d != c and _under(d, c) for c in dirs)}, key=len)
 
 
