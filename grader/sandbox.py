@@ -11,10 +11,11 @@ When the judge runs as root (a grading server, CI) the worker also gets, through
   daemons included;
 * a network namespace with no interfaces up: no network;
 * a mount namespace in which the repository (solutions, hidden checks, rubric) and every other
-  path the judge names are covered by empty, unreadable tmpfs; ``/root``, ``/home``, ``/tmp``,
-  ``/var/tmp`` and the folder holding the box are covered too (copies of the repository, other
-  boxes), except the worker's own box and the Python installation it needs; the root filesystem is read-only;
-  only the worker's ``work/`` folder is writable, a tmpfs of ``Limits.work_bytes``;
+  path the judge names are covered by empty, unreadable tmpfs; so is every top-level folder but
+  the system's (``/root``, ``/home``, ``/tmp``, ``/var``, ``/opt``, a ``/work`` holding another
+  checkout...: copies of the repository, other boxes), except the worker's own box and the
+  Python installation it needs; the root filesystem is read-only; only the worker's ``work/``
+  folder is writable, a tmpfs of ``Limits.work_bytes``;
 * its own unprivileged user id, leased for the run so that no other worker on the machine (of
   this judge or another one) shares it and its process cap; no capabilities, ``no_new_privs``.
 
