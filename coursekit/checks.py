@@ -47,7 +47,7 @@ def says_cuda_is_needed(message: str) -> bool:
     """One sentence of ``message`` names CUDA (or a GPU) and says it is needed or missing."""
     for sentence in re.split(r"[.!;?]\s", message):
         if re.search(r"cuda|gpu", sentence, re.IGNORECASE) and re.search(
-            r"\bneed|\brequir|\bavailable|\bno cuda", sentence, re.IGNORECASE
+            r"\bneed|\brequir|not available|unavailable|is_available", sentence, re.IGNORECASE
         ):
             return True
     return False

@@ -52,10 +52,10 @@ def table(report) -> str:
     return "\n".join(lines)
 
 
-def _judge(args, hide=()):
+def _judge(args, hide=(), jobs=None):
     from grader.judge import Judge
 
-    return Judge(gpu=args.gpu, timeout_s=args.timeout, jobs=getattr(args, "jobs", 2), hide=hide)
+    return Judge(gpu=args.gpu, timeout_s=args.timeout, jobs=jobs or args.jobs, hide=hide)
 
 
 def cmd_grade(args) -> int:
@@ -86,21 +86,24 @@ def cmd_grade_all(args) -> int:
     entries = sorted(p for p in root.iterdir() if not p.name.startswith(".")
                      and (p.is_dir() or p.suffix in (".zip", ".ipynb")) and not p.is_symlink())
     try:
-        judge = _judge(args, hide=(root.resolve(), out.resolve()))
+        # Each submission grades its exercises one at a time; submissions run side by side.
+        judge = _judge(args, hide=(root.resolve(), out.resolve()), jobs=1)
     except (ValueError, RuntimeError) as exc:
         print(f"grader: {exc}", file=sys.stderr)
         return 2
     out.mkdir(parents=True, exist_ok=True)
     start, done, lock, rows = time.monotonic(), [0], threading.Lock(), {}
 
+    names = _student_names(entries)
+
     def one(entry: Path):
-        student = _student_name(entry)
+        from grader.submission import Submission
+
+        student = names[entry]
         try:
             report = judge.grade(load(entry))
-        except ValueError as exc:  # unreadable submission: graded as empty, with the reason
-            from grader.submission import Submission
-
-            report = judge.grade(Submission(str(entry), problems=[str(exc)]))
+        except Exception as exc:  # noqa: BLE001 - one bad submission never stops the batch
+            report = judge.grade(Submission(str(entry), problems=[f"not graded: {exc}"]))
         folder = out / student
         folder.mkdir(parents=True, exist_ok=True)
         (folder / "results.json").write_text(json.dumps(gradescope(report), indent=1) + "\n",
@@ -110,8 +113,6 @@ def cmd_grade_all(args) -> int:
             done[0] += 1
             _progress(done[0], len(entries), time.monotonic() - start)
 
-    # Each submission grades its exercises one at a time; submissions run side by side.
-    judge.jobs = 1
     with ThreadPoolExecutor(max(1, args.jobs)) as pool:
         list(pool.map(one, entries))
     print(file=sys.stderr)
@@ -129,9 +130,18 @@ def cmd_grade_all(args) -> int:
     return 0
 
 
-def _student_name(entry: Path) -> str:
-    name = entry.name.removesuffix(".zip").removesuffix(".ipynb")
-    return re.sub(r"[^A-Za-z0-9._-]", "_", name) or "submission"
+def _student_names(entries: list[Path]) -> dict[Path, str]:
+    """A safe, unique name per submission (``alice/`` and ``alice.zip`` become alice, alice-2)."""
+    names, taken = {}, set()
+    for entry in entries:
+        base = re.sub(r"[^A-Za-z0-9._-]", "_", entry.name.removesuffix(".zip").removesuffix(".ipynb"))
+        base = base.strip(".") or "submission"
+        name, k = base, 2
+        while name in taken:
+            name, k = f"{base}-{k}", k + 1
+        taken.add(name)
+        names[entry] = name
+    return names
 
 
 def _progress(done: int, total: int, elapsed: float) -> None:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable
 
 import torch
@@ -58,7 +58,6 @@ class Check:
     compare: Compare | None = None
     gpu: bool = False
     hidden: bool = False
-    problems: list[str] = field(default_factory=list)
 
     @property
     def id(self) -> str:
@@ -120,7 +119,7 @@ def differs(got: Any, expected: Any, rel: float, abs_: float, rtol: float, atol:
 
 def raised(answer: Answer) -> str:
     types, message = answer.error["types"], answer.error["message"]
-    if "NotImplementedError" in types:
+    if "NotImplementedError" in types and message.startswith("exercise "):  # a stub's own
         return f"not implemented yet ({message})"
     if "AttributeError" in types and "has no attribute" in message:
         return f"missing: {message[:200]}"
@@ -160,7 +159,7 @@ def expects_error(probe: Probe, got: Answer) -> str | None:
     names = " or ".join(repr(n) for n in probe.raises)
     if got.ok:
         return f"{probe.label}: expected {probe.error} naming {names}, nothing was raised"
-    if "NotImplementedError" in got.error["types"]:
+    if "NotImplementedError" in got.error["types"] and got.error["message"].startswith("exercise "):
         return f"{probe.label} {raised(got)}"
     if probe.error not in got.error["types"]:
         return f"{probe.label}: expected {probe.error} naming {names}, {raised(got)}"
@@ -277,8 +276,8 @@ def ex2(rng: random.Random) -> list[Check]:
                  kwargs={"n_ops": 4, "numel": 8, "iters": 1})],
               compare=says_cuda_is_needed),
         Check("ex2", "gpu_time_ms_includes_gpu_work",
-              "on CUDA the timer measures the GPU's work (synchronize, CUDA events), not the launches",
-              [P("time_ms_gpu_work", "time_ms(fn) where fn keeps the GPU busy ~2 ms")],
+              "on CUDA the timer waits for the GPU's work (CUDA events), not just the launches",
+              [P("time_ms_gpu_work", "time_ms(fn) where fn keeps the GPU busy")],
               compare=_gpu_timer, gpu=True),
         Check("ex2", "gpu_measure_launch_tax",
               "measure_launch_tax returns a LaunchTax recording the chain, with positive times and a "
@@ -300,9 +299,11 @@ def _gpu_timer(probe: Probe, got: Answer, expected: Answer) -> str | None:
     v = got.value
     if v["calls"] != 7:
         return f"{probe.label}: time_ms(fn, iters=5, warmup=2) called fn {v['calls']} times, expected 7"
-    if v["timed_ms"] is None or v["timed_ms"] < 0.5 * v["busy_ms"]:
-        return (f"{probe.label}: each call keeps the GPU busy {v['busy_ms']:.2f} ms, the timer said "
-                f"{v['timed_ms']!r}: synchronize after warm-up and time with CUDA events")
+    if not v["gpu_done_on_return"]:
+        return (f"{probe.label}: time_ms returned while the GPU was still running the timed calls: "
+                "a CPU clock only times the launches; record CUDA events and wait for the last one")
+    if not v["is_float"]:
+        return f"{probe.label}: expected a float (ms per call)"
     return None
 
 
@@ -377,14 +378,15 @@ def _replay_exact(probe: Probe, got: Answer, expected: Answer) -> str | None:
     for i, r in enumerate(v["replays"]):
         if not r["is_static"]:
             return f"{probe.label}: replay() must return static_outputs"
-        if r["max_error"] > 1e-4:
+        if r["max_error"] > 1e-5 + 1e-5 * r["scale"]:
             return f"{probe.label}: replay {i} differs from eager by {r['max_error']:.3g}"
     return None
 
 
 # ----------------------------------------------------------------------------- exercise 4
 
-RUNNER_KEYS = ("buffer_count", "buffers_are_examples", "examples_unchanged", "calls")
+RUNNER_KEYS = ("buffer_count", "buffers_are_examples", "examples_unchanged", "buffers_hold_inputs",
+               "buffers_moved")
 
 
 def ex4(rng: random.Random) -> list[Check]:
@@ -398,7 +400,7 @@ def ex4(rng: random.Random) -> list[Check]:
     return [
         Check("ex4", "runner_returns_fn_of_latest_inputs",
               "copy every input into its static buffer (copy_), replay, return fn of these inputs",
-              runs, compare=same(keys=("calls",))),
+              runs, compare=same(keys=("outputs",))),
         Check("ex4", "runner_owns_stable_buffers",
               "one static buffer per input, a copy the runner owns, same address on every call",
               runs, compare=same(keys=RUNNER_KEYS)),
@@ -425,8 +427,10 @@ def ex4(rng: random.Random) -> list[Check]:
                  shapes=[[16, 32], [32]], seeds=[1, 2, 3, 4], device="cuda", spy=False),
                P("graph_runner", "GraphRunner(combine, cuda, clone_outputs=False) called twice",
                  fn="combine", shapes=[[64], [64]], seeds=[1, 2], clone_outputs=False,
-                 device="cuda", spy=False)],
-              compare=same(keys=("calls", "held_first_now", "num_captures", "buffers_are_examples")),
+                 device="cuda", spy=False),
+               P("graph_runner_bad_call", "runner(good, a CPU tensor, good) on CUDA", position,
+                 kind="device", device="cuda")],
+              compare=same(keys=("outputs", "held_first_now", "num_captures", "buffers_are_examples")),
               gpu=True),
     ]
 

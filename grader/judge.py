@@ -11,6 +11,7 @@ exercise's checks are lost with the reason, and nothing else is affected.
 from __future__ import annotations
 
 import json
+import queue
 import threading
 import time
 import tomllib
@@ -156,6 +157,7 @@ class Judge:
         if gpu == "on" and not has_cuda:
             raise RuntimeError("--gpu on: no CUDA device is available here")
         self.gpu = has_cuda if gpu == "auto" else gpu == "on"
+        self.gpu_mode = gpu
         self.timeout_s, self.jobs = timeout_s, max(1, jobs)
         self.hide = (REPO_ROOT, *hide)
         self.points = load_rubric()
@@ -166,8 +168,10 @@ class Judge:
         self.exercises = exercises or tuple(sorted({c.exercise for c in self.checks}))
         self.reference = Reference()
         self.runtime = runtime_files()
-        self._slots = list(range(64))
-        self._slot_lock = threading.Lock()
+        # One slot (and so one worker uid) per worker that can run at once; a worker waits for one.
+        self._slots: queue.Queue[int] = queue.Queue()
+        for slot in range(64):
+            self._slots.put(slot)
 
     def grade(self, submission: Submission) -> Report:
         start = time.monotonic()
@@ -176,8 +180,9 @@ class Judge:
         notes = list(submission.problems)
         if not self.gpu:
             off = sum(c.points for r in results for c in r.checks if c.status == "not run")
-            notes.append(f"GPU checks not run (no CUDA here): {off:g} points left out of the "
-                         "maximum; grade on a CUDA machine for them")
+            why = "--gpu off" if self.gpu_mode == "off" else "no CUDA here"
+            notes.append(f"GPU checks not run ({why}): {off:g} points left out of the maximum; "
+                         "grade on a CUDA machine for them")
         off = [name for name, on in sandbox.protections().items() if not on]
         if off:
             notes.append("sandbox protections off on this machine (not root): " + ", ".join(off))
@@ -218,7 +223,7 @@ class Judge:
                    "probes": [{"probe": p.probe, "args": wire.encode(p.args)} for p in probes]}
         files = {"submission/__init__.py": b""}
         files.update({f"submission/{name}.py": data for name, data in submission.files.items()})
-        box = sandbox.make_box(self.runtime, files, b"")
+        box = sandbox.make_box(self.runtime, files)
         request["submission_dir"] = str(box / "submission")
         (box / "request.json").write_text(wire.dumps(request), encoding="utf-8")
         limits = sandbox.Limits(timeout_s=self.timeout_s, memory_bytes=None if gpu else 4 << 30)
@@ -251,17 +256,15 @@ class Judge:
             except (LookupError, TypeError, ValueError, AttributeError, RecursionError) as exc:
                 problem = f"{probe.label}: malformed answer ({type(exc).__name__}: {exc})"
             if problem:
-                reason = f"rule: {check.rule}" if check.hidden else problem
+                reason = f"rule: {check.rule}" if check.hidden else f"{problem}\n  rule: {check.rule}"
                 return CheckResult(check, self.points[check.id], "failed", reason)
         return CheckResult(check, self.points[check.id], "passed")
 
     def _take_slot(self) -> int:
-        with self._slot_lock:
-            return self._slots.pop(0)
+        return self._slots.get()
 
     def _give_slot(self, slot: int) -> None:
-        with self._slot_lock:
-            self._slots.append(slot)
+        self._slots.put(slot)
 
 
 def _read_answers(run: sandbox.Run, count: int) -> tuple[str | None, list[Answer]]:

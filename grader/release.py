@@ -21,10 +21,15 @@ COPIED = ("exercises", "coursekit", "grader", "conftest.py", "pyproject.toml", "
           "README.md")
 NEVER = {"hidden.py", "release.py", "__pycache__", "expected.json"}
 STAFF = re.compile(r"<!-- staff-only -->.*?<!-- /staff-only -->\n?", re.DOTALL)
-#: README lines that name what a release does not have, and what they say there instead.
+#: README lines that name what a release does not have, and what they say there instead (None:
+#: the line goes).
 STUDENT_LINES = {
     "python -m pytest tests -n auto  # the repository's own suite (reference, stubs, mutants, grader)":
         "python -m pytest exercises     # the public tests (GPU tests skip without CUDA)",
+    "python -m coursekit.lab launch-tax --impl solutions   # with the reference": None,
+    "python -m pytest exercises --impl solutions     # the reference": None,
+    "python -m pytest exercises -m gpu --impl solutions # the reference": None,
+    "python -m pytest exercises --impl solutions       # 用参考实现跑同一套测试": None,
 }
 
 
@@ -86,7 +91,7 @@ def release(out: Path) -> int:
     for staff, student in STUDENT_LINES.items():
         if staff not in readme:
             raise RuntimeError(f"README.md no longer has the line {staff!r}; update STUDENT_LINES")
-        readme = readme.replace(staff, student)
+        readme = readme.replace(staff + "\n", "" if student is None else student + "\n")
     (out / "README.md").write_text(readme, encoding="utf-8")
     (out / "grader" / "expected.json").write_text(json.dumps(recorded_answers(), sort_keys=True),
                                                   encoding="utf-8")

@@ -27,7 +27,6 @@ Without root those protections are off and ``protections()`` says so, for the re
 
 from __future__ import annotations
 
-import fcntl
 import os
 import shutil
 import signal
@@ -87,23 +86,38 @@ class Run:
         return None
 
 
+_NAMESPACES_WORK: bool | None = None
+
+
 def is_root() -> bool:
-    return hasattr(os, "geteuid") and os.geteuid() == 0 and shutil.which("unshare") is not None \
-        and shutil.which("setpriv") is not None
+    """Root, with ``unshare`` and ``setpriv``, and namespaces that can really be made (a root
+    inside a container without CAP_SYS_ADMIN cannot): tried once, then remembered."""
+    global _NAMESPACES_WORK
+    if _NAMESPACES_WORK is None:
+        _NAMESPACES_WORK = False
+        if hasattr(os, "geteuid") and os.geteuid() == 0 and shutil.which("unshare") \
+                and shutil.which("setpriv"):
+            try:
+                trial = subprocess.run(["unshare", "--mount", "--net", "--pid", "--fork", "true"],
+                                       capture_output=True, timeout=30)
+                _NAMESPACES_WORK = trial.returncode == 0
+            except (OSError, subprocess.TimeoutExpired):
+                pass
+    return _NAMESPACES_WORK
 
 
 def protections() -> dict[str, bool]:
     """Which protections a worker gets on this machine (for the report)."""
     root = is_root()
-    return {"timeout and process-group kill": True, "resource limits": True,
+    return {"timeout and process-group kill": True, "resource limits": _has_prlimit(),
             "output and result caps": True, "daemon sweep (PID namespace)": root,
             "no network": root, "repository hidden": root, "read-only filesystem": root,
             "separate unprivileged user": root}
 
 
-def make_box(runtime: dict[str, bytes], submission: dict[str, bytes], request: bytes) -> Path:
+def make_box(runtime: dict[str, bytes], submission: dict[str, bytes]) -> Path:
     """A private folder: ``runtime/`` (the worker's own code), ``submission/`` (the copied
-    module files), ``request.json`` and an empty writable ``work/``."""
+    module files) and an empty writable ``work/``; the caller writes ``request.json``."""
     box = Path(tempfile.mkdtemp(prefix="launch-tax-box-"))
     os.chmod(box, 0o755)
     for base, files in (("runtime", runtime), ("submission", submission)):
@@ -111,7 +125,6 @@ def make_box(runtime: dict[str, bytes], submission: dict[str, bytes], request: b
             path = box / base / rel
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_bytes(data)
-    (box / "request.json").write_bytes(request)
     (box / "work").mkdir()
     for path in box.rglob("*"):
         os.chmod(path, 0o755 if path.is_dir() else 0o644)
@@ -146,6 +159,7 @@ done
 mount -t tmpfs -o "mode=700,size=$WORK_BYTES" tmpfs "$box/work"
 chown "$uid:$uid" "$box/work"
 mount -o remount,ro /dev/shm
+if [ -d /dev/mqueue ]; then mount -t tmpfs -o ro,size=4k tmpfs /dev/mqueue; fi
 mount -o remount,bind,ro "$box"
 mount -o remount,bind,ro /
 cd "$box/work"
@@ -203,7 +217,7 @@ def run(box: Path, limits: Limits, *, gpu: bool = False, hide: tuple[Path, ...] 
                f"--nofile={limits.open_files}"]
     if limits.memory_bytes and not gpu:
         rlimits.append(f"--as={limits.memory_bytes}")
-    command = ["prlimit", *rlimits, "--", *python]
+    command = ["prlimit", *rlimits, "--", *python] if _has_prlimit() else python
     env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "OMP_NUM_THREADS": "1",
            "MKL_NUM_THREADS": "1", "PYTHONHASHSEED": "0", "LAUNCH_TAX_BOX": box.name,
            "HOME": str(box / "work"), "TMPDIR": str(box / "work")}
@@ -238,8 +252,9 @@ def run(box: Path, limits: Limits, *, gpu: bool = False, hide: tuple[Path, ...] 
         raise
     finally:
         os.close(write_fd)
-    output = _Drain(proc.stdout.fileno(), limits.output_bytes, close=False)
-    result = _Drain(read_fd, limits.result_bytes, close=True)
+    output = _Drain(proc.stdout.fileno(), limits.output_bytes)
+    result = _Drain(read_fd, limits.result_bytes)
+    os.close(read_fd)
     deadline = start + limits.timeout_s
     timed_out = out_of_memory = False
     ticks = 0
@@ -271,11 +286,12 @@ def run(box: Path, limits: Limits, *, gpu: bool = False, hide: tuple[Path, ...] 
 
 
 class _Drain(threading.Thread):
-    """Reads a pipe to the end, keeping at most ``cap`` bytes; ``over`` once more arrived."""
+    """Reads a pipe to the end, keeping at most ``cap`` bytes; ``over`` once more arrived. It
+    reads its own copy of the descriptor and closes it, so the number is never reused under it."""
 
-    def __init__(self, fd: int, cap: int, close: bool):
+    def __init__(self, fd: int, cap: int):
         super().__init__(daemon=True)
-        self.fd, self.cap, self.close = fd, cap, close
+        self.fd, self.cap = os.dup(fd), cap
         self.over, self.size, self.chunks = False, 0, []
         self.start()
 
@@ -290,8 +306,7 @@ class _Drain(threading.Thread):
         except OSError:
             pass
         finally:
-            if self.close:
-                os.close(self.fd)
+            os.close(self.fd)
 
 
 def _kill_group(proc: subprocess.Popen) -> None:
@@ -313,12 +328,21 @@ def _kill_group(proc: subprocess.Popen) -> None:
         pass
 
 
+def _has_prlimit() -> bool:
+    return shutil.which("prlimit") is not None
+
+
+def _processes():
+    """The entries of /proc (none where there is no /proc: the sweeps then have nothing to do)."""
+    return os.scandir("/proc") if os.path.isdir("/proc") else iter(())
+
+
 def _resident_bytes(uid: int | None, marker: str) -> int:
     """Memory of the worker's processes (those of its own uid as root, else those carrying its
     box marker), each counted by its proportional share (Pss) so that forked children sharing
     their parent's pages are not counted many times over."""
     total, needle = 0, f"LAUNCH_TAX_BOX={marker}".encode()
-    for entry in os.scandir("/proc"):
+    for entry in _processes():
         if not entry.name.isdigit():
             continue
         try:
@@ -343,7 +367,7 @@ def _resident_bytes(uid: int | None, marker: str) -> int:
 
 def _children(pid: int) -> list[int]:
     children = []
-    for entry in os.scandir("/proc"):
+    for entry in _processes():
         if not entry.name.isdigit():
             continue
         try:
@@ -366,6 +390,8 @@ def _lease_uid(slot: int) -> tuple[int, int | None]:
     slots overlap): ``WORKER_UID_BASE + slot`` or the next free one, locked (``flock``) until the
     returned descriptor is closed. Where no lease can be taken (no usable ``/run``), the slot's
     uid, unlocked, as before leases existed."""
+    import fcntl  # POSIX only; leases are taken only as root on Linux
+
     try:
         UID_LEASES.mkdir(mode=0o700, exist_ok=True)
         info = os.lstat(UID_LEASES)
@@ -391,7 +417,7 @@ def _sweep(marker: str) -> None:
     needle = f"LAUNCH_TAX_BOX={marker}".encode()
     for _ in range(3):
         found = False
-        for entry in os.scandir("/proc"):
+        for entry in _processes():
             if not entry.name.isdigit() or int(entry.name) == os.getpid():
                 continue
             try:

@@ -66,6 +66,15 @@ class _Namespaces:
 def main(request_path: str, result_fd: int) -> None:
     with open(request_path, encoding="utf-8") as f:
         request = json.load(f)
+    # The result pipe moves to a number nobody was told, and leaves argv: a submission has to
+    # search /proc/self/fd to write a forged answer, not just read the command line.
+    import fcntl
+    import random
+
+    hidden_fd = fcntl.fcntl(result_fd, fcntl.F_DUPFD_CLOEXEC, random.SystemRandom().randint(64, 200))
+    os.close(result_fd)
+    result_fd = hidden_fd
+    del sys.argv[1:]
     import builtins
     import math
     import time
@@ -74,6 +83,8 @@ def main(request_path: str, result_fd: int) -> None:
 
     torch.manual_seed(0)
     torch.set_num_threads(1)
+    if torch.cuda.is_available():  # GPU workers share the device: none may take all its memory
+        torch.cuda.set_per_process_memory_fraction(0.5)
     import probes
     import wire
     from coursekit import standin

@@ -48,6 +48,8 @@ def test_no_solution_and_no_hidden_check_in_the_release(released):
     names = {p.relative_to(released).as_posix() for p in released.rglob("*")}
     assert not any(n.startswith(("solutions", "tests", ".ci")) for n in names), sorted(names)
     assert "grader/hidden.py" not in names and "grader/release.py" not in names
+    readme = (released / "README.md").read_text()
+    assert "solutions" not in readme and "staff-only" not in readme, "the README points at staff files"
     files = {p: squash(t) for p, t in release_text(released).items()}
     leaked = [name for name, body in reference_bodies() if any(body in t for t in files.values())]
     assert not leaked, f"reference function bodies found in the release: {leaked}"

@@ -15,7 +15,7 @@ time.sleep(30)
 
 def run_module(source: bytes, limits: sandbox.Limits, gpu: bool = False) -> sandbox.Run:
     files = {"submission/__init__.py": b"", "submission/launch_model.py": source}
-    box = sandbox.make_box(runtime_files(), files, b"")
+    box = sandbox.make_box(runtime_files(), files)
     request = {"package": "submission", "module": "launch_model",
                "submission_dir": str(box / "submission"), "probes": []}
     (box / "request.json").write_text(wire.dumps(request))
