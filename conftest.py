@@ -38,7 +38,7 @@ def pytest_collection_modifyitems(config, items):
     if torch.cuda.is_available():
         return
     skip = pytest.mark.skip(
-        reason="needs a CUDA GPU (this test captures and replays real CUDA graphs); "
+        reason="needs a CUDA GPU (a GPU test: real CUDA graphs, streams or events); "
         "run `python -m pytest -m gpu` on a machine with one"
     )
     for item in items:

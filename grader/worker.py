@@ -6,6 +6,11 @@ course's support package, never the repository.
 Nothing it prints counts, and it decides nothing: every answer goes to the judge, which compares
 it with the reference. It ends with ``os._exit`` so that nothing the submission registered (atexit
 hooks, threads) runs after the result is sent.
+
+The limit of this design: the submission runs in this process, so code written to attack this
+file (patching a probe's helpers during one of its own calls, writing to the result pipe found in
+/proc/self/fd) could still forge the yes/no facts a probe reports about it (a buffer that did not
+move, an output left unchanged). Values are safe: the judge compares them with the reference.
 """
 
 import json
