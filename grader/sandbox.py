@@ -87,23 +87,27 @@ class Run:
 
 
 _NAMESPACES_WORK: bool | None = None
+_NAMESPACES_LOCK = threading.Lock()
 
 
 def is_root() -> bool:
     """Root, with ``unshare`` and ``setpriv``, and namespaces that can really be made (a root
-    inside a container without CAP_SYS_ADMIN cannot): tried once, then remembered."""
+    inside a container without CAP_SYS_ADMIN cannot): tried once, then remembered. Workers start
+    from several threads: none may see an answer before the trial is over."""
     global _NAMESPACES_WORK
-    if _NAMESPACES_WORK is None:
-        _NAMESPACES_WORK = False
-        if hasattr(os, "geteuid") and os.geteuid() == 0 and shutil.which("unshare") \
-                and shutil.which("setpriv"):
-            try:
-                trial = subprocess.run(["unshare", "--mount", "--net", "--pid", "--fork", "true"],
-                                       capture_output=True, timeout=30)
-                _NAMESPACES_WORK = trial.returncode == 0
-            except (OSError, subprocess.TimeoutExpired):
-                pass
-    return _NAMESPACES_WORK
+    with _NAMESPACES_LOCK:
+        if _NAMESPACES_WORK is None:
+            works = False
+            if hasattr(os, "geteuid") and os.geteuid() == 0 and shutil.which("unshare") \
+                    and shutil.which("setpriv"):
+                try:
+                    trial = subprocess.run(["unshare", "--mount", "--net", "--pid", "--fork", "true"],
+                                           capture_output=True, timeout=30)
+                    works = trial.returncode == 0
+                except (OSError, subprocess.TimeoutExpired):
+                    pass
+            _NAMESPACES_WORK = works
+        return _NAMESPACES_WORK
 
 
 def protections() -> dict[str, bool]:
