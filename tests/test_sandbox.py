@@ -35,3 +35,13 @@ def test_total_memory_is_watched_even_without_an_address_space_limit():
 def test_a_quiet_worker_sends_its_result():
     run = run_module(b"X = 1\n", sandbox.Limits(timeout_s=30))
     assert run.failure() is None and wire.loads(run.result) == {"probes": []}, run
+
+
+def test_every_thread_sees_the_same_answer_about_namespaces(monkeypatch):
+    # Workers start from several threads; a half-finished trial once made some run unprotected.
+    from concurrent.futures import ThreadPoolExecutor
+
+    monkeypatch.setattr(sandbox, "_NAMESPACES_WORK", None)
+    with ThreadPoolExecutor(8) as pool:
+        answers = list(pool.map(lambda _: sandbox.is_root(), range(16)))
+    assert len(set(answers)) == 1 and answers[0] == sandbox.is_root(), answers
