@@ -22,6 +22,7 @@ from typing import Any, Callable
 import torch
 
 from coursekit.checks import says_cuda_is_needed as _names_missing_cuda
+from coursekit.strategies import MODES
 
 
 @dataclass(frozen=True)
@@ -503,7 +504,6 @@ def ex5(rng: random.Random) -> list[Check]:
 
 # ----------------------------------------------------------------------------- exercise 6
 
-MODES = ("NONE", "PIECEWISE", "FULL", "FULL_DECODE_ONLY", "FULL_AND_PIECEWISE")
 
 
 def ex6(rng: random.Random) -> list[Check]:

@@ -7,8 +7,8 @@ import random
 
 from grader.checks import ATTRS, Check, P, bucket_probe, decode_step_kwargs, runner_setups, same, step_label
 from coursekit.lesson import H200_SWEEP
+from coursekit.strategies import MODES
 
-MODES = ("NONE", "PIECEWISE", "FULL", "FULL_DECODE_ONLY", "FULL_AND_PIECEWISE")
 
 
 def ex1(rng: random.Random) -> list[Check]:
@@ -71,8 +71,9 @@ def ex5(rng: random.Random) -> list[Check]:
               [P("default_sizes", f"default_capture_sizes({m})", max_size=m) for m in (2048, 4099)],
               hidden=True),
         Check("ex5", "runner_default_sizes_and_zero_padding",
-              "capture_sizes=None means default_capture_sizes(len(max_example)); pad_value 0",
-              [bucket_probe(20, None, [11, 20, 3, 25], pad_value=0.0)]
+              "capture_sizes=None means default_capture_sizes(len(max_example)), capture=None the "
+              "CPU stand-in; pad_value 0",
+              [bucket_probe(20, None, [11, 20, 3, 25], pad_value=0.0, use_default_capture=True)]
               + [bucket_probe(*s, pad_value=-2.0, warmup_iters=1) for s in setups],
               compare=same(keys=("calls", "capture_order", "stats")), hidden=True),
     ]

@@ -48,7 +48,6 @@ class ExerciseResult:
     module: str
     checks: list[CheckResult] = field(default_factory=list)
     problem: str | None = None  # why the whole exercise was lost, if it was
-    wall_s: float = 0.0
 
     @property
     def score(self) -> float:
@@ -185,7 +184,8 @@ class Judge:
                          "grade on a CUDA machine for them")
         off = [name for name, on in sandbox.protections().items() if not on]
         if off:
-            notes.append("sandbox protections off on this machine (not root): " + ", ".join(off))
+            notes.append("sandbox protections off on this machine (not root, or no namespaces): "
+                         + ", ".join(off))
         return Report(submission.label, results, notes, time.monotonic() - start)
 
     def grade_exercise(self, submission: Submission, exercise: str) -> ExerciseResult:
@@ -201,12 +201,10 @@ class Judge:
             result.problem = why
             result.checks += [CheckResult(c, self.points[c.id], "failed", why) for c in runnable]
             return result
-        start = time.monotonic()
         for gpu in (False, True):
             group = [c for c in runnable if c.gpu == gpu]
             if group:
                 self._run_group(submission, exercise, group, gpu, result)
-        result.wall_s = time.monotonic() - start
         order = {c.id: i for i, c in enumerate(checks)}
         result.checks.sort(key=lambda r: order[r.check.id])
         return result

@@ -16,7 +16,7 @@ from typing import Any, Callable
 
 import torch
 
-from coursekit.standin import capture_on_cpu
+from coursekit.standin import RecordingCapture, capture_on_cpu, tensors_in
 
 PROBES: dict[str, Callable[..., Any]] = {}
 
@@ -49,35 +49,11 @@ def pair(x: torch.Tensor, y: torch.Tensor):
 FUNCTIONS = {"rowwise": rowwise, "combine": combine, "pair": pair}
 
 
-class Spy:
-    """Wraps a capture routine; records each capture's inputs, warm-up count and graph."""
-
-    def __init__(self, capture: Callable):
-        self.capture = capture
-        self.calls: list[dict] = []
-
-    def __call__(self, fn, *static_inputs, warmup_iters=3, pool=None):
-        graph = self.capture(fn, *static_inputs, warmup_iters=warmup_iters, pool=pool)
-        self.calls.append(dict(inputs=static_inputs, warmup_iters=warmup_iters, graph=graph))
-        return graph
-
-
 def _pool_key(pool: Any) -> Any:
     """A pool handle as plain data (CUDA pools are tuples of ints; stand-in pools have an id)."""
     if isinstance(pool, tuple):
         return list(pool)
     return getattr(pool, "id", repr(pool))
-
-
-def _tensors(obj: Any):
-    if isinstance(obj, torch.Tensor):
-        yield obj
-    elif isinstance(obj, (tuple, list)):
-        for item in obj:
-            yield from _tensors(item)
-    elif isinstance(obj, dict):
-        for item in obj.values():
-            yield from _tensors(item)
 
 
 def _as_list(value: Any) -> Any:
@@ -348,7 +324,7 @@ def graph_runner(mod, fn: str, shapes: list, seeds: list, warmup_iters: int = 3,
     kept = [x.clone() for x in examples]
     recorder = None
     if spy:
-        recorder = Spy(capture_on_cpu if device == "cpu" else _sibling(mod, "capture").capture)
+        recorder = RecordingCapture(capture_on_cpu if device == "cpu" else _sibling(mod, "capture").capture)
     kwargs = dict(warmup_iters=warmup_iters, clone_outputs=clone_outputs)
     if recorder is not None:
         kwargs["capture"] = recorder
@@ -366,7 +342,7 @@ def graph_runner(mod, fn: str, shapes: list, seeds: list, warmup_iters: int = 3,
         moved.append([b.data_ptr() for b in now] != first_pointers)
     static = set()
     if recorder is not None and recorder.calls:
-        static = {t.data_ptr() for t in _tensors(recorder.calls[0]["graph"].static_outputs)}
+        static = {t.data_ptr() for t in tensors_in(recorder.calls[0]["graph"].static_outputs)}
     return {
         "buffer_count": len(buffers),
         "buffers_are_examples": any(b.data_ptr() == x.data_ptr() for b, x in zip(buffers, examples)),
@@ -375,7 +351,7 @@ def graph_runner(mod, fn: str, shapes: list, seeds: list, warmup_iters: int = 3,
         "buffers_hold_inputs": hold,
         "buffers_moved": moved,
         "held_first_now": _plain_outputs(held[0]) if held else None,
-        "outputs_share_static": bool(held) and bool(static & {t.data_ptr() for t in _tensors(held[-1])}),
+        "outputs_share_static": bool(held) and bool(static & {t.data_ptr() for t in tensors_in(held[-1])}),
         "output_type": type(held[0]).__name__ if held else None,
         "num_captures": _attr(runner, "num_captures"),
         "captures_seen": None if recorder is None else len(recorder.calls),
@@ -466,7 +442,7 @@ def bucket_runner(mod, max_rows: int, sizes, batches: list, warmup_iters: int = 
     example = rows(max_rows, width, seed=0, device=device)
     example_before = example.clone()
     capture = capture_on_cpu if device == "cpu" else _sibling(mod, "capture").capture
-    recorder = Spy(capture)
+    recorder = RecordingCapture(capture)
     kwargs = dict(capture_sizes=None if sizes is None else list(sizes), warmup_iters=warmup_iters,
                   pad_value=pad_value)
     if not use_default_capture:

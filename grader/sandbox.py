@@ -37,7 +37,7 @@ import sys
 import tempfile
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 WORKER_UID_BASE = 61000  # worker uids: WORKER_UID_BASE + slot; no account needed
@@ -68,7 +68,6 @@ class Run:
     result_too_big: bool = False
     output: str = ""
     wall_s: float = 0.0
-    notes: list[str] = field(default_factory=list)
 
     def failure(self) -> str | None:
         """Why the worker's run cannot be used, or None."""
@@ -229,7 +228,6 @@ def run(box: Path, limits: Limits, *, gpu: bool = False, hide: tuple[Path, ...] 
         env["CUDA_VISIBLE_DEVICES"] = ""  # CPU checks run as on a laptop, on every machine
     elif "CUDA_VISIBLE_DEVICES" in os.environ:
         env["CUDA_VISIBLE_DEVICES"] = os.environ["CUDA_VISIBLE_DEVICES"]
-    notes = []
     lease = uid = None
     if is_root():
         hidden = " ".join(str(Path(p).resolve()) for p in hide)
@@ -241,8 +239,7 @@ def run(box: Path, limits: Limits, *, gpu: bool = False, hide: tuple[Path, ...] 
                    "--mount-proc", "sh", "-c", _ENTER, "enter", str(box), str(uid), *command]
         env = env_for_enter
     else:
-        os.chmod(box / "work", 0o777)
-        notes.append("not root: no PID/network/mount namespaces, no separate user")
+        os.chmod(box / "work", 0o777)  # the report lists the protections that are off
 
     start = time.monotonic()
     try:
@@ -286,7 +283,7 @@ def run(box: Path, limits: Limits, *, gpu: bool = False, hide: tuple[Path, ...] 
                timed_out=timed_out, out_of_memory=out_of_memory, flooded=output.over,
                result_too_big=result.over,
                output=b"".join(output.chunks)[-4000:].decode("utf-8", "replace"),
-               wall_s=time.monotonic() - start, notes=notes)
+               wall_s=time.monotonic() - start)
 
 
 class _Drain(threading.Thread):

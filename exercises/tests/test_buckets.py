@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from coursekit import strategies as S
 from coursekit.checks import check_rejects
-from coursekit.standin import capture_on_cpu
+from coursekit.standin import RecordingCapture
 
 pytestmark = pytest.mark.ex5
 
@@ -127,19 +127,6 @@ def rowwise(x):
     return torch.tanh(x * 1.5 + 0.25).sum(dim=-1, keepdim=True) + x
 
 
-class Spy:
-    """Wraps the CPU stand-in and records every capture the runner asks for."""
-
-    def __init__(self):
-        self.calls = []
-
-    def __call__(self, fn, *static_inputs, warmup_iters=3, pool=None):
-        graph = capture_on_cpu(fn, *static_inputs, warmup_iters=warmup_iters, pool=pool)
-        self.calls.append(dict(inputs=static_inputs, warmup_iters=warmup_iters, pool=pool,
-                               graph=graph))
-        return graph
-
-
 class SeenInputs:
     """A row-wise function that remembers the last input it was run on (on the stand-in,
     replaying runs the function, so this shows what the graph read)."""
@@ -201,7 +188,7 @@ def test_runner_returns_fn_of_the_real_rows(buckets, setup, warmup_iters):
 @given(runner_setups())
 def test_runner_captures_largest_first_into_one_pool(buckets, setup):
     max_rows, sizes, _ = setup
-    spy = Spy()
+    spy = RecordingCapture()
     example = nonzero_rows(max_rows)
     runner = buckets.BucketedGraphRunner(rowwise, example, capture_sizes=sizes, warmup_iters=2,
                                          capture=spy)
@@ -237,7 +224,7 @@ def test_runner_captures_largest_first_into_one_pool(buckets, setup):
 @given(runner_setups())
 def test_runner_counts_replays_and_eager_calls(buckets, setup):
     max_rows, sizes, batches = setup
-    spy = Spy()
+    spy = RecordingCapture()
     runner = buckets.BucketedGraphRunner(rowwise, nonzero_rows(max_rows), capture_sizes=sizes,
                                          capture=spy)
     expected = {}
@@ -262,7 +249,7 @@ def test_runner_counts_replays_and_eager_calls(buckets, setup):
 
 
 def test_runner_runs_large_batches_eagerly(buckets):
-    spy = Spy()
+    spy = RecordingCapture()
     runner = buckets.BucketedGraphRunner(rowwise, nonzero_rows(8), capture_sizes=[2, 4], capture=spy)
     x = nonzero_rows(6, seed=3)
     got = runner(x)
@@ -354,15 +341,10 @@ def test_gpu_runner_pads_with_nan_and_returns_only_real_rows(buckets):
 
 @pytest.mark.gpu
 def test_gpu_buckets_captured_largest_first_into_one_pool(buckets, capture):
-    calls = []
-
-    def recording_capture(fn, *static_inputs, warmup_iters=3, pool=None):
-        graph = capture.capture(fn, *static_inputs, warmup_iters=warmup_iters, pool=pool)
-        calls.append(dict(inputs=static_inputs, graph=graph))
-        return graph
-
+    recorder = RecordingCapture(capture.capture)  # your exercise 3, recorded
     runner = buckets.BucketedGraphRunner(rowwise, cuda_rows(32), capture_sizes=[4, 32, 1, 8],
-                                         capture=recording_capture)
+                                         capture=recorder)
+    calls = recorder.calls
     order = [len(c["inputs"][0]) for c in calls]
     assert order == [32, 8, 4, 1] and list(runner.capture_order) == [32, 8, 4, 1], (
         f"captured sizes in the order {order} (capture_order {list(runner.capture_order)}), "

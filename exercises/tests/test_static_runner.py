@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from coursekit import strategies as S
 from coursekit.checks import check_rejects
-from coursekit.standin import capture_on_cpu
+from coursekit.standin import RecordingCapture, tensors_in
 
 pytestmark = pytest.mark.ex4
 gpu = pytest.mark.gpu
@@ -33,19 +33,6 @@ def pair(x, y):
 def randoms(shapes, seed, device="cpu"):
     g = torch.Generator(device=device).manual_seed(seed)
     return [torch.rand(*s, generator=g, device=device) + 0.5 for s in shapes]
-
-
-class Spy:
-    """Wraps a capture routine and records every call."""
-
-    def __init__(self, capture=capture_on_cpu):
-        self.capture = capture
-        self.calls = []
-
-    def __call__(self, fn, *static_inputs, warmup_iters=3, pool=None):
-        graph = self.capture(fn, *static_inputs, warmup_iters=warmup_iters, pool=pool)
-        self.calls.append(dict(inputs=static_inputs, warmup_iters=warmup_iters, graph=graph))
-        return graph
 
 
 # ------------------------------------------------------------------------------- on the CPU
@@ -98,7 +85,7 @@ def test_static_buffers_are_owned_stable_and_filled_by_copy(static_runner, shape
 
 
 def test_captures_once_with_the_given_warmup(static_runner):
-    spy = Spy()
+    spy = RecordingCapture()
     examples = randoms([(3, 4), (4,)], seed=0)
     runner = static_runner.GraphRunner(combine, *examples, warmup_iters=2, capture=spy)
     for call in range(4):
@@ -121,18 +108,18 @@ def test_captures_once_with_the_given_warmup(static_runner):
 
 @pytest.mark.parametrize("fn", [combine, pair], ids=["tensor", "tuple-with-dict"])
 def test_cloned_outputs_survive_the_next_call(static_runner, fn):
-    spy = Spy()
+    spy = RecordingCapture()
     shapes = [(5,), (5,)]
     runner = static_runner.GraphRunner(fn, *randoms(shapes, seed=0), capture=spy)
     first = runner(*randoms(shapes, seed=1))
-    kept = [t.clone() for t in _tensors(first)]
+    kept = [t.clone() for t in tensors_in(first)]
     runner(*randoms(shapes, seed=2))
-    assert all(torch.equal(t, k) for t, k in zip(_tensors(first), kept)), (
+    assert all(torch.equal(t, k) for t, k in zip(tensors_in(first), kept)), (
         "with clone_outputs=True a result changed when the runner was called again: return fresh "
         "copies (tensor.clone()) of the graph's outputs, not the static outputs themselves"
     )
-    static = {t.data_ptr() for t in _tensors(spy.calls[0]["graph"].static_outputs)}
-    assert not static & {t.data_ptr() for t in _tensors(first)}, (
+    static = {t.data_ptr() for t in tensors_in(spy.calls[0]["graph"].static_outputs)}
+    assert not static & {t.data_ptr() for t in tensors_in(first)}, (
         "with clone_outputs=True the result shares memory with the graph's static outputs"
     )
     assert type(first) is type(fn(*randoms(shapes, seed=3))), (
@@ -148,17 +135,17 @@ def test_static_outputs_are_overwritten_when_not_cloned(static_runner, fn):
     first = runner(*randoms(shapes, seed=1))
     second_inputs = randoms(shapes, seed=2)
     second = runner(*second_inputs)
-    expected = list(_tensors(fn(*second_inputs)))
-    assert all(torch.allclose(t, e) for t, e in zip(_tensors(first), expected)), (
+    expected = list(tensors_in(fn(*second_inputs)))
+    assert all(torch.allclose(t, e) for t, e in zip(tensors_in(first), expected)), (
         "with clone_outputs=False the runner must return the graph's static output tensors, so a "
         "result held from one call shows the next call's values (no copy); this one did not change"
     )
-    assert [t.data_ptr() for t in _tensors(first)] == [t.data_ptr() for t in _tensors(second)], (
+    assert [t.data_ptr() for t in tensors_in(first)] == [t.data_ptr() for t in tensors_in(second)], (
         "with clone_outputs=False every call must return the same static output tensors"
     )
 
 
-def test_runner_uses_the_stand_in_for_cpu_tensors(static_runner):
+def test_runner_uses_the_stand_in_for_cputensors_in(static_runner):
     runner = static_runner.GraphRunner(combine, *randoms([(2, 3)], seed=0), warmup_iters=1)
     x = randoms([(2, 3)], seed=4)[0]
     assert torch.allclose(runner(x), combine(x)), (
@@ -193,17 +180,6 @@ def test_call_checks_each_input_against_its_buffer(static_runner, bad, what):
     check_rejects(lambda: runner(good[0], bad, good[2]), POSITION,
                   f"an input with the wrong {what} cannot be copied into the graph's buffer; the "
                   "error must name the position, e.g. inputs[1]")
-
-
-def _tensors(obj):
-    if isinstance(obj, torch.Tensor):
-        yield obj
-    elif isinstance(obj, (tuple, list)):
-        for item in obj:
-            yield from _tensors(item)
-    elif isinstance(obj, dict):
-        for item in obj.values():
-            yield from _tensors(item)
 
 
 # ------------------------------------------------------------------------------- on a GPU
