@@ -1,0 +1,89 @@
+"""What a notebook's test cells call: ``check("ex5.padded_size")`` grades one rubric check.
+
+The answer cells write module files into a package folder (``student/``); a test cell grades
+them with the judge, in a sandboxed worker, exactly as ``python -m grader grade`` grades a folder:
+the student's code never runs in the notebook's kernel, so nothing it does there can change a
+verdict. An exercise is graded once per content of the module files and the verdicts are
+reused by its other test cells. A passing check prints one line; a failing one raises
+``CheckFailed``, whose message is what the student sees (expected vs got and the rule, or for a
+hidden check the rule only) without a traceback into the grader.
+
+``LAUNCH_TAX_CHECK_TIMEOUT`` (seconds, default 60) bounds each exercise's worker; keep nbgrader's
+cell timeout above it (``course/nbgrader_config.py``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import threading
+from pathlib import Path
+
+_lock = threading.Lock()
+_state: dict = {"folder": None, "judge": None, "verdicts": {}}
+
+
+class CheckFailed(AssertionError):
+    """A check the submission did not pass; shown without a traceback (IPython asks
+    ``_render_traceback_``), so the message, not the grader's code, is what a student reads."""
+
+    def _render_traceback_(self) -> list[str]:
+        return [f"CheckFailed: {self}"]
+
+
+def start_fresh(folder: str = "student") -> None:
+    """Empty the package folder the answer cells write (stale module files never count)."""
+    path = Path(folder).absolute()
+    if path.is_symlink() or path.is_file():
+        path.unlink()
+    elif path.exists():
+        shutil.rmtree(path)
+    path.mkdir(parents=True)
+    (path / "__init__.py").write_text("", encoding="utf-8")
+    with _lock:
+        _state.update(folder=path, verdicts={})
+
+
+def _judge():
+    if _state["judge"] is None:
+        from grader.judge import Judge
+
+        timeout = float(os.environ.get("LAUNCH_TAX_CHECK_TIMEOUT", "60"))
+        _state["judge"] = Judge(gpu="off", timeout_s=timeout, jobs=1)
+    return _state["judge"]
+
+
+def verdicts(exercise: str) -> dict:
+    """``{check id: CheckResult}`` for the current module files (graded at most once each)."""
+    from grader.submission import load
+
+    with _lock:
+        if _state["folder"] is None:
+            raise RuntimeError("run the set-up cell first: it calls start_fresh()")
+        submission = load(_state["folder"])
+        digest = hashlib.sha256(repr(sorted(submission.files.items())).encode()).hexdigest()
+        key = (exercise, digest)
+        if key not in _state["verdicts"]:
+            result = _judge().grade_exercise(submission, exercise)
+            _state["verdicts"][key] = {r.check.id: (r, result.problem) for r in result.checks}
+        return _state["verdicts"][key]
+
+
+def check(check_id: str) -> None:
+    """Grade one check of the rubric (``"ex5.padded_size"``); raise ``CheckFailed`` if lost."""
+    exercise = check_id.split(".", 1)[0]
+    found = verdicts(exercise).get(check_id)
+    if found is None:
+        raise CheckFailed(f"{check_id}: no such check in this grader (is the course repository "
+                          "installed, and up to date?)")
+    result, _ = found
+    points = f"{result.points:g} point{'s' if result.points != 1 else ''}"
+    if result.check.hidden:
+        name = f"a hidden check of exercise {exercise.removeprefix('ex')}"
+    else:
+        name = check_id
+    if result.status == "passed":
+        print(f"{name}: passed ({points})")
+        return
+    raise CheckFailed(f"{name}: failed ({points})\n  {result.reason}")
