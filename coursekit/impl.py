@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import importlib
 import importlib.machinery
+import importlib.util
 import sys
 import traceback
 from pathlib import Path
@@ -41,6 +42,27 @@ class ModuleFailedToImport(ImportError):
     """The module file exists but importing it raised; the message carries the traceback."""
 
 
+def _import_from_repo(name: str, folder: Path) -> None:
+    """Import the repository's own package ``name`` from ``folder``, whatever the working
+    folder is (the repository root is not on ``sys.path`` when the grader runs elsewhere)."""
+    existing = sys.modules.get(name)
+    if existing is not None:
+        where = Path(getattr(existing, "__file__", "") or ".").resolve().parent
+        if where != folder:
+            raise ValueError(f"impl: a package {name!r} is already imported from {where}, "
+                             f"not from {folder}")
+        return
+    spec = importlib.util.spec_from_file_location(
+        name, folder / "__init__.py", submodule_search_locations=[str(folder)])
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        del sys.modules[name]
+        raise
+
+
 class Implementation:
     """A folder of exercise modules, importable as one package."""
 
@@ -51,7 +73,7 @@ class Implementation:
             self.package = spec
             if not (self.folder / "__init__.py").is_file():
                 raise ValueError(f"impl: there is no {spec}/ folder in {REPO_ROOT}")
-            importlib.import_module(spec)
+            _import_from_repo(spec, self.folder)
         else:
             self.folder = Path(spec).expanduser().resolve()
             if not self.folder.is_dir():

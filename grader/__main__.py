@@ -3,6 +3,8 @@
     python -m grader grade [SUBMISSION] [--json PATH] [--gpu auto|on|off] [--timeout S]
     python -m grader grade-all DIR --out OUTDIR [--jobs N] [--gpu ...] [--timeout S]
     python -m grader release OUTDIR
+    python -m grader notebook build [--check]
+    python -m grader notebook fill NOTEBOOK FOLDER --out FILLED.ipynb
 
 SUBMISSION is a folder of module files, a notebook or a zip of either (default: exercises/).
 Exit status 0 whenever grading completed, whatever the score; 2 for bad arguments.
@@ -163,6 +165,47 @@ def cmd_release(args) -> int:
     return 0
 
 
+def cmd_notebook(args) -> int:
+    try:
+        from grader import notebook
+    except ImportError:
+        print("grader: the notebook builder is not part of the student repository", file=sys.stderr)
+        return 2
+    if args.action == "build":
+        text = notebook.dumps(notebook.build_notebook())
+        path = notebook.SOURCE_NOTEBOOK
+        if args.check:
+            current = path.read_text(encoding="utf-8") if path.exists() else ""
+            if current != text:
+                print(f"grader: {path.relative_to(REPO_ROOT)} is out of date with the modules, "
+                      "checks or rubric: run `python -m grader notebook build`", file=sys.stderr)
+                return 1
+            print(f"{path.relative_to(REPO_ROOT)} is up to date")
+            return 0
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+        print(f"wrote {path}")
+        return 0
+    source, folder = Path(args.notebook), Path(args.folder)
+    if not source.is_file():
+        print(f"grader: NOTEBOOK: no such notebook: {args.notebook!r}", file=sys.stderr)
+        return 2
+    if not folder.is_dir():
+        print(f"grader: FOLDER: expected a folder of module files, got {args.folder!r}", file=sys.stderr)
+        return 2
+    files = {m: (folder / f"{m}.py").read_text(encoding="utf-8")
+             for m in notebook.MODULE_NAMES if (folder / f"{m}.py").is_file()}
+    try:
+        filled = notebook.fill(json.loads(source.read_text(encoding="utf-8")), files)
+    except ValueError as exc:
+        print(f"grader: {exc}", file=sys.stderr)
+        return 2
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(notebook.dumps(filled), encoding="utf-8")
+    print(f"wrote {args.out} ({len(files)} modules from {folder})")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m grader", description=__doc__.split("\n\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
@@ -188,8 +231,19 @@ def main(argv: list[str] | None = None) -> int:
     limits(everyone)
     rel = commands.add_parser("release", help="write the student repository")
     rel.add_argument("out", help="an empty or new folder")
+    nb = commands.add_parser("notebook", help="the course as an nbgrader notebook (course/)")
+    nb_actions = nb.add_subparsers(dest="action", required=True)
+    build = nb_actions.add_parser("build", help="write course/source/launch_tax/launch_tax.ipynb "
+                                                "from the modules, checks and rubric")
+    build.add_argument("--check", action="store_true",
+                       help="write nothing; exit 1 if the committed notebook is out of date")
+    fill = nb_actions.add_parser("fill", help="put a folder's module files into a notebook's answer cells")
+    fill.add_argument("notebook", help="a course notebook (source or release)")
+    fill.add_argument("folder", help="a folder of module files (launch_model.py, buckets.py, ...)")
+    fill.add_argument("--out", required=True, help="where to write the filled notebook")
     args = parser.parse_args(argv)
-    return {"grade": cmd_grade, "grade-all": cmd_grade_all, "release": cmd_release}[args.command](args)
+    return {"grade": cmd_grade, "grade-all": cmd_grade_all, "release": cmd_release,
+            "notebook": cmd_notebook}[args.command](args)
 
 
 if __name__ == "__main__":

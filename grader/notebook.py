@@ -1,6 +1,6 @@
 """The course as an nbgrader notebook, generated from the modules (one source of truth).
 
-``build_source_notebook()`` writes ``course/source/launch_tax/launch_tax.ipynb`` from:
+``python -m grader notebook build`` writes ``course/source/launch_tax/launch_tax.ipynb`` from:
 
 * ``exercises/<module>.py`` (what the student sees: docstrings, signatures, stubs) merged with
   ``solutions/<module>.py`` (the reference bodies, inside ``### BEGIN SOLUTION`` regions), one
@@ -40,6 +40,7 @@ BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
 BEGIN_HIDDEN, END_HIDDEN = "### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS"
 CODE_STUB = "# YOUR CODE HERE"  # ClearSolutions.code_stub in course/nbgrader_config.py
 ANSWER_PREFIX = "answer_"  # grade_id of a module's answer cell: answer_<module>
+MODULE_NAMES = tuple(name for _, name in EXERCISES)
 
 
 class DriftError(ValueError):
@@ -108,9 +109,17 @@ class _Edit:
     start: int  # 0-based, inclusive
     stop: int  # 0-based, exclusive: lines[start:stop] are replaced
     lines: list[str]
+    depth: int = 0  # at one position, an outer block's region goes after an inner one's
 
 
 class _Merger:
+    """Splices the reference into the stub, keeping every stub line where it is.
+
+    A reference-only statement (helper, constant, import) is placed after the stub's copy of
+    the statement that precedes it in the reference, and never among the imports, so what the
+    reference defines at import time exists in the same order (``SEED_ROWS`` building
+    ``DecodeStep`` objects needs the validation helper above it)."""
+
     def __init__(self, module: str, stub: str, reference: str):
         self.module = module
         self.stub_lines = stub.splitlines()
@@ -122,72 +131,95 @@ class _Merger:
         return f"exercises/{self.module}.py vs solutions/{self.module}.py: {what}"
 
     def merge(self) -> str:
-        stub_body = self.stub_tree.body
-        end = len(self.stub_lines)
-        main = [s for s in stub_body if isinstance(s, ast.If) and "__main__" in ast.unparse(s.test)]
-        if main:  # helpers go before `if __name__ == "__main__":`
-            end = _first_line(main[0], self.stub_lines, 0)
-        self._merge_block(stub_body, self.ref_tree.body, indent=0, insert_at=end, scope="module")
+        self._merge_block(self.stub_tree, self.ref_tree, indent=0, depth=0, scope="module")
         lines = list(self.stub_lines)
-        for edit in sorted(self.edits, key=lambda e: e.start, reverse=True):
+        for edit in sorted(self.edits, key=lambda e: (-e.start, e.depth)):
             lines[edit.start:edit.stop] = edit.lines
         return "\n".join(lines) + "\n"
 
-    def _merge_block(self, stub_body, ref_body, indent: int, insert_at: int, scope: str) -> None:
-        stub_body = stub_body[_docstring_len(stub_body):]
-        stub_defs = {s.name: s for s in stub_body
+    def _merge_block(self, stub_node, ref_node, indent: int, depth: int, scope: str) -> None:
+        doc = _docstring_len(stub_node.body)
+        stub_body = stub_node.body[doc:]
+        if doc:
+            top = stub_node.body[0].end_lineno
+        elif isinstance(stub_node, ast.Module):
+            top = 0
+        else:
+            top = stub_body[0].lineno - 1
+        stub_defs = {s.name: i for i, s in enumerate(stub_body)
                      if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
-        stub_dumps = {_dump(s) for s in stub_body}
+        stub_dumps = {}
+        for i, s in enumerate(stub_body):
+            stub_dumps.setdefault(_dump(s), i)
+        imports = [i for i, s in enumerate(stub_body) if isinstance(s, (ast.Import, ast.ImportFrom))]
+        last_import = imports[-1] if imports else -1
         bound = _bound_names(stub_body)
-        ref_defs, extra = set(), []
-        ref_body = ref_body[_docstring_len(ref_body):]
+        matched, groups = set(), {}  # groups: stub index it follows -> reference-only texts
+        anchor = -1
+        ref_body = ref_node.body[_docstring_len(ref_node.body):]
         floor = 0
         for s in ref_body:
             start = _first_line(s, self.ref_lines, floor)
             floor = s.end_lineno
             name = getattr(s, "name", None)
+            text = None
             if name is not None and name in stub_defs:
-                ref_defs.add(name)
-                stub = stub_defs[name]
+                anchor = stub_defs[name]
+                matched.add(name)
+                stub = stub_body[anchor]
                 if type(stub) is not type(s):
                     raise DriftError(self.where(f"{scope}.{name} is a {type(stub).__name__} in one "
                                                 f"and a {type(s).__name__} in the other"))
                 if isinstance(s, ast.ClassDef):
-                    self._merge_class(stub, s, f"{scope}.{name}")
+                    self._merge_class(stub, s, depth + 1, f"{scope}.{name}")
                 else:
                     self._merge_function(stub, s, f"{scope}.{name}")
             elif isinstance(s, (ast.Import, ast.ImportFrom)):
                 missing = [a for a in s.names if (a.asname or a.name).split(".")[0] not in bound]
                 if missing:
-                    s2 = type(s)(**{**{f: getattr(s, f) for f in s._fields}, "names": missing})
-                    extra.append(ast.unparse(s2))
-            elif _dump(s) not in stub_dumps:
-                block = self.ref_lines[start:s.end_lineno]
-                extra.append("\n".join(_reindent(block, s.col_offset, indent)))
-        lonely = sorted(set(stub_defs) - ref_defs)
+                    text = ast.unparse(type(s)(**{**{f: getattr(s, f) for f in s._fields},
+                                                  "names": missing}))
+            elif _dump(s) in stub_dumps:
+                anchor = stub_dumps[_dump(s)]
+            else:
+                text = "\n".join(_reindent(self.ref_lines[start:s.end_lineno], s.col_offset, indent))
+            if text is not None:
+                groups.setdefault(max(anchor, last_import), []).append(text)
+        lonely = sorted(set(stub_defs) - matched)
         if lonely:
             raise DriftError(self.where(f"{scope}: {', '.join(lonely)} only in the stub"))
-        if extra:
-            pad = " " * indent
-            blank_before = insert_at == 0 or not self.stub_lines[insert_at - 1].strip()
-            gap = [] if blank_before else [""] * (2 if indent == 0 else 1)
-            region = gap + [pad + BEGIN]
-            for before, item in zip([None] + extra, extra):
-                imports = ("import ", "from ")
-                if before is not None and not (before.startswith(imports) and item.startswith(imports)):
-                    region.append("")
-                region += item.splitlines()
-            region += [pad + END]
-            if indent == 0 and insert_at < len(self.stub_lines):
-                region += ["", ""]
-            self.edits.append(_Edit(insert_at, insert_at, region))
+        for after, texts in groups.items():
+            at = stub_body[after].end_lineno if after >= 0 else top
+            self.edits.append(_Edit(at, at, self._region(texts, indent, at), depth))
 
-    def _merge_class(self, stub: ast.ClassDef, ref: ast.ClassDef, scope: str) -> None:
+    def _region(self, texts: list[str], indent: int, at: int) -> list[str]:
+        """A solution region of reference-only statements, spaced like the code around it."""
+        pad = " " * indent
+        imports = ("import ", "from ")
+        lines = [pad + BEGIN]
+        for before, text in zip([None, *texts], texts):
+            if before is not None and not (before.startswith(imports) and text.startswith(imports)):
+                defines = any(line.startswith(("def ", "class ", "@", "async def "))
+                              for line in text.splitlines())
+                lines += [""] * (2 if indent == 0 and defines else 1)
+            lines += text.splitlines()
+        lines.append(pad + END)
+        previous = self.stub_lines[at - 1] if at > 0 else ""
+        if previous.strip() and not previous.lstrip().startswith(imports):
+            lines = [""] * (2 if indent == 0 else 1) + lines
+        elif previous.strip():
+            lines = [""] + lines
+        following = self.stub_lines[at] if at < len(self.stub_lines) else ""
+        if following.strip():
+            lines += [""] * (2 if indent == 0 else 1)
+        return lines
+
+    def _merge_class(self, stub: ast.ClassDef, ref: ast.ClassDef, depth: int, scope: str) -> None:
         for field in ("bases", "keywords", "decorator_list"):
             if _dump(getattr(stub, field)) != _dump(getattr(ref, field)):
                 raise DriftError(self.where(f"class {scope}: its {field} differ"))
         indent = stub.body[-1].col_offset
-        self._merge_block(stub.body, ref.body, indent, stub.end_lineno, scope)
+        self._merge_block(stub, ref, indent, depth, scope)
 
     def _merge_function(self, stub, ref, scope: str) -> None:
         for field in ("args", "returns", "decorator_list"):
@@ -344,21 +376,22 @@ def _title(stub: str) -> str:
     return re.sub(r"^Exercise \d+\s*·\s*", "", first)
 
 
-def build_notebook() -> dict:
-    """The source notebook (solutions and hidden tests in), as a JSON-ready dict."""
+def build_notebook(root: Path = REPO_ROOT) -> dict:
+    """The source notebook (solutions and hidden tests in), as a JSON-ready dict, from the
+    ``exercises/`` and ``solutions/`` folders under ``root``."""
     from grader.judge import all_checks, load_rubric
 
     points = load_rubric()
     checks = [c for c in all_checks() if c.id in points]
-    modules = [(n, name) for n, name in EXERCISES if (REPO_ROOT / "exercises" / f"{name}.py").exists()]
+    modules = [(n, name) for n, name in EXERCISES if (root / "exercises" / f"{name}.py").exists()]
     cpu_total = sum(points[c.id] for c in checks if not c.gpu)
     gpu_total = sum(points[c.id] for c in checks if c.gpu)
     questions = self_test_points()
     cells = [_cell("markdown", "intro", _intro(cpu_total, gpu_total, sum(questions.values()))),
              _cell("code", "setup", SETUP_CELL, {"locked": True})]
     for n, module in modules:
-        stub = (REPO_ROOT / "exercises" / f"{module}.py").read_text(encoding="utf-8")
-        reference = (REPO_ROOT / "solutions" / f"{module}.py").read_text(encoding="utf-8")
+        stub = (root / "exercises" / f"{module}.py").read_text(encoding="utf-8")
+        reference = (root / "solutions" / f"{module}.py").read_text(encoding="utf-8")
         mine = [c for c in checks if c.exercise == f"ex{n}"]
         here = [c for c in mine if not c.gpu]
         gpu = sum(points[c.id] for c in mine if c.gpu)
@@ -412,12 +445,6 @@ def dumps(notebook: dict) -> str:
     return json.dumps(notebook, indent=1, ensure_ascii=False) + "\n"
 
 
-def build_source_notebook(path: Path = SOURCE_NOTEBOOK) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(dumps(build_notebook()), encoding="utf-8")
-    return path
-
-
 SETUP_CELL = f"""\
 # Set-up (read-only). The answer cells write the package `{PACKAGE}/`; each test cell grades one
 # rule of it with the course's grader, in a separate sandboxed process, as `python -m grader grade` does.
@@ -456,14 +483,14 @@ it, and run the cell after each change. The test cells below it grade that file.
 
 
 def answer_cells(notebook: dict) -> dict[str, dict]:
-    """``{module: cell}`` for the notebook's answer cells (found by their ``%%writefile`` line)."""
+    """``{module: cell}``: the cell that writes each module (the last, if several do)."""
+    from grader.submission import writefile_module
+
     found = {}
     for cell in notebook.get("cells", []):
-        if cell.get("cell_type") != "code":
-            continue
-        source = "".join(cell.get("source", ""))
-        for _, module in EXERCISES:
-            if source.split("\n", 1)[0].strip() == writefile_line(module):
+        if cell.get("cell_type") == "code":
+            module = writefile_module("".join(cell.get("source", "")))
+            if module:
                 found[module] = cell
     return found
 

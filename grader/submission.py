@@ -4,7 +4,8 @@ Only the exercise module files are taken (``launch_model.py``, ``buckets.py``, .
 memory: never ``conftest.py``, ini or toml files, ``.pth``, ``__pycache__`` or any other name,
 never a symlink, nothing larger than ``MAX_FILE_BYTES``. Zip members are read, never extracted,
 so a member named ``../../x`` (zip-slip) writes nothing anywhere. A notebook contributes the code
-cells that start with ``%%writefile <module>.py``, the way a notebook writes module files.
+cells that start with ``%%writefile <module>.py`` (see ``writefile_module``), the way a notebook
+writes module files.
 """
 
 from __future__ import annotations
@@ -29,9 +30,18 @@ class Submission:
     files: dict[str, bytes] = field(default_factory=dict)  # module name -> source
     problems: list[str] = field(default_factory=list)  # what was refused, for the report
     refused: dict[str, str] = field(default_factory=dict)  # module name -> why
+    notebook: str | None = None  # the notebook the modules come from, if they do
+    unreadable: str | None = None  # why that notebook could not be read
 
     def missing_reason(self, module: str) -> str:
-        return self.refused.get(module, f"module '{module}' not in submission: no {module}.py")
+        if module in self.refused:
+            return self.refused[module]
+        if self.unreadable:
+            return f"module '{module}' not in submission: {self.unreadable}"
+        if self.notebook:
+            return (f"module '{module}' not in submission: {self.notebook} has no answer cell for "
+                    f"it (a code cell whose first line is `%%writefile student/{module}.py`)")
+        return f"module '{module}' not in submission: no {module}.py"
 
 
 def load(path: str | Path) -> Submission:
@@ -127,8 +137,10 @@ def _take_notebook(submission: Submission, data: bytes, where: str) -> None:
         if not isinstance(cells, list):
             raise TypeError("cells is not a list")
     except (ValueError, KeyError, TypeError, RecursionError) as exc:  # RecursionError: [[[[...
-        submission.problems.append(f"{where} is not a readable notebook ({type(exc).__name__}: {exc})")
+        submission.unreadable = f"{where} is not a readable notebook ({type(exc).__name__}: {exc})"
+        submission.problems.append(submission.unreadable)
         return
+    submission.notebook = where
     for cell in cells:
         if not isinstance(cell, dict) or cell.get("cell_type") != "code":
             continue
@@ -137,9 +149,20 @@ def _take_notebook(submission: Submission, data: bytes, where: str) -> None:
             source = "".join(source)
         if not isinstance(source, str):
             continue
-        first, _, body = source.partition("\n")
-        words = first.split()
-        if len(words) == 2 and words[0] == "%%writefile":
-            module = PurePosixPath(words[1]).name.removesuffix(".py")
-            if module in MODULE_NAMES and words[1].endswith(".py"):
-                _take(submission, module, body.encode(), f"{where}: {words[1]}")
+        module = writefile_module(source)
+        if module:
+            first, _, body = source.partition("\n")
+            _take(submission, module, body.encode(), f"{where}: {first.split()[1]}")
+
+
+def writefile_module(source: str) -> str | None:
+    """The module a notebook code cell writes, or None. The rule, for this grader and for
+    nbgrader's autograde alike (``grader/nbgrader_bridge.py``): the cell's first line is
+    ``%%writefile <folder>/<module>.py`` (any folder) and the rest of the cell is the module;
+    when several cells write the same module, the last one counts."""
+    words = source.partition("\n")[0].split()
+    if len(words) == 2 and words[0] == "%%writefile" and words[1].endswith(".py"):
+        module = PurePosixPath(words[1]).name.removesuffix(".py")
+        if module in MODULE_NAMES:
+            return module
+    return None
