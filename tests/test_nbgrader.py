@@ -1,0 +1,254 @@
+"""The course through the real nbgrader command line, as an instructor runs it.
+
+One course (tests/nbcourse.py) is generated, released, handed in by a few students and
+autograded once; the tests read the release, the gradebook and the feedback:
+
+* ``generate_assignment`` releases no solution code and no hidden test, and its answer cells are
+  the stub modules;
+* a notebook filled with the reference gets every automatic point, the untouched release none;
+* test cells a student edited or deleted are restored: they earn nothing for wrong code (even with
+  a cell that redefines ``check`` and forged ``grader`` / ``torch`` modules handed in next to the
+  notebook) and keep their points for right code;
+* an exercise whose code loops forever times out while the other exercises are still graded;
+* every student's per-exercise scores equal ``python -m grader grade`` on the same notebook;
+* ``generate_feedback`` writes HTML without the hidden tests.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from coursekit.impl import REPO_ROOT
+from grader import notebook as nb
+from grader.judge import Judge, all_checks, load_rubric
+from grader.submission import load
+from tests import mutants
+from tests.nbcourse import (cell_scores, make_course, nbgrader, per_exercise, release_notebook,
+                            submit)
+
+CHECK_TIMEOUT_S = 20  # per exercise worker: well above a normal exercise (~2 s), to catch a loop
+CPU_CHECKS = [c for c in all_checks() if not c.gpu]
+HIDDEN = [c for c in CPU_CHECKS if c.hidden]
+RUBRIC = load_rubric()
+FULL = {ex: sum(RUBRIC[c.id] for c in CPU_CHECKS if c.exercise == ex) for ex in {c.exercise for c in CPU_CHECKS}}
+MODULES = [m for m in nb.MODULE_NAMES if (REPO_ROOT / "exercises" / f"{m}.py").exists()]
+FORGED_CHECKS = "def check(*args, **kwargs):\n    print('passed')\n\n\ndef start_fresh(*args):\n    pass\n"
+
+
+def text(cell: dict) -> str:
+    return "".join(cell["source"])
+
+
+def modules_from(folder: Path, **replaced: str) -> dict[str, str]:
+    files = {m: (folder / f"{m}.py").read_text() for m in MODULES}
+    files.update(replaced)
+    return files
+
+
+def without_cells(notebook: dict, *ids: str) -> dict:
+    notebook = json.loads(json.dumps(notebook))
+    notebook["cells"] = [c for c in notebook["cells"] if c.get("id") not in ids]
+    return notebook
+
+
+def edit_cells(notebook: dict, source: str, *ids: str) -> dict:
+    notebook = json.loads(json.dumps(notebook))
+    for cell in notebook["cells"]:
+        if cell.get("id") in ids:
+            cell["source"] = source
+    return notebook
+
+
+def add_cell(notebook: dict, after_id: str, source: str) -> dict:
+    notebook = json.loads(json.dumps(notebook))
+    at = next(i for i, c in enumerate(notebook["cells"]) if c.get("id") == after_id) + 1
+    notebook["cells"].insert(at, {"cell_type": "code", "id": f"added{at}", "metadata": {},
+                                  "execution_count": None, "outputs": [], "source": source})
+    return notebook
+
+
+def mutant_source(mutant_id: str) -> tuple[str, str]:
+    mutant = next(m for m in mutants.ALL if m.id == mutant_id)
+    return mutant.module, mutants.apply(mutant, (REPO_ROOT / "solutions" / f"{mutant.module}.py").read_text())
+
+
+@dataclass
+class Course:
+    root: Path
+    release: dict
+    students: list[str]
+
+
+@pytest.fixture(scope="module")
+def course(tmp_path_factory) -> Course:
+    if shutil.which("nbgrader") is None:
+        message = "needs nbgrader's command line: pip install -e '.[nbgrader]'"
+        if os.environ.get("CI"):
+            pytest.fail(message + " (CI installs it: .ci/run)")
+        pytest.skip(message)
+    root = make_course(tmp_path_factory.mktemp("nbcourse"))
+    nbgrader(root, "generate_assignment", nb.ASSIGNMENT)
+    release = release_notebook(root)
+    solutions, stubs = REPO_ROOT / "solutions", REPO_ROOT / "exercises"
+    looping = (solutions / "launch_model.py").read_text().replace(
+        '    xs, ys = [float(x) for x in n_kernels], [float(y) for y in step_ms]',
+        '    while True:\n        pass\n    xs, ys = [float(x) for x in n_kernels], [float(y) for y in step_ms]')
+    assert looping != (solutions / "launch_model.py").read_text()
+    wrong = dict([mutant_source("buckets:runner-off-by-one-bucket"),
+                  mutant_source("dispatch:dispatch-off-by-one")])
+    cheat = "import grader.notebook_checks as g\ng.check = lambda *a, **k: print('passed')\ncheck = g.check"
+    students = {
+        "reference": (nb.fill(release, modules_from(solutions)), None),
+        "untouched": (release, None),
+        # Stub code; edited and deleted test cells, a cell redefining check(), forged modules.
+        "tampered": (add_cell(edit_cells(without_cells(release, "test_ex6_dispatch", "test_ex1_hidden_1"),
+                                         "pass", "test_ex5_padded_size", "test_ex4_hidden_1", "setup"),
+                              "setup", cheat),
+                     {"grader/__init__.py": "", "grader/notebook_checks.py": FORGED_CHECKS,
+                      "torch.py": "raise SystemExit('forged torch')\n"}),
+        # Right code; edited and deleted test cells: restored, and their points kept.
+        "restored": (edit_cells(without_cells(nb.fill(release, modules_from(solutions)),
+                                              "test_ex6_dispatch", "test_ex1_hidden_1"),
+                                "raise SystemExit", "test_ex5_padded_size"), None),
+        # Exercise 1 loops forever; a cell the student added loops too (it is not run).
+        "looping": (add_cell(nb.fill(release, modules_from(solutions, launch_model=looping)),
+                             "setup", "while True:\n    pass"), None),
+        "wrong": (nb.fill(release, modules_from(solutions, **wrong)), None),
+    }
+    for student, (notebook, extra) in students.items():
+        submit(root, student, notebook, extra)
+    nbgrader(root, "autograde", nb.ASSIGNMENT, check_timeout_s=CHECK_TIMEOUT_S)
+    nbgrader(root, "generate_feedback", nb.ASSIGNMENT)
+    return Course(root, release, list(students))
+
+
+def auto_total(root: Path, student: str) -> float:
+    return sum(auto or 0.0 for name, (auto, _) in cell_scores(root, student).items()
+               if name.startswith("test_"))
+
+
+# ----------------------------------------------------------------------------- the release
+
+
+def test_release_has_no_solutions_and_no_hidden_tests(course):
+    released = json.dumps(course.release)
+    for marker in ("BEGIN SOLUTION", "END SOLUTION", "HIDDEN TESTS"):
+        assert marker not in released, marker
+    for check in HIDDEN:
+        assert repr(check.id) not in released and check.name not in released, check.id
+    source = json.loads(nb.SOURCE_NOTEBOOK.read_text())
+    for module, cell in nb.answer_cells(source).items():
+        stub = set((REPO_ROOT / "exercises" / f"{module}.py").read_text().splitlines())
+        solution_only = [line for line in _solution_lines(text(cell))
+                         if line not in stub and len(line.strip()) > 24]
+        assert solution_only, module
+        leaked = [line for line in solution_only if line in text(nb.answer_cells(course.release)[module])]
+        assert not leaked, (module, leaked[:3])
+
+
+def _solution_lines(source: str) -> list[str]:
+    inside, lines = False, []
+    for line in source.split("\n"):
+        if nb.BEGIN in line:
+            inside = True
+        elif nb.END in line:
+            inside = False
+        elif inside:
+            lines.append(line)
+    return lines
+
+
+@pytest.mark.parametrize("module", MODULES)
+def test_released_answer_cells_are_the_stub_modules(course, module):
+    cell = nb.answer_cells(course.release)[module]
+    first, _, body = text(cell).partition("\n")
+    assert first == nb.writefile_line(module)
+    stub = (REPO_ROOT / "exercises" / f"{module}.py").read_text()
+    assert nb.content_lines(body) == nb.content_lines(stub)
+
+
+def test_release_test_cells_carry_the_rubric_points(course):
+    points = {c["id"]: c["metadata"]["nbgrader"]["points"] for c in course.release["cells"]
+              if c["metadata"].get("nbgrader", {}).get("grade") and c["cell_type"] == "code"}
+    assert sum(points.values()) == sum(FULL.values())
+    assert len(points) == len(CPU_CHECKS)
+
+
+# ----------------------------------------------------------------------------- autograde
+
+
+def test_reference_gets_every_automatic_point(course):
+    scores = cell_scores(course.root, "reference")
+    lost = {name: s for name, s in scores.items() if name.startswith("test_") and s[0] != s[1]}
+    assert not lost
+    assert per_exercise(scores) == {ex: (full, full) for ex, full in FULL.items()}
+
+
+def test_untouched_release_scores_zero(course):
+    scores = cell_scores(course.root, "untouched")
+    assert auto_total(course.root, "untouched") == 0, {n: s for n, s in scores.items() if s[0]}
+    manual = [n for n in scores if n.startswith("self_test_")]
+    assert len(manual) == len(nb.SELF_TEST)
+
+
+def test_edited_or_deleted_test_cells_are_restored_and_earn_nothing(course):
+    scores = cell_scores(course.root, "tampered")
+    for cell in ("test_ex6_dispatch", "test_ex1_hidden_1", "test_ex5_padded_size", "test_ex4_hidden_1"):
+        assert cell in scores and scores[cell][1] > 0, cell
+    assert auto_total(course.root, "tampered") == 0, {n: s for n, s in scores.items() if s[0]}
+    graded = json.loads((course.root / "autograded" / "tampered" / nb.ASSIGNMENT /
+                         f"{nb.ASSIGNMENT}.ipynb").read_text())
+    sources = {c.get("id"): text(c) for c in graded["cells"]}
+    assert "check('ex5.padded_size')" in sources["test_ex5_padded_size"]
+    added = [s for s in sources.values() if "g.check = lambda" in s]
+    assert added and all(line.startswith("#") for line in added[0].splitlines())
+
+
+def test_restored_test_cells_keep_their_points_for_right_code(course):
+    scores = cell_scores(course.root, "restored")
+    assert per_exercise(scores) == {ex: (full, full) for ex, full in FULL.items()}
+
+
+def test_an_infinite_loop_costs_its_exercise_only(course):
+    got = per_exercise(cell_scores(course.root, "looping"))
+    assert got.pop("ex1") == (0, FULL["ex1"])
+    assert got == {ex: (full, full) for ex, full in FULL.items() if ex != "ex1"}
+    graded = (course.root / "autograded" / "looping" / nb.ASSIGNMENT / f"{nb.ASSIGNMENT}.ipynb").read_text()
+    assert f"timed out after {CHECK_TIMEOUT_S}" in graded or "timed out" in graded
+
+
+def test_wrong_code_loses_points_in_its_exercises(course):
+    got = per_exercise(cell_scores(course.root, "wrong"))
+    for exercise in ("ex5", "ex6"):
+        assert got[exercise][0] < got[exercise][1], exercise
+    assert got["ex1"] == (FULL["ex1"], FULL["ex1"])
+
+
+def test_our_grader_gives_the_same_per_exercise_scores(course):
+    judge = Judge(gpu="off", timeout_s=CHECK_TIMEOUT_S, jobs=2)
+    for student in course.students:
+        path = course.root / "submitted" / student / nb.ASSIGNMENT / f"{nb.ASSIGNMENT}.ipynb"
+        ours = {e.exercise: (e.score, e.max_score) for e in judge.grade(load(path)).exercises}
+        assert ours == per_exercise(cell_scores(course.root, student)), student
+
+
+# ----------------------------------------------------------------------------- feedback
+
+
+def test_feedback_shows_no_hidden_test(course):
+    pages = sorted((course.root / "feedback").glob(f"*/{nb.ASSIGNMENT}/{nb.ASSIGNMENT}.html"))
+    assert [p.parts[-3] for p in pages] == sorted(course.students)
+    for page in pages:
+        html = page.read_text()
+        assert "HIDDEN TESTS" not in html, page
+        for check in HIDDEN:
+            assert not re.search(rf"\b{re.escape(check.name)}\b", html), (page, check.id)
+    reference = (course.root / "feedback" / "reference" / nb.ASSIGNMENT / f"{nb.ASSIGNMENT}.html").read_text()
+    assert "passed" in reference
