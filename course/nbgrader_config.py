@@ -19,7 +19,7 @@ from nbgrader.preprocessors import (CheckCellMetadata, ClearHiddenTests, ClearOu
                                     OverwriteKernelspec)
 from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor
 
-from grader.nbgrader_bridge import OnlyAnswerFiles  # noqa: E402
+from grader.nbgrader_bridge import OnlyAnswerFiles, RestoreMissingCells  # noqa: E402
 
 c = get_config()  # noqa: F821 - nbgrader provides it
 
@@ -30,12 +30,13 @@ c.CourseDirectory.course_id = "launch-tax"
 # the stub's own `raise NotImplementedError("exercise N: ...")` follows it.
 c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE"}
 
-# A deleted test cell comes back (and is graded as the instructor wrote it).
+# A deleted test cell comes back (and is graded as the instructor wrote it); so do a deleted
+# set-up cell and, as an empty placeholder, a deleted answer cell. Student-added code cells are
+# not run; answer cells only write their module file.
 c.OverwriteCells.add_missing_cells = True
-
-# Student-added code cells are not run; answer cells only write their module file.
 c.Autograde.sanitize_preprocessors = [ClearOutput, DeduplicateIds, OverwriteKernelspec,
-                                      OverwriteCells, OnlyAnswerFiles, CheckCellMetadata]
+                                      RestoreMissingCells, OverwriteCells, OnlyAnswerFiles,
+                                      CheckCellMetadata]
 
 # Files a student hands in next to the notebook are never copied into the grading folder if the
 # kernel could import them ahead of the installed packages (a forged `grader/` or `torch.py`).

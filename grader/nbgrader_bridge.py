@@ -1,7 +1,8 @@
 """nbgrader's side of the course: what ``nbgrader autograde`` runs, and what it must not.
 
 nbgrader runs every code cell of a submitted notebook in one kernel, test cells included, so a
-student's own cell could redefine ``check`` and pass every test. ``OnlyAnswerFiles`` runs after
+student's own cell could redefine ``check`` and pass every test. ``RestoreMissingCells`` puts
+back deleted set-up and answer cells. ``OnlyAnswerFiles`` runs after
 nbgrader has restored the locked cells (``OverwriteCells``) and before anything is executed, and
 leaves the kernel only two kinds of code cells:
 
@@ -19,6 +20,8 @@ before the installed grader).
 
 from __future__ import annotations
 
+from nbformat import NotebookNode, from_dict
+from nbgrader.api import Gradebook
 from nbgrader.preprocessors import NbGraderPreprocessor
 
 from grader.notebook import writefile_line
@@ -26,6 +29,49 @@ from grader.submission import writefile_module
 
 NOT_RUN = "# (not run by the autograder: only the set-up, test and %%writefile cells run)"
 SUPERSEDED = "# (not run by the autograder: a later cell writes the same module, and it counts)"
+
+
+MISSING_ANSWER = "# (this answer cell was missing from the submission)"
+
+
+class RestoreMissingCells(NbGraderPreprocessor):
+    """Puts back the notebook's cells that nbgrader itself does not (it restores test cells
+    only): a deleted set-up cell as written, a deleted answer cell as an empty placeholder (its
+    module stays missing). Runs before ``OverwriteCells``, which otherwise fails on a submission
+    missing an answer cell and the test cells after it (it looks the answer cell up to place
+    them)."""
+
+    def preprocess(self, nb, resources):
+        info = resources["nbgrader"]
+        with Gradebook(info["db_url"]) as gb:
+            source = gb.find_notebook(info["notebook"], info["assignment"])
+            cells = [(c.name, c.cell_type, c.source, c.locked) for c in source.source_cells]
+            graded = {c.name for c in source.grade_cells}
+            answers = {c.name for c in source.solution_cells}
+        present = {c.metadata.get("nbgrader", {}).get("grade_id") for c in nb.cells}
+        for k, (name, kind, text, locked) in enumerate(cells):
+            if name in present or name in graded:
+                continue
+            position = 0
+            for earlier, *_ in reversed(cells[:k]):
+                found = [i for i, c in enumerate(nb.cells)
+                         if c.metadata.get("nbgrader", {}).get("grade_id") == earlier]
+                if found:
+                    position = found[0] + 1
+                    break
+            nb.cells.insert(position, _restored(name, kind, MISSING_ANSWER if name in answers else text,
+                                                locked, solution=name in answers))
+            present.add(name)
+        return nb, resources
+
+
+def _restored(name: str, kind: str, text: str, locked: bool, solution: bool) -> NotebookNode:
+    cell = {"cell_type": kind, "metadata": {"nbgrader": {
+        "grade": False, "grade_id": name, "locked": locked, "schema_version": 3,
+        "solution": solution, "task": False}}, "source": text}
+    if kind == "code":
+        cell.update(execution_count=None, outputs=[])
+    return from_dict(cell)
 
 
 class OnlyAnswerFiles(NbGraderPreprocessor):

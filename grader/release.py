@@ -5,7 +5,8 @@ the public grader (``grader/`` without ``hidden.py``, its rubric without the hid
 ``expected.json``: the reference's answers to the public probes, recorded here because the
 release has no reference to ask), ``conftest.py``, ``pyproject.toml``, ``.gitignore`` and the
 README without its staff-only sections. What never goes out: ``solutions/``, ``tests/`` (the
-repository's own suite, with its mutants), ``.ci/``, hidden checks.
+repository's own suite, with its mutants), ``.ci/``, hidden checks, ``course/`` and the notebook
+builder (the source notebook holds the solutions).
 """
 
 from __future__ import annotations
@@ -19,11 +20,14 @@ from coursekit.impl import REPO_ROOT
 
 COPIED = ("exercises", "coursekit", "grader", "conftest.py", "pyproject.toml", ".gitignore",
           "README.md")
-NEVER = {"hidden.py", "release.py", "__pycache__", "expected.json"}
+NEVER = {"hidden.py", "release.py", "notebook.py", "nbgrader_bridge.py", "__pycache__",
+         "expected.json"}
 STAFF = re.compile(r"<!-- staff-only -->.*?<!-- /staff-only -->\n?", re.DOTALL)
 #: README lines that name what a release does not have, and what they say there instead (None:
 #: the line goes).
 STUDENT_LINES = {
+    'python -m pip install torch==2.13.0 -e ".[dev,nbgrader]"   # any torch >= 2.4; this one is CPU-only':
+        'python -m pip install torch==2.13.0 -e ".[dev]"   # any torch >= 2.4; this one is CPU-only',
     "python -m pytest tests -n auto  # the repository's own suite (reference, stubs, mutants, grader)":
         "python -m pytest exercises     # the public tests (GPU tests skip without CUDA)",
     "python -m coursekit.lab launch-tax --impl solutions   # with the reference": None,

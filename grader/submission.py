@@ -83,7 +83,8 @@ def _from_folder(folder: Path) -> Submission:
             submission.problems.append(submission.refused[name])
         elif path.is_file():
             _take(submission, name, _read_capped(path, MAX_FILE_BYTES + 1), f"{name}.py")
-    notebooks = sorted(folder.glob("*.ipynb"))
+    # nbgrader's submitted/<student>/ holds the notebook one level down: <assignment>/<name>.ipynb
+    notebooks = sorted(folder.glob("*.ipynb")) or sorted(folder.glob("*/*.ipynb"))
     if not submission.files and len(notebooks) == 1 and not notebooks[0].is_symlink():
         _take_notebook(submission, _read_capped(notebooks[0], MAX_NOTEBOOK_BYTES + 1), notebooks[0].name)
     return submission

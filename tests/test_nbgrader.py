@@ -8,7 +8,7 @@ autograded once; the tests read the release, the gradebook and the feedback:
 * a notebook filled with the reference gets every automatic point, the untouched release none;
 * test cells a student edited or deleted are restored: they earn nothing for wrong code (even with
   a cell that redefines ``check`` and forged ``grader`` / ``torch`` modules handed in next to the
-  notebook) and keep their points for right code;
+  notebook) and keep their points for right code; a deleted set-up or answer cell comes back;
 * an exercise whose code loops forever times out while the other exercises are still graded;
 * every student's per-exercise scores equal ``python -m grader grade`` on the same notebook;
 * ``generate_feedback`` writes HTML without the hidden tests.
@@ -40,6 +40,20 @@ RUBRIC = load_rubric()
 FULL = {ex: sum(RUBRIC[c.id] for c in CPU_CHECKS if c.exercise == ex) for ex in {c.exercise for c in CPU_CHECKS}}
 MODULES = [m for m in nb.MODULE_NAMES if (REPO_ROOT / "exercises" / f"{m}.py").exists()]
 FORGED_CHECKS = "def check(*args, **kwargs):\n    print('passed')\n\n\ndef start_fresh(*args):\n    pass\n"
+#: A torch.py handed in next to the notebook: imported by the kernel when the grader first imports
+#: torch, it loads the real torch and rigs the verdicts of every later test cell.
+FORGED_TORCH = """\
+import os, sys, types
+sys.path[:] = [p for p in sys.path if p not in ("", ".", os.getcwd())]
+del sys.modules["torch"]
+import torch
+import grader.notebook_checks as nc
+passed = types.SimpleNamespace(status="passed", points=1, check=types.SimpleNamespace(hidden=False))
+class Rigged(dict):
+    def get(self, key, default=None):
+        return passed, None
+nc.verdicts = lambda exercise: Rigged()
+"""
 
 
 def text(cell: dict) -> str:
@@ -112,11 +126,16 @@ def course(tmp_path_factory) -> Course:
                                          "pass", "test_ex5_padded_size", "test_ex4_hidden_1", "setup"),
                               "setup", cheat),
                      {"grader/__init__.py": "", "grader/notebook_checks.py": FORGED_CHECKS,
-                      "torch.py": "raise SystemExit('forged torch')\n"}),
+                      "torch.py": FORGED_TORCH}),
         # Right code; edited and deleted test cells: restored, and their points kept.
         "restored": (edit_cells(without_cells(nb.fill(release, modules_from(solutions)),
                                               "test_ex6_dispatch", "test_ex1_hidden_1"),
                                 "raise SystemExit", "test_ex5_padded_size"), None),
+        # Right code, but the set-up cell, an answer cell and its test cells deleted: nbgrader
+        # alone fails on this notebook; the set-up cell comes back, the module stays missing.
+        "deleted": (without_cells(nb.fill(release, modules_from(solutions)), "setup", "answer_dispatch",
+                                  *[c["id"] for c in release["cells"] if c["id"].startswith("test_ex6")]),
+                    None),
         # Exercise 1 loops forever; a cell the student added loops too (it is not run).
         "looping": (add_cell(nb.fill(release, modules_from(solutions, launch_model=looping)),
                              "setup", "while True:\n    pass"), None),
@@ -214,6 +233,12 @@ def test_edited_or_deleted_test_cells_are_restored_and_earn_nothing(course):
 def test_restored_test_cells_keep_their_points_for_right_code(course):
     scores = cell_scores(course.root, "restored")
     assert per_exercise(scores) == {ex: (full, full) for ex, full in FULL.items()}
+
+
+def test_deleted_set_up_and_answer_cells(course):
+    got = per_exercise(cell_scores(course.root, "deleted"))
+    assert got.pop("ex6") == (0, FULL["ex6"])
+    assert got == {ex: (full, full) for ex, full in FULL.items() if ex != "ex6"}
 
 
 def test_an_infinite_loop_costs_its_exercise_only(course):
