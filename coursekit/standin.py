@@ -27,6 +27,25 @@ from typing import Any, Callable, Iterator
 import torch
 
 _pool_ids = itertools.count(1)
+_graph_depth = 0  # > 0 while a stand-in graph is being captured or replayed
+
+
+def inside_graph() -> bool:
+    """True while code runs as part of a graph: inside a stand-in capture or replay here, inside a
+    CUDA stream capture on a GPU. (Warm-up calls are eager, as on a GPU.) Tests use it to see
+    which work a runner captured and which it ran eagerly."""
+    if _graph_depth > 0:
+        return True
+    return torch.cuda.is_available() and torch.cuda.is_current_stream_capturing()
+
+
+def _as_graph(fn: Callable, *args: Any) -> Any:
+    global _graph_depth
+    _graph_depth += 1
+    try:
+        return fn(*args)
+    finally:
+        _graph_depth -= 1
 
 
 class StandInPool:
@@ -81,7 +100,7 @@ class StandInGraph:
         return self._pool
 
     def replay(self) -> None:
-        fresh = list(tensors_in(self._fn(*self._static_inputs)))
+        fresh = list(tensors_in(_as_graph(self._fn, *self._static_inputs)))
         if len(fresh) != len(self._static_outputs):
             raise RuntimeError(
                 f"graph replay: the function returned {len(fresh)} tensors, but "
@@ -118,7 +137,7 @@ def capture_on_cpu(
             raise ValueError(f"static_inputs[{i}]: expected a CPU tensor, got {got}")
     for _ in range(warmup_iters):
         fn(*static_inputs)
-    outputs = fn(*static_inputs)
+    outputs = _as_graph(fn, *static_inputs)
     graph = StandInGraph(fn, static_inputs, outputs, StandInPool() if pool is None else pool)
     return CapturedGraph(graph, static_inputs, outputs)
 

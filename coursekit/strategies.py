@@ -84,3 +84,10 @@ mode_names = st.sampled_from(MODES)
 #: Shapes of a graph runner's inputs: one to three tensors of one to three dimensions.
 tensor_shapes = st.lists(st.integers(1, 5), min_size=1, max_size=3).map(tuple)
 input_shape_lists = st.lists(tensor_shapes, min_size=1, max_size=3)
+
+
+# ---------------------------------------------------------------- exercise 7: fusion
+
+#: (rows, hidden) of an add + RMSNorm input; the norm is over the last dimension.
+norm_shapes = st.tuples(st.integers(1, 6), st.integers(1, 96))
+counts = st.integers(min_value=0, max_value=10_000)

@@ -105,9 +105,8 @@ def _bound_names(statements: list[ast.stmt]) -> set[str]:
 
 
 @dataclass
-class _Edit:
-    start: int  # 0-based, inclusive
-    stop: int  # 0-based, exclusive: lines[start:stop] are replaced
+class _Insert:
+    at: int  # 0-based line index the lines go before
     lines: list[str]
     depth: int = 0  # at one position, an outer block's region goes after an inner one's
 
@@ -125,7 +124,7 @@ class _Merger:
         self.stub_lines = stub.splitlines()
         self.ref_lines = reference.splitlines()
         self.stub_tree, self.ref_tree = ast.parse(stub), ast.parse(reference)
-        self.edits: list[_Edit] = []
+        self.inserts: list[_Insert] = []
 
     def where(self, what: str) -> str:
         return f"exercises/{self.module}.py vs solutions/{self.module}.py: {what}"
@@ -133,8 +132,8 @@ class _Merger:
     def merge(self) -> str:
         self._merge_block(self.stub_tree, self.ref_tree, indent=0, depth=0, scope="module")
         lines = list(self.stub_lines)
-        for edit in sorted(self.edits, key=lambda e: (-e.start, e.depth)):
-            lines[edit.start:edit.stop] = edit.lines
+        for insert in sorted(self.inserts, key=lambda i: (-i.at, i.depth)):
+            lines[insert.at:insert.at] = insert.lines
         return "\n".join(lines) + "\n"
 
     def _merge_block(self, stub_node, ref_node, indent: int, depth: int, scope: str) -> None:
@@ -190,7 +189,7 @@ class _Merger:
             raise DriftError(self.where(f"{scope}: {', '.join(lonely)} only in the stub"))
         for after, texts in groups.items():
             at = stub_body[after].end_lineno if after >= 0 else top
-            self.edits.append(_Edit(at, at, self._region(texts, indent, at), depth))
+            self.inserts.append(_Insert(at, self._region(texts, indent, at), depth))
 
     def _region(self, texts: list[str], indent: int, at: int) -> list[str]:
         """A solution region of reference-only statements, spaced like the code around it."""
@@ -243,7 +242,7 @@ class _Merger:
                 any(isinstance(s, ast.Raise) for s in stub_rest):
             body.append(" " * indent + "return")  # never fall through to the stub's raise
         pad = " " * indent
-        self.edits.append(_Edit(start, start, [pad + BEGIN, *body, pad + END]))
+        self.inserts.append(_Insert(start, [pad + BEGIN, *body, pad + END]))
 
 
 def merge_module(module: str, stub: str, reference: str) -> str:

@@ -16,6 +16,7 @@ autograded once; the tests read the release, the gradebook and the feedback:
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import re
@@ -107,7 +108,20 @@ def course(tmp_path_factory) -> Course:
         if os.environ.get("CI"):
             pytest.fail(message + " (CI installs it: .ci/run)")
         pytest.skip(message)
-    root = make_course(tmp_path_factory.mktemp("nbcourse"))
+    # Built once per test run, even when pytest-xdist spreads these tests over several workers.
+    shared = tmp_path_factory.getbasetemp().parent / "nbcourse"
+    shared.mkdir(exist_ok=True)
+    with open(shared / "lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (shared / "done").exists():
+            _build(shared / "course")
+            (shared / "done").write_text("")
+    root = shared / "course"
+    return Course(root, release_notebook(root), json.loads((shared / "course" / "students.json").read_text()))
+
+
+def _build(root: Path) -> None:
+    make_course(root)
     nbgrader(root, "generate_assignment", nb.ASSIGNMENT)
     release = release_notebook(root)
     solutions, stubs = REPO_ROOT / "solutions", REPO_ROOT / "exercises"
@@ -145,7 +159,7 @@ def course(tmp_path_factory) -> Course:
         submit(root, student, notebook, extra)
     nbgrader(root, "autograde", nb.ASSIGNMENT, check_timeout_s=CHECK_TIMEOUT_S)
     nbgrader(root, "generate_feedback", nb.ASSIGNMENT)
-    return Course(root, release, list(students))
+    (root / "students.json").write_text(json.dumps(list(students)))
 
 
 def auto_total(root: Path, student: str) -> float:

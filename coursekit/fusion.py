@@ -1,0 +1,17 @@
+"""Given code for exercise 7: the eager add + RMSNorm that ``fused_add_rms_norm`` must match."""
+
+from __future__ import annotations
+
+import torch
+
+
+def add_rms_norm_reference(
+    x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """vLLM's ``fused_add_rms_norm`` semantics, eagerly (one kernel per op):
+    ``new_residual = x + residual``; ``out = rms_norm(new_residual) * weight``, normalizing in
+    fp32 over the last dimension. Returns ``(out, new_residual)``."""
+    new_residual = x + residual
+    h = new_residual.float()
+    out = (h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + eps)).to(x.dtype) * weight
+    return out, new_residual

@@ -1,0 +1,199 @@
+"""A small Qwen2-shaped decoder for exercise 8 (given: students use it, never edit it).
+
+Decode only: every row of a batch is one token of one sequence, at a position, in a KV-cache
+slot. Per layer: RMSNorm, QKV projections with bias, rotary position embedding (RoPE),
+grouped-query attention over a static KV cache indexed by ``[slot, position]``, output
+projection, residual, RMSNorm, SwiGLU MLP, residual; then a final RMSNorm and the lm_head (tied
+to the embedding or separate). Weights are random but deterministic: drawn from ``config.seed``
+on the model's device.
+
+The cache has ``config.max_seqs`` slots for real sequences plus one more, ``padding_slot``: rows
+that only pad a batch up to a captured size read and write there, so they never touch a real
+sequence's cache. A row attends to positions ``0..position`` of its slot, after every row of the
+batch has written its key and value, so several rows of one sequence at consecutive positions
+(a prompt) are causal too.
+
+The forward pass is cut at its attention calls, as vLLM's piecewise CUDA graphs cut it:
+
+    segment(0)          tokens, positions          -> hidden, q, k, v
+    attention(0)        q, k, v, positions, slots  -> attn        (reads and writes the cache)
+    segment(1)          hidden, attn, positions    -> hidden, q, k, v
+    ...
+    segment(n_layers)   hidden, attn               -> logits
+
+``forward(tokens, positions, slots)`` runs the whole step. Every segment takes the same four
+arguments ``(tokens, positions, hidden, attn)`` and ignores those it does not need, so each can be
+captured over the same static buffers.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    vocab_size: int = 512
+    hidden_size: int = 64
+    n_layers: int = 2
+    n_heads: int = 4
+    n_kv_heads: int = 2
+    intermediate_size: int = 128
+    max_seqs: int = 8  # real KV-cache slots; one more, the padding slot, is added
+    max_seq_len: int = 64
+    rope_theta: float = 10000.0
+    rms_eps: float = 1e-6
+    tie_embeddings: bool = True
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        for name in ("vocab_size", "hidden_size", "n_layers", "n_heads", "n_kv_heads",
+                     "intermediate_size", "max_seqs", "max_seq_len"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name}: expected an int >= 1, got {value!r}")
+        if self.hidden_size % self.n_heads or (self.hidden_size // self.n_heads) % 2:
+            raise ValueError(f"hidden_size: expected a multiple of 2 * n_heads = {2 * self.n_heads}, "
+                             f"got {self.hidden_size}")
+        if self.n_heads % self.n_kv_heads:
+            raise ValueError(f"n_kv_heads: expected a divisor of n_heads = {self.n_heads}, "
+                             f"got {self.n_kv_heads}")
+
+    @property
+    def head_dim(self) -> int:
+        return self.hidden_size // self.n_heads
+
+    @classmethod
+    def qwen2_5_7b(cls, **overrides) -> "ModelConfig":
+        """Qwen2.5-7B's shapes (28 layers, 28 query and 4 key/value heads of 128, SwiGLU 18944,
+        vocabulary 152064, separate lm_head), with random weights."""
+        shapes = dict(vocab_size=152064, hidden_size=3584, n_layers=28, n_heads=28, n_kv_heads=4,
+                      intermediate_size=18944, max_seqs=8, max_seq_len=256, rope_theta=1e6,
+                      tie_embeddings=False)
+        return cls(**{**shapes, **overrides})
+
+
+class ToyModel:
+    """The decoder, its weights and its KV cache (see the module docstring)."""
+
+    def __init__(self, config: ModelConfig = ModelConfig(), device: str | torch.device = "cpu",
+                 dtype: torch.dtype = torch.float32):
+        if not isinstance(config, ModelConfig):
+            raise ValueError(f"config: expected a ModelConfig, got {config!r}")
+        self.config, self.device, self.dtype = config, torch.device(device), dtype
+        c = config
+        generator = torch.Generator(device=self.device).manual_seed(c.seed)
+
+        def weight(*shape: int, scale: float | None = None) -> torch.Tensor:
+            # 1/sqrt(fan-in) keeps activations near 1; embedding and lm_head use 0.02 (as GPT-style
+            # models do), which keeps the logits small and their rounding far below 1e-5.
+            scale = 1.0 / math.sqrt(shape[0]) if scale is None else scale
+            w = torch.randn(*shape, generator=generator, device=self.device, dtype=torch.float32)
+            return (w * scale).to(dtype)
+
+        def norm(size: int) -> torch.Tensor:
+            w = torch.rand(size, generator=generator, device=self.device, dtype=torch.float32)
+            return (0.5 + w).to(dtype)
+
+        q_size, kv_size = c.n_heads * c.head_dim, c.n_kv_heads * c.head_dim
+        self.embedding = weight(c.vocab_size, c.hidden_size, scale=0.02)
+        self.layers = []
+        for _ in range(c.n_layers):
+            self.layers.append({
+                "input_norm": norm(c.hidden_size),
+                "qkv": weight(c.hidden_size, q_size + 2 * kv_size),
+                "qkv_bias": weight(q_size + 2 * kv_size, scale=0.1),
+                "o_proj": weight(q_size, c.hidden_size),
+                "post_norm": norm(c.hidden_size),
+                "gate_up": weight(c.hidden_size, 2 * c.intermediate_size),
+                "down": weight(c.intermediate_size, c.hidden_size),
+            })
+        self.final_norm = norm(c.hidden_size)
+        self.lm_head = (self.embedding.t() if c.tie_embeddings
+                        else weight(c.hidden_size, c.vocab_size, scale=0.02))
+        self.padding_slot = c.max_seqs
+        cache_shape = (c.n_layers, c.max_seqs + 1, c.max_seq_len, c.n_kv_heads, c.head_dim)
+        self.k_cache = torch.zeros(cache_shape, device=self.device, dtype=dtype)
+        self.v_cache = torch.zeros(cache_shape, device=self.device, dtype=dtype)
+        inv_freq = 1.0 / (c.rope_theta ** (torch.arange(0, c.head_dim, 2, device=self.device,
+                                                        dtype=torch.float32) / c.head_dim))
+        angles = torch.arange(c.max_seq_len, device=self.device, dtype=torch.float32)[:, None] * inv_freq
+        self.rope_cos, self.rope_sin = angles.cos(), angles.sin()
+
+    @property
+    def n_segments(self) -> int:
+        return self.config.n_layers + 1
+
+    def reset_cache(self) -> None:
+        self.k_cache.zero_()
+        self.v_cache.zero_()
+
+    # ------------------------------------------------------------------------- the pieces
+
+    def _rms_norm(self, x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+        x32 = x.float()
+        x32 = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + self.config.rms_eps)
+        return x32.to(self.dtype) * weight
+
+    def _rope(self, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        cos, sin = self.rope_cos[positions][:, None, :], self.rope_sin[positions][:, None, :]
+        x1, x2 = x.float().chunk(2, dim=-1)
+        return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1).to(self.dtype)
+
+    def _pre_attention(self, layer: int, hidden: torch.Tensor, positions: torch.Tensor):
+        c, w = self.config, self.layers[layer]
+        qkv = self._rms_norm(hidden, w["input_norm"]) @ w["qkv"] + w["qkv_bias"]
+        q_size, kv_size = c.n_heads * c.head_dim, c.n_kv_heads * c.head_dim
+        q, k, v = qkv.split([q_size, kv_size, kv_size], dim=-1)
+        q = self._rope(q.reshape(-1, c.n_heads, c.head_dim), positions)
+        k = self._rope(k.reshape(-1, c.n_kv_heads, c.head_dim), positions)
+        return q, k, v.reshape(-1, c.n_kv_heads, c.head_dim)
+
+    def _post_attention(self, layer: int, hidden: torch.Tensor, attn: torch.Tensor) -> torch.Tensor:
+        w = self.layers[layer]
+        hidden = hidden + attn @ w["o_proj"]
+        gate, up = (self._rms_norm(hidden, w["post_norm"]) @ w["gate_up"]).chunk(2, dim=-1)
+        return hidden + (torch.nn.functional.silu(gate) * up) @ w["down"]
+
+    def segment(self, index: int, tokens: torch.Tensor, positions: torch.Tensor,
+                hidden: torch.Tensor, attn: torch.Tensor):
+        """The work between attention calls ``index - 1`` and ``index``: ``(hidden, q, k, v)``
+        for ``index < n_layers``, the logits for ``index == n_layers``."""
+        if index == 0:
+            hidden = self.embedding[tokens]
+        else:
+            hidden = self._post_attention(index - 1, hidden, attn)
+        if index == self.config.n_layers:
+            return self._rms_norm(hidden, self.final_norm) @ self.lm_head
+        return (hidden, *self._pre_attention(index, hidden, positions))
+
+    def attention(self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                  positions: torch.Tensor, slots: torch.Tensor) -> torch.Tensor:
+        """Write every row's key and value into the cache at ``[slot, position]``, then let each
+        row attend to positions ``0..position`` of its slot. Returns ``(rows, n_heads * head_dim)``."""
+        c = self.config
+        self.k_cache[layer, slots, positions] = k
+        self.v_cache[layer, slots, positions] = v
+        group = c.n_heads // c.n_kv_heads
+        keys = self.k_cache[layer, slots].repeat_interleave(group, dim=2)  # rows, L, heads, dim
+        values = self.v_cache[layer, slots].repeat_interleave(group, dim=2)
+        scores = torch.einsum("bhd,blhd->bhl", q.float(), keys.float()) / math.sqrt(c.head_dim)
+        later = torch.arange(c.max_seq_len, device=self.device)[None, :] > positions[:, None]
+        probs = scores.masked_fill(later[:, None, :], float("-inf")).softmax(dim=-1)
+        out = torch.einsum("bhl,blhd->bhd", probs, values.float()).to(self.dtype)
+        return out.reshape(-1, c.n_heads * c.head_dim)
+
+    def forward(self, tokens: torch.Tensor, positions: torch.Tensor, slots: torch.Tensor) -> torch.Tensor:
+        """One decode step, eagerly: logits ``(rows, vocab_size)``."""
+        hidden, q, k, v = self.segment(0, tokens, positions, None, None)
+        for layer in range(self.config.n_layers):
+            attn = self.attention(layer, q, k, v, positions, slots)
+            out = self.segment(layer + 1, tokens, positions, hidden, attn)
+            if layer + 1 < self.config.n_layers:
+                hidden, q, k, v = out
+        return out
+
+    __call__ = forward

@@ -1,0 +1,93 @@
+"""Exercise 8 · capstone: a decode engine with CUDA graphs, the way vLLM runs one.
+
+Everything meets here: the dispatcher (exercise 6) picks a graph for each batch, batches are
+padded up to a captured size (exercise 5), inputs are copied into static buffers (exercise 4)
+and graphs are captured with a warm-up (exercise 3). The model is given
+(``coursekit.toymodel.ToyModel``: read its docstring): a small Qwen2-shaped decoder with a static
+KV cache indexed by ``[slot, position]`` and one reserved ``padding_slot``, and a forward pass cut
+into segments at its attention calls.
+
+Check your work with ``python -m pytest exercises -m ex8``. On a CPU the graphs are the course's
+stand-in (``coursekit.standin.capture_on_cpu``); ``python -m pytest exercises -m "ex8 and gpu"``
+runs real CUDA graphs.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+import torch
+
+from coursekit.standin import capture_on_cpu  # noqa: F401  (the CPU default for `capture`)
+from coursekit.toymodel import ToyModel  # noqa: F401  (given: the model)
+
+from .buckets import default_capture_sizes  # noqa: F401  (you will need them)
+from .dispatch import BatchDescriptor, CUDAGraphMode, CudagraphDispatcher  # noqa: F401
+
+
+class DecodeEngine:
+    """Runs decode steps of a ``ToyModel`` eagerly or as CUDA graphs, as ``mode`` says.
+
+    Construction ``DecodeEngine(model, mode=CUDAGraphMode.FULL, capture_sizes=None,
+    warmup_iters=1, capture=None)``:
+      * ``dispatcher``: a ``CudagraphDispatcher(mode, capture_sizes)``; ``capture_sizes`` defaults
+        to ``default_capture_sizes(model.config.max_seqs)``.
+      * Static input buffers for the largest capture size, owned by the engine: ``tokens``,
+        ``positions`` and ``slots`` (int64), and for piecewise graphs ``hidden`` and ``attn``
+        (the model's dtype). The slot buffer starts out filled with ``model.padding_slot`` and
+        the others with zeros, so warm-up and capture only ever touch the padding slot.
+      * ``capture`` defaults to exercise 3's ``capture`` for a CUDA model and to
+        ``capture_on_cpu`` otherwise. Nothing is captured until ``capture_model()``.
+
+    ``capture_model()`` captures every ``(mode, BatchDescriptor)`` of
+    ``dispatcher.capture_descs()``, in that order (each group is largest first), all graphs in
+    one memory pool (the first graph's ``graph.pool()``), each over the first ``num_tokens`` rows
+    of the static buffers, with ``warmup_iters``:
+      * FULL: one graph of ``model.forward(tokens, positions, slots)``.
+      * PIECEWISE: one graph per segment ``i`` of ``model.segment(i, tokens, positions, hidden,
+        attn)``; attention is not captured: it runs eagerly between the segments' replays.
+    It records ``graphs`` (``{(mode, desc): graph, or the list of segment graphs}``),
+    ``capture_seconds`` (wall time) and ``capture_memory_bytes`` (GPU memory the capture
+    reserved: ``torch.cuda.memory_reserved()`` after minus before; 0 on a CPU).
+
+    ``step(tokens, positions, slots) -> logits``, one row per token (1-D int64 tensors of one
+    length ``n >= 1``; ValueError naming the argument otherwise, and for a slot outside
+    ``0..max_seqs - 1`` or a position outside ``0..max_seq_len - 1``):
+      * ``uniform_decode`` is True when every row has its own slot (one token per sequence).
+      * ``mode, desc = dispatcher.dispatch(n, uniform_decode)``. NONE (or nothing captured for
+        it): ``model.forward`` on the inputs as they are.
+      * Otherwise copy the inputs into the first ``n`` rows of the static buffers (``copy_``: the
+        graphs read the buffers' memory), fill rows ``n .. desc.num_tokens - 1`` with token 0,
+        position 0 and ``model.padding_slot``, replay (FULL), or replay the segments with
+        ``model.attention`` run eagerly between them (PIECEWISE), and return the first ``n`` rows
+        of the logits as a fresh tensor.
+      * ``stats`` counts steps per ``(mode, desc)`` replayed and eager steps (key ``"eager"``).
+
+    ``generate(prompts, max_new_tokens) -> list[list[int]]``: greedy decoding of a batch.
+    Sequence ``i`` uses slot ``i``. The first step feeds every prompt token (row ``j`` of
+    sequence ``i`` at position ``j``) and takes each sequence's last row; every later step feeds
+    each unfinished sequence's latest token at the next position. A sequence is finished once it
+    has ``max_new_tokens`` new tokens (an int, or one per sequence), and leaves the batch: later
+    steps are smaller. Each new token is the argmax of its row's logits. Returns the new tokens
+    of each sequence. More prompts than ``max_seqs``, an empty prompt, ``max_new_tokens < 1`` or a
+    sequence longer than ``max_seq_len`` -> ValueError naming the argument.
+    """
+
+    def __init__(
+        self,
+        model: ToyModel,
+        mode: CUDAGraphMode = CUDAGraphMode.FULL,
+        capture_sizes: Sequence[int] | None = None,
+        warmup_iters: int = 1,
+        capture: Callable | None = None,
+    ):
+        raise NotImplementedError("exercise 8: DecodeEngine.__init__")
+
+    def capture_model(self) -> None:
+        raise NotImplementedError("exercise 8: DecodeEngine.capture_model")
+
+    def step(self, tokens: torch.Tensor, positions: torch.Tensor, slots: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError("exercise 8: DecodeEngine.step")
+
+    def generate(self, prompts: Sequence[Sequence[int]], max_new_tokens: int | Sequence[int]) -> list[list[int]]:
+        raise NotImplementedError("exercise 8: DecodeEngine.generate")

@@ -1,0 +1,60 @@
+"""Exercise 7 · kernel fusion.
+
+Fusion helps twice. A chain of elementwise ops run one kernel at a time launches N kernels *and*
+sends the tensor through HBM N times (each kernel reads its input and writes its output); one
+fused kernel launches once and keeps the intermediates in registers. vLLM fuses the small ops
+around its big GEMMs for both reasons; its ``fused_add_rms_norm`` adds the residual and
+normalizes in one kernel, which is what you build here.
+
+Check your work with ``python -m pytest exercises -m ex7`` (the kernel counts need a GPU:
+``python -m pytest exercises -m "ex7 and gpu"``).
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import torch
+
+from coursekit.fusion import add_rms_norm_reference  # noqa: F401  (given: the eager version)
+
+
+def chain_hbm_bytes(n_ops: int, numel: int, dtype_bytes: int, fused: bool) -> int:
+    """Bytes a chain of ``n_ops`` unary elementwise ops on ``numel`` elements moves through HBM.
+
+    Unfused, every op reads its input and writes its output: ``2 * n_ops * numel * dtype_bytes``.
+    Fused, the chain reads the input once and writes the result once: ``2 * numel * dtype_bytes``.
+    No ops move nothing: 0. A negative count or size, or ``dtype_bytes < 1`` -> ValueError naming
+    the argument.
+    """
+    raise NotImplementedError("exercise 7: chain_hbm_bytes")
+
+
+def fused_add_rms_norm(
+    x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``add_rms_norm_reference``'s results from one fused kernel on CUDA.
+
+    Returns ``(out, new_residual)`` where ``new_residual = x + residual`` and ``out`` is
+    ``new_residual`` RMS-normalized over the last dimension (in fp32, then cast back) times
+    ``weight``. ``x`` and ``residual`` are not modified.
+
+    * Within 1e-5 of the reference for fp32 and 1e-2 for bf16.
+    * On CUDA: one kernel per call (``count_kernels``). ``torch.compile`` fuses the whole function
+      for you (compile it once, not on every call); a Triton kernel is the other way.
+    * On CPU: the same results (plain PyTorch is fine there).
+    * ``x`` and ``residual`` must have the same shape, dtype and device, and ``weight`` the shape
+      ``x.shape[-1:]``: ValueError naming the argument otherwise.
+    """
+    raise NotImplementedError("exercise 7: fused_add_rms_norm")
+
+
+def count_kernels(fn: Callable[..., object], *args: object) -> int:
+    """How many GPU kernels one call ``fn(*args)`` launches.
+
+    Call ``fn(*args)`` once untimed first (compilation and caching happen there), then profile one
+    call with ``torch.profiler.profile(activities=[ProfilerActivity.CUDA])``, synchronize, and
+    count the CUDA kernel events, leaving out memory copies and sets (names containing
+    ``"Memcpy"`` or ``"Memset"``). No CUDA -> RuntimeError saying a CUDA device is needed.
+    """
+    raise NotImplementedError("exercise 7: count_kernels")

@@ -1,0 +1,127 @@
+"""Exercise 7 · fusion — fewer kernels, fewer trips through HBM. Run: python -m pytest exercises -m ex7
+
+CPU: the HBM byte counts and the fused norm's results. GPU (marked ``gpu``; skipped with a reason
+elsewhere): kernel counts from the profiler, and the fused norm's results on CUDA.
+"""
+
+import pytest
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
+
+from coursekit import strategies as S
+from coursekit.checks import check_rejects, check_says_cuda_is_needed
+from coursekit.fusion import add_rms_norm_reference
+
+pytestmark = pytest.mark.ex7
+gpu = pytest.mark.gpu
+TOLERANCE = {torch.float32: 1e-5, torch.bfloat16: 1e-2}
+
+
+def inputs(shape, dtype, device="cpu", seed=0):
+    g = torch.Generator(device=device).manual_seed(seed)
+    x, residual = (torch.randn(*shape, generator=g, device=device).to(dtype) for _ in range(2))
+    weight = (torch.rand(shape[-1], generator=g, device=device) + 0.5).to(dtype)
+    return x, residual, weight
+
+
+def check_matches_reference(fusion, x, residual, weight):
+    before = (x.clone(), residual.clone())
+    got = fusion.fused_add_rms_norm(x, residual, weight)
+    expected = add_rms_norm_reference(x, residual, weight)
+    assert isinstance(got, tuple) and len(got) == 2, (
+        f"fused_add_rms_norm must return (out, new_residual), got {type(got).__name__}")
+    tol = TOLERANCE[x.dtype]
+    for name, g, e in zip(("out", "new_residual"), got, expected):
+        assert g.shape == e.shape and g.dtype == e.dtype, (
+            f"{name}: expected {tuple(e.shape)} {e.dtype}, got {tuple(g.shape)} {g.dtype}")
+        error = (g.float() - e.float()).abs().max().item()
+        assert error <= tol, (
+            f"{name}: differs from add_rms_norm_reference by {error:.3g} (allowed {tol} for "
+            f"{x.dtype}) on a {tuple(x.shape)} input\n  rule: new_residual = x + residual; "
+            "out = rms_norm(new_residual) * weight, normalized in fp32")
+    assert torch.equal(x, before[0]) and torch.equal(residual, before[1]), (
+        "fused_add_rms_norm modified x or residual; it must return new tensors")
+
+
+# ---------------------------------------------------------------- HBM traffic (CPU)
+
+
+@given(n_ops=st.integers(1, 1000), numel=S.counts, dtype_bytes=st.sampled_from([1, 2, 4, 8]))
+def test_chain_hbm_bytes(fusion, n_ops, numel, dtype_bytes):
+    unfused = fusion.chain_hbm_bytes(n_ops, numel, dtype_bytes, fused=False)
+    fused = fusion.chain_hbm_bytes(n_ops, numel, dtype_bytes, fused=True)
+    assert unfused == 2 * n_ops * numel * dtype_bytes and isinstance(unfused, int), (
+        f"chain_hbm_bytes({n_ops}, {numel}, {dtype_bytes}, fused=False): expected "
+        f"{2 * n_ops * numel * dtype_bytes}, got {unfused!r}\n  rule: every op reads and writes the tensor")
+    assert fused == 2 * numel * dtype_bytes and isinstance(fused, int), (
+        f"chain_hbm_bytes({n_ops}, {numel}, {dtype_bytes}, fused=True): expected "
+        f"{2 * numel * dtype_bytes}, got {fused!r}\n  rule: a fused chain reads once and writes once")
+
+
+def test_chain_hbm_bytes_without_ops_is_zero(fusion):
+    for fused in (False, True):
+        got = fusion.chain_hbm_bytes(0, 1024, 4, fused=fused)
+        assert got == 0, f"chain_hbm_bytes(0, 1024, 4, fused={fused}): expected 0, got {got!r}"
+
+
+@pytest.mark.parametrize("args, name", [((-1, 8, 4), "n_ops"), ((2, -8, 4), "numel"),
+                                        ((2, 8, 0), "dtype_bytes")])
+def test_chain_hbm_bytes_rejects(fusion, args, name):
+    check_rejects(lambda: fusion.chain_hbm_bytes(*args, fused=False), name,
+                  "a negative count or size, or dtype_bytes < 1, is a ValueError naming it")
+
+
+# ---------------------------------------------------------------- the fused norm (CPU)
+
+
+@given(shape=S.norm_shapes, dtype=st.sampled_from([torch.float32, torch.bfloat16]),
+       seed=st.integers(0, 2**16))
+def test_fused_add_rms_norm_matches_the_reference(fusion, shape, dtype, seed):
+    check_matches_reference(fusion, *inputs(shape, dtype, seed=seed))
+
+
+def test_fused_add_rms_norm_over_the_last_dimension_of_3d_inputs(fusion):
+    check_matches_reference(fusion, *inputs((2, 3, 40), torch.float32, seed=3))
+
+
+@pytest.mark.parametrize("which", ["residual", "weight"])
+def test_fused_add_rms_norm_rejects_mismatched_inputs(fusion, which):
+    x, residual, weight = inputs((4, 16), torch.float32)
+    bad = {"residual": (x, residual[:, :8], weight), "weight": (x, residual, weight[:8])}[which]
+    check_rejects(lambda: fusion.fused_add_rms_norm(*bad), which,
+                  "residual must match x (shape, dtype, device); weight must be x.shape[-1:]")
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the error raised on a machine without CUDA")
+def test_count_kernels_without_cuda_says_a_gpu_is_needed(fusion):
+    check_says_cuda_is_needed(lambda: fusion.count_kernels(torch.add, torch.ones(2), 1.0), "count_kernels")
+
+
+# ---------------------------------------------------------------- on a GPU
+
+
+@gpu
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_fused_add_rms_norm_on_cuda(fusion, dtype):
+    check_matches_reference(fusion, *inputs((8, 4096), dtype, device="cuda"))
+
+
+@gpu
+def test_count_kernels_counts_each_launch(fusion):
+    x = torch.ones(1024, device="cuda")
+    got = fusion.count_kernels(lambda t: ((t + 1) * 2).neg(), x)
+    assert got == 3, f"count_kernels of (x + 1) * 2 then neg(): expected 3 kernels, got {got!r}"
+    got = fusion.count_kernels(lambda t: t.clone().add_(1), x)
+    assert got == 1, (f"count_kernels of x.clone().add_(1): expected 1 (the copy is a memcpy, left "
+                      f"out), got {got!r}")
+
+
+@gpu
+def test_reference_launches_several_kernels_the_fused_one(fusion):
+    x, residual, weight = inputs((8, 4096), torch.bfloat16, device="cuda")
+    eager = fusion.count_kernels(add_rms_norm_reference, x, residual, weight)
+    fused = fusion.count_kernels(fusion.fused_add_rms_norm, x, residual, weight)
+    assert eager >= 4, f"the eager add + RMSNorm launched {eager} kernels; expected several (>= 4)"
+    assert fused == 1, (f"fused_add_rms_norm launched {fused} kernels on CUDA; expected 1 "
+                        "(torch.compile the whole function, or write one Triton kernel)")
