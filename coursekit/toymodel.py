@@ -30,8 +30,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Callable
 
 import torch
+
+from coursekit.fusion import add_rms_norm_reference
 
 
 @dataclass(frozen=True)
@@ -80,10 +83,14 @@ class ToyModel:
     """The decoder, its weights and its KV cache (see the module docstring)."""
 
     def __init__(self, config: ModelConfig = ModelConfig(), device: str | torch.device = "cpu",
-                 dtype: torch.dtype = torch.float32):
+                 dtype: torch.dtype = torch.float32, add_rms_norm: Callable | None = None):
+        """``add_rms_norm(x, residual, weight, eps) -> (out, new_residual)`` does each layer's
+        residual add and post-attention norm: ``coursekit.fusion.add_rms_norm_reference`` (eager)
+        unless given, e.g. exercise 7's ``fused_add_rms_norm``."""
         if not isinstance(config, ModelConfig):
             raise ValueError(f"config: expected a ModelConfig, got {config!r}")
         self.config, self.device, self.dtype = config, torch.device(device), dtype
+        self.add_rms_norm = add_rms_norm or add_rms_norm_reference
         c = config
         generator = torch.Generator(device=self.device).manual_seed(c.seed)
 
@@ -154,8 +161,8 @@ class ToyModel:
 
     def _post_attention(self, layer: int, hidden: torch.Tensor, attn: torch.Tensor) -> torch.Tensor:
         w = self.layers[layer]
-        hidden = hidden + attn @ w["o_proj"]
-        gate, up = (self._rms_norm(hidden, w["post_norm"]) @ w["gate_up"]).chunk(2, dim=-1)
+        normed, hidden = self.add_rms_norm(attn @ w["o_proj"], hidden, w["post_norm"], self.config.rms_eps)
+        gate, up = (normed @ w["gate_up"]).chunk(2, dim=-1)
         return hidden + (torch.nn.functional.silu(gate) * up) @ w["down"]
 
     def segment(self, index: int, tokens: torch.Tensor, positions: torch.Tensor,
@@ -177,13 +184,13 @@ class ToyModel:
         c = self.config
         self.k_cache[layer, slots, positions] = k
         self.v_cache[layer, slots, positions] = v
-        group = c.n_heads // c.n_kv_heads
-        keys = self.k_cache[layer, slots].repeat_interleave(group, dim=2)  # rows, L, heads, dim
-        values = self.v_cache[layer, slots].repeat_interleave(group, dim=2)
-        scores = torch.einsum("bhd,blhd->bhl", q.float(), keys.float()) / math.sqrt(c.head_dim)
+        # Grouped-query attention without copying keys per query head: q as (rows, kv, group, dim).
+        q = q.reshape(-1, c.n_kv_heads, c.n_heads // c.n_kv_heads, c.head_dim)
+        keys, values = self.k_cache[layer, slots], self.v_cache[layer, slots]  # rows, L, kv, dim
+        scores = torch.einsum("bkgd,blkd->bkgl", q, keys).float() / math.sqrt(c.head_dim)
         later = torch.arange(c.max_seq_len, device=self.device)[None, :] > positions[:, None]
-        probs = scores.masked_fill(later[:, None, :], float("-inf")).softmax(dim=-1)
-        out = torch.einsum("bhl,blhd->bhd", probs, values.float()).to(self.dtype)
+        probs = scores.masked_fill(later[:, None, None, :], float("-inf")).softmax(dim=-1)
+        out = torch.einsum("bkgl,blkd->bkgd", probs.to(self.dtype), values)
         return out.reshape(-1, c.n_heads * c.head_dim)
 
     def forward(self, tokens: torch.Tensor, positions: torch.Tensor, slots: torch.Tensor) -> torch.Tensor:

@@ -46,7 +46,7 @@ def table(report) -> str:
              f"{'exercise':<9} {'module':<14} {'score':>9}   first lost point"]
     for ex in report.exercises:
         lost = [c for c in ex.checks if c.status == "failed"]
-        first = f"{lost[0].check.name}: {lost[0].reason}" if lost else "-"
+        first = f"{lost[0].check.name}: {lost[0].reason.splitlines()[0]}" if lost else "-"
         lines.append(f"{ex.exercise:<9} {ex.module:<14} {ex.score:>4g}/{ex.max_score:<4g}   {first[:160]}")
     lines += [f"{'total':<24} {report.score:>4g}/{report.max_score:<4g}", ""]
     lines += [f"note: {n}" for n in report.notes]

@@ -527,7 +527,126 @@ def ex6(rng: random.Random) -> list[Check]:
     ]
 
 
-PUBLIC = (ex1, ex2, ex3, ex4, ex5, ex6)
+# ----------------------------------------------------------------------------- exercise 7
+
+
+def norm_probes(rng: random.Random, dtype: str, count: int) -> list[Probe]:
+    shapes = [[rng.randint(1, 6), rng.randint(1, 96)] for _ in range(count)]
+    return [P("fused_norm", f"fused_add_rms_norm on a {s} {dtype} input", shape=s, dtype=dtype,
+              seed=rng.randint(0, 2**16)) for s in shapes]
+
+
+def ex7(rng: random.Random) -> list[Check]:
+    chains = [(rng.randint(1, 1000), rng.randint(0, 10_000), rng.choice([1, 2, 4, 8])) for _ in range(10)]
+    return [
+        Check("ex7", "chain_hbm_bytes",
+              "unfused: every op reads and writes (2 * n_ops * numel * bytes); fused: one read and "
+              "one write; no ops: 0",
+              [P("hbm", f"chain_hbm_bytes({n}, {m}, {b}, fused={f})", n_ops=n, numel=m, dtype_bytes=b,
+                 fused=f) for n, m, b in chains + [(0, 1024, 4)] for f in (False, True)]),
+        Check("ex7", "chain_hbm_bytes_rejects",
+              "a negative count or size, or dtype_bytes < 1, is a ValueError naming it",
+              [P("hbm", f"chain_hbm_bytes{args}", name, n_ops=args[0], numel=args[1],
+                 dtype_bytes=args[2], fused=False)
+               for args, name in (((-1, 8, 4), "n_ops"), ((2, -8, 4), "numel"), ((2, 8, 0), "dtype_bytes"))]),
+        Check("ex7", "fused_norm_fp32",
+              "new_residual = x + residual, out = rms_norm(new_residual) * weight (fp32 within "
+              "1e-5); x and residual unchanged",
+              norm_probes(rng, "float32", 8), compare=same(rtol=0, atol=1e-5)),
+        Check("ex7", "fused_norm_bf16", "the same in bf16, within 1e-2",
+              norm_probes(rng, "bfloat16", 6), compare=same(rtol=0, atol=1e-2)),
+        Check("ex7", "fused_norm_rejects",
+              "residual must match x (shape, dtype, device); weight must be x.shape[-1:]",
+              [P("fused_norm_bad", f"fused_add_rms_norm with a mismatched {w}", w, which=w)
+               for w in ("residual", "weight")]),
+        Check("ex7", "count_kernels_needs_cuda",
+              "without CUDA, count_kernels raises a RuntimeError saying a CUDA device is needed",
+              [P("count_kernels_no_cuda", "count_kernels(torch.add, ...)")], compare=says_cuda_is_needed),
+        Check("ex7", "gpu_fused_norm_is_one_kernel",
+              "on CUDA, fused_add_rms_norm launches one kernel (profiled by the grader) and matches "
+              "the reference",
+              [P("fused_kernels", f"kernels of fused_add_rms_norm ({d})", dtype=d)
+               for d in ("float32", "bfloat16")]
+              + [P("fused_norm", "fused_add_rms_norm on CUDA (8, 4096) bf16", shape=[8, 4096],
+                   dtype="bfloat16", seed=3, device="cuda")],
+              compare=same(rtol=0, atol=1e-2), gpu=True),
+        Check("ex7", "gpu_count_kernels",
+              "count_kernels counts the kernels of one call after a warm-up, copies left out",
+              [P("counted_kernels", "count_kernels of three small functions")], gpu=True),
+    ]
+
+
+# ----------------------------------------------------------------------------- exercise 8
+
+PROMPTS = [[1, 2, 3], [4, 5], [6, 7, 8, 9], [10]]
+NEW_TOKENS = [5, 3, 6, 2]
+
+
+def step_batches(rng: random.Random) -> list[list[list[int]]]:
+    """Steps of 1 to 9 rows (beyond the largest bucket, 8), one row per slot."""
+    steps = []
+    for n in list(range(1, 10)):
+        slots = rng.sample(range(8), min(n, 8)) if n <= 8 else None
+        if slots is None:  # 9 rows: one sequence has two rows (a prompt chunk), so not uniform
+            slots = list(range(8)) + [0]
+            positions = [3] * 8 + [4]
+        else:
+            positions = [rng.randint(0, 20) for _ in slots]
+        steps.append([[rng.randint(0, 511) for _ in slots], positions, slots])
+    return steps
+
+
+def ex8(rng: random.Random) -> list[Check]:
+    sizes = [1, 2, 4, 8, 16]
+    steps = step_batches(rng)
+    return [
+        Check("ex8", "generate_every_mode",
+              "every mode yields the tokens of eager decoding: the prompt step, then one token per "
+              "unfinished sequence, greedy",
+              [P("engine_generate", f"DecodeEngine({m}, {sizes}).generate({PROMPTS}, {NEW_TOKENS})",
+                 mode=m, sizes=sizes, prompts=PROMPTS, new_tokens=NEW_TOKENS) for m in MODES]),
+        Check("ex8", "step_logits",
+              "step returns one row of logits per token, within 1e-5 of the eager model, for 1 to "
+              "9 rows (buckets up to 8; 9 runs eagerly)",
+              [P("engine_steps", f"DecodeEngine({m}, [1, 2, 4, 8]): steps of 1..9 rows", mode=m,
+                 sizes=[1, 2, 4, 8], steps=steps) for m in MODES],
+              compare=same(rtol=0, atol=1e-5)),
+        Check("ex8", "padding_uses_the_padding_slot",
+              "rows that only pad a batch read and write model.padding_slot, never a real sequence's cache",
+              [P("engine_padding", f"a 3-row step padded to 4 ({m})", mode=m, sizes=[4],
+                 tokens=[11, 12, 13], positions=[5, 6, 7], slots=[1, 2, 3]) for m in ("FULL", "PIECEWISE")]),
+        Check("ex8", "capture_largest_first_in_one_pool",
+              "capture_model captures capture_descs() in order (largest first), PIECEWISE one graph "
+              "per segment, all in the first graph's pool, with the engine's warmup_iters",
+              [P("engine_captures", f"DecodeEngine({m}, [2, 8, 4], warmup_iters=2).capture_model()",
+                 mode=m, sizes=[2, 8, 4], warmup_iters=2) for m in ("FULL", "PIECEWISE", "FULL_AND_PIECEWISE")]),
+        Check("ex8", "piecewise_attention_is_eager",
+              "PIECEWISE captures the segments between attention calls and runs attention eagerly; "
+              "FULL captures the whole forward pass",
+              [P("engine_attention", f"where attention runs ({m})", mode=m) for m in ("PIECEWISE", "FULL")]),
+        Check("ex8", "generate_shrinks_the_batch",
+              "the first step feeds every prompt token, later steps only the unfinished sequences",
+              [P("engine_batches", f"step sizes of generate({PROMPTS}, {NEW_TOKENS})", prompts=PROMPTS,
+                 new_tokens=NEW_TOKENS)]),
+        Check("ex8", "engine_rejects",
+              "bad rows (lengths, the padding slot, positions) and bad requests are ValueErrors "
+              "naming the argument",
+              [P("engine_bad", kind, names, kind=kind) for kind, names in (
+                  ("step-lengths", ("slots", "rows")), ("step-padding-slot", "slots"),
+                  ("step-position", "positions"), ("generate-too-many", "prompts"),
+                  ("generate-empty", "prompts"), ("generate-zero-new", "max_new_tokens"),
+                  ("generate-too-long", "max_new_tokens"))]),
+        Check("ex8", "gpu_engine",
+              "on real CUDA graphs: every mode yields eager decoding's tokens and logits within 1e-5",
+              [P("engine_generate", f"generate on CUDA ({m})", mode=m, sizes=sizes, prompts=PROMPTS,
+                 new_tokens=NEW_TOKENS, device="cuda") for m in MODES]
+              + [P("engine_steps", f"steps on CUDA ({m})", mode=m, sizes=[1, 2, 4, 8], steps=steps,
+                   device="cuda") for m in ("FULL", "PIECEWISE")],
+              compare=same(rtol=0, atol=1e-5), gpu=True),
+    ]
+
+
+PUBLIC = (ex1, ex2, ex3, ex4, ex5, ex6, ex7, ex8)
 
 
 def public_checks() -> list[Check]:

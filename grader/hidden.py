@@ -92,7 +92,29 @@ def ex6(rng: random.Random) -> list[Check]:
     ]
 
 
-HIDDEN = (ex1, ex2, ex3, ex4, ex5, ex6)
+def ex7(rng: random.Random) -> list[Check]:
+    shapes = [[1, 1], [3, 2, 40], [2, 1, 3, 7], [1, 4096]]
+    return [
+        Check("ex7", "fused_norm_other_shapes", "the norm is over the last dimension, any rank",
+              [P("fused_norm", f"fused_add_rms_norm on {s}", shape=s, dtype="float32", seed=9)
+               for s in shapes], compare=same(rtol=0, atol=1e-5), hidden=True),
+    ]
+
+
+def ex8(rng: random.Random) -> list[Check]:
+    prompts = [[rng.randint(0, 511) for _ in range(rng.randint(1, 6))] for _ in range(6)]
+    new_tokens = [rng.randint(1, 7) for _ in prompts]
+    return [
+        Check("ex8", "generate_other_requests", "eager decoding's tokens for another batch and model",
+              [P("engine_generate", f"generate in mode {m}", mode=m, sizes=[1, 2, 4, 8, 16, 32],
+                 prompts=prompts, new_tokens=new_tokens, seed=3) for m in MODES], hidden=True),
+        Check("ex8", "default_capture_sizes", "capture_sizes=None means default_capture_sizes(max_seqs)",
+              [P("engine_generate", f"generate with the default sizes ({m})", mode=m, sizes=None,
+                 prompts=[[5], [6, 7]], new_tokens=3) for m in ("FULL", "PIECEWISE")], hidden=True),
+    ]
+
+
+HIDDEN = (ex1, ex2, ex3, ex4, ex5, ex6, ex7, ex8)
 
 
 def hidden_checks() -> list[Check]:

@@ -522,3 +522,186 @@ def dispatch(mod, mode: str, sizes: list, queries: list):
 def dispatch_arg(mod, num_tokens: int):
     dispatcher = mod.CudagraphDispatcher(mod.CUDAGraphMode.FULL, [1, 2, 4])
     return _desc(dispatcher.dispatch(num_tokens))
+
+
+# ---------------------------------------------------------------- exercise 7: fusion
+
+
+@probe
+def hbm(mod, n_ops: int, numel: int, dtype_bytes: int, fused: bool):
+    return mod.chain_hbm_bytes(n_ops, numel, dtype_bytes, fused=fused)
+
+
+def _norm_inputs(shape: list, dtype: str, seed: int, device: str = "cpu"):
+    g = torch.Generator(device=device).manual_seed(seed)
+    x, residual = (torch.randn(*shape, generator=g, device=device).to(getattr(torch, dtype))
+                   for _ in range(2))
+    weight = (torch.rand(shape[-1], generator=g, device=device) + 0.5).to(getattr(torch, dtype))
+    return x, residual, weight
+
+
+@probe
+def fused_norm(mod, shape: list, dtype: str, seed: int, device: str = "cpu"):
+    x, residual, weight = _norm_inputs(shape, dtype, seed, device)
+    before = (x.clone(), residual.clone())
+    out, new_residual = mod.fused_add_rms_norm(x, residual, weight)
+    return {"out": out.float().cpu(), "residual": new_residual.float().cpu(),
+            "dtypes": [str(out.dtype), str(new_residual.dtype)],
+            "inputs_unchanged": bool(torch.equal(x, before[0]) and torch.equal(residual, before[1]))}
+
+
+@probe
+def fused_norm_bad(mod, which: str):
+    x, residual, weight = _norm_inputs([4, 16], "float32", 0)
+    args = {"residual": (x, residual[:, :8], weight), "weight": (x, residual, weight[:8])}[which]
+    mod.fused_add_rms_norm(*args)
+    return "accepted"
+
+
+@probe
+def count_kernels_no_cuda(mod):
+    return mod.count_kernels(torch.add, torch.ones(2), 1.0)
+
+
+def _kernels(fn, *args) -> int:
+    """The probe's own count (it is the student's fused function being measured, not their
+    counter): CUDA kernel events of one call after a warm-up call, copies and sets left out."""
+    from torch.profiler import ProfilerActivity, profile
+
+    fn(*args)
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        fn(*args)
+        torch.cuda.synchronize()
+    return sum(1 for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA
+               and "memcpy" not in e.name.lower() and "memset" not in e.name.lower())
+
+
+@probe
+def fused_kernels(mod, dtype: str):
+    x, residual, weight = _norm_inputs([8, 4096], dtype, 1, "cuda")
+    return {"kernels": _kernels(mod.fused_add_rms_norm, x, residual, weight)}
+
+
+@probe
+def counted_kernels(mod):
+    x = torch.ones(1024, device="cuda")
+    return [mod.count_kernels(lambda t: ((t + 1) * 2).neg(), x),
+            mod.count_kernels(lambda t: t.clone().add_(1), x),
+            mod.count_kernels(lambda t: torch.nn.functional.softmax(t, dim=0) + t, x)]
+
+
+# ---------------------------------------------------------------- exercise 8: engine
+
+
+def _engine(mod, mode: str, sizes, device: str = "cpu", warmup_iters: int = 1, seed: int = 0,
+            capture=None, capture_now: bool = True):
+    from coursekit.toymodel import ModelConfig, ToyModel
+
+    model = ToyModel(ModelConfig(seed=seed), device=device)
+    kwargs = {"capture_sizes": None if sizes is None else list(sizes), "warmup_iters": warmup_iters}
+    if capture is not None:
+        kwargs["capture"] = capture
+    engine = mod.DecodeEngine(model, mode=_sibling(mod, "dispatch").CUDAGraphMode[mode], **kwargs)
+    if capture_now:
+        engine.capture_model()
+    return model, engine
+
+
+def _rows(device: str, *columns) -> list[torch.Tensor]:
+    return [torch.tensor(c, dtype=torch.long, device=device) for c in columns]
+
+
+@probe
+def engine_generate(mod, mode: str, sizes, prompts: list, new_tokens, seed: int = 0,
+                    device: str = "cpu"):
+    _, engine = _engine(mod, mode, sizes, device, seed=seed)
+    out = engine.generate([list(p) for p in prompts], new_tokens)
+    return [[int(t) for t in seq] for seq in out]
+
+
+@probe
+def engine_steps(mod, mode: str, sizes, steps: list, device: str = "cpu"):
+    """Each step is ``[tokens, positions, slots]``; the answers are the logits, on the CPU."""
+    _, engine = _engine(mod, mode, sizes, device)
+    out = []
+    for tokens, positions, slots in steps:
+        logits = engine.step(*_rows(device, tokens, positions, slots))
+        out.append(logits.float().cpu())
+    return out
+
+
+@probe
+def engine_padding(mod, mode: str, sizes: list, tokens: list, positions: list, slots: list):
+    model, engine = _engine(mod, mode, sizes)
+    g = torch.Generator().manual_seed(5)
+    model.k_cache.copy_(torch.randn(model.k_cache.shape, generator=g))
+    model.v_cache.copy_(torch.randn(model.v_cache.shape, generator=g))
+    before = (model.k_cache.clone(), model.v_cache.clone())
+    engine.step(*_rows("cpu", tokens, positions, slots))
+    changed = set()
+    for old, new in zip(before, (model.k_cache, model.v_cache)):
+        diff = (old != new).any(dim=(0, 3, 4))
+        diff[model.padding_slot] = False
+        changed |= {tuple(i) for i in diff.nonzero().tolist()}
+    return sorted(list(c) for c in changed)
+
+
+@probe
+def engine_captures(mod, mode: str, sizes: list, warmup_iters: int):
+    recorder = RecordingCapture()
+    model, engine = _engine(mod, mode, sizes, warmup_iters=warmup_iters, capture=recorder)
+    calls = recorder.calls
+    first_pool = calls[0]["graph"].graph.pool() if calls else None
+    return {"sizes": [len(c["inputs"][0]) for c in calls],
+            "first_pool_none": bool(calls) and calls[0]["pool"] is None,
+            "shared_pool": all(c["pool"] is first_pool for c in calls[1:]),
+            "warmups": sorted({c["warmup_iters"] for c in calls}),
+            "graphs": len(_attr(engine, "graphs") or {})}
+
+
+@probe
+def engine_attention(mod, mode: str):
+    from coursekit.standin import inside_graph
+
+    model, engine = _engine(mod, mode, [4], capture_now=False)
+    calls, attention = [], model.attention
+
+    def spy(*args, **kwargs):
+        calls.append(inside_graph())
+        return attention(*args, **kwargs)
+
+    model.attention = spy
+    engine.capture_model()
+    captured = list(calls)
+    calls.clear()
+    engine.step(*_rows("cpu", [1, 2, 3], [0, 0, 0], [0, 1, 2]))
+    return {"captured_any": any(captured), "eager_in_step": sum(1 for c in calls if not c)}
+
+
+@probe
+def engine_batches(mod, prompts: list, new_tokens):
+    _, engine = _engine(mod, "FULL", [1, 2, 4, 8, 16])
+    sizes, step = [], engine.step
+
+    def spy(tokens, positions, slots):
+        sizes.append(len(tokens))
+        return step(tokens, positions, slots)
+
+    engine.step = spy
+    engine.generate([list(p) for p in prompts], new_tokens)
+    return sizes
+
+
+@probe
+def engine_bad(mod, kind: str):
+    _, engine = _engine(mod, "FULL", [2])
+    if kind.startswith("step"):
+        args = {"step-lengths": ([1, 2], [0, 1], [0]), "step-padding-slot": ([1], [0], [8]),
+                "step-position": ([1], [64], [0])}[kind]
+        engine.step(*_rows("cpu", *args))
+    else:
+        prompts, new = {"generate-too-many": ([[1]] * 9, 1), "generate-empty": ([[1], []], 1),
+                        "generate-zero-new": ([[1]], 0), "generate-too-long": ([[1] * 60], 10)}[kind]
+        engine.generate(prompts, new)
+    return "accepted"

@@ -257,11 +257,85 @@ STATIC_RUNNER = [
       ('f"inputs[{i}]: expected', 'f"inputs[{i + 1}]: expected')),
 ]
 
-ALL = LAUNCH_MODEL + LAUNCH_TAX + CAPTURE + STATIC_RUNNER + BUCKETS + DISPATCH
+FUSION = [
+    M("fusion", "fused-counts-every-op", "the fused chain still moves the tensor once per op",
+      ("passes = 1 if fused else n_ops", "passes = n_ops")),
+    M("fusion", "one-way-traffic", "counts only the reads",
+      ("return 2 * passes * numel * dtype_bytes", "return passes * numel * dtype_bytes")),
+    M("fusion", "zero-ops-move-a-tensor", "a fused chain of no ops still reads and writes",
+      ("    if n_ops == 0:\n        return 0\n", "")),
+    M("fusion", "accepts-zero-dtype-bytes", "dtype_bytes 0 accepted",
+      ('("dtype_bytes", dtype_bytes, 1)', '("dtype_bytes", dtype_bytes, 0)')),
+    M("fusion", "norm-without-residual", "normalizes x instead of x + residual",
+      ("    return add_rms_norm_reference(x, residual, weight, eps)\n",
+       "    out, new_residual = add_rms_norm_reference(x, torch.zeros_like(residual), weight, eps)\n"
+       "    return out, x + residual\n")),
+    M("fusion", "norm-in-input-dtype", "computes the mean square in bf16, not fp32",
+      ("    return add_rms_norm_reference(x, residual, weight, eps)\n",
+       "    h = x + residual\n"
+       "    return h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + eps) * weight, h\n")),
+    M("fusion", "norm-over-rows", "normalizes over the first dimension",
+      ("    return add_rms_norm_reference(x, residual, weight, eps)\n",
+       "    h = x + residual\n    f = h.float()\n"
+       "    return (f * torch.rsqrt(f.pow(2).mean(0, keepdim=True) + eps)).to(x.dtype) * weight, h\n")),
+    M("fusion", "in-place-residual", "adds into residual in place (vLLM's op does; this API returns new tensors)",
+      ("    return add_rms_norm_reference(x, residual, weight, eps)\n",
+       "    residual.add_(x)\n    return add_rms_norm_reference(torch.zeros_like(x), residual, weight, eps)\n")),
+    M("fusion", "no-weight-check", "a wrong-sized weight fails deep inside torch",
+      ("    if not isinstance(weight, torch.Tensor) or weight.shape != x.shape[-1:] or weight.device != x.device:",
+       "    if not isinstance(weight, torch.Tensor):")),
+    M("fusion", "count-without-cuda-check", "profiles on a machine without CUDA",
+      ("    if not torch.cuda.is_available():\n        raise", "    if False:\n        raise")),
+    G("fusion", "eager-on-cuda", "never fuses: returns the eager version on CUDA",
+      ("    if x.is_cuda:\n", "    if False:\n")),
+    G("fusion", "counts-copies", "counts memcpy and memset as kernels",
+      ('and "memcpy" not in e.name.lower() and "memset" not in e.name.lower()]', "]")),
+    G("fusion", "counts-the-warm-up", "profiles the warm-up call too",
+      ("    fn(*args)\n    torch.cuda.synchronize()\n    with profile(activities=[ProfilerActivity.CUDA]) as prof:\n",
+       "    with profile(activities=[ProfilerActivity.CUDA]) as prof:\n        fn(*args)\n")),
+]
+
+ENGINE = [
+    M("engine", "padding-into-slot-0", "pads with slot 0 instead of the padding slot",
+      ("self.slots[n:s].fill_(self.model.padding_slot)", "self.slots[n:s].fill_(0)")),
+    M("engine", "stale-positions", "never copies the positions into their static buffer",
+      ("        self.positions[:n].copy_(positions)\n", "")),
+    M("engine", "piecewise-captures-attention", "PIECEWISE captures the whole forward pass",
+      ("            if mode is CUDAGraphMode.FULL:\n                graph = self.capture(",
+       "            if True:\n                graph = self.capture("),
+      ("        if mode is CUDAGraphMode.FULL:\n            logits = graph.replay()",
+       "        if not isinstance(graph, list):\n            logits = graph.replay()")),
+    M("engine", "returns-padded-rows", "returns every row of the bucket",
+      ("return logits[:n].clone()", "return logits.clone()")),
+    M("engine", "returns-the-static-output", "returns the graph's output tensor, overwritten by the next step",
+      ("return logits[:n].clone()", "return logits[:n]")),
+    M("engine", "smallest-first", "captures the smallest size first",
+      ("for mode, desc in self.dispatcher.capture_descs():",
+       "for mode, desc in sorted(self.dispatcher.capture_descs(), key=lambda d: d[1].num_tokens):")),
+    M("engine", "pool-per-graph", "a new memory pool for every graph",
+      ("                pool = pool or graph.graph.pool()\n", ""),
+      ("                    pool = pool or piece.graph.pool()\n", "")),
+    M("engine", "rebinds-tokens", "rebinds the token buffer instead of copy_",
+      ("        self.tokens[:n].copy_(tokens)\n", "        self.tokens = tokens\n")),
+    M("engine", "batch-never-shrinks", "keeps finished sequences in the batch",
+      ("            active = [i for i in range(len(prompts)) if len(new[i]) < wanted[i]]\n            if not active:\n                return new\n",
+       "            if all(len(new[i]) >= wanted[i] for i in range(len(prompts))):\n                return new\n"
+       "            active = list(range(len(prompts)))\n")),
+    M("engine", "decode-position-off-by-one", "feeds the new token at the position after its own",
+      ("positions = torch.tensor([len(prompts[i]) + len(new[i]) - 1 for i in active],",
+       "positions = torch.tensor([len(prompts[i]) + len(new[i]) for i in active],")),
+    M("engine", "fixed-warmup", "ignores warmup_iters",
+      ("self.warmup_iters = warmup_iters", "self.warmup_iters = 1")),
+    M("engine", "padding-slot-accepted", "lets a request use the reserved padding slot",
+      ('_check_rows("slots", slots, n, 0, c.max_seqs - 1, self.model.device)',
+       '_check_rows("slots", slots, n, 0, c.max_seqs, self.model.device)')),
+]
+
+ALL = LAUNCH_MODEL + LAUNCH_TAX + CAPTURE + STATIC_RUNNER + BUCKETS + DISPATCH + FUSION + ENGINE
 
 #: The pytest marker of each module's exercise.
 MARKERS = {"launch_model": "ex1", "launch_tax": "ex2", "capture": "ex3", "static_runner": "ex4",
-           "buckets": "ex5", "dispatch": "ex6"}
+           "buckets": "ex5", "dispatch": "ex6", "fusion": "ex7", "engine": "ex8"}
 
 
 def apply(mutant: Mutant, source: str) -> str:

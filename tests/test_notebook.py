@@ -244,3 +244,12 @@ def test_grade_a_notebook_from_another_folder(tmp_path):
     assert done.returncode == 0, done.stderr
     result = json.loads((tmp_path / "r.json").read_text())
     assert result["score"] == sum(load_rubric()[c.id] for c in CPU_CHECKS), done.stdout
+
+
+def test_an_nbgrader_student_folder_is_a_submission(tmp_path):
+    """grade-all over nbgrader's submitted/: each <student>/<assignment>/<name>.ipynb is read."""
+    folder = tmp_path / "alice" / nb.ASSIGNMENT
+    folder.mkdir(parents=True)
+    shutil.copy(nb.SOURCE_NOTEBOOK, folder / f"{nb.ASSIGNMENT}.ipynb")
+    submission = load(tmp_path / "alice")
+    assert sorted(submission.files) == sorted(nb.answer_cells(json.loads(nb.SOURCE_NOTEBOOK.read_text())))

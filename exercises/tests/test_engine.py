@@ -103,6 +103,17 @@ def test_generate_shrinks_the_batch_as_sequences_finish(engine):
         "feeds every prompt token, later steps only the sequences still generating")
 
 
+@pytest.mark.parametrize("mode", ["FULL", "PIECEWISE"])
+def test_a_returned_result_survives_the_next_step(engine, mode):
+    _, runner = engine_for(engine, mode, sizes=[4])
+    first = runner.step(*rows([1, 2, 3], [0, 0, 0], [0, 1, 2]))
+    kept = first.clone()
+    runner.step(*rows([4, 5, 6], [1, 1, 1], [0, 1, 2]))
+    assert torch.equal(first, kept), (
+        f"mode {mode}: the logits step() returned changed when the next step ran\n  rule: return "
+        "a fresh tensor (the graph overwrites its output tensors on every replay)")
+
+
 def test_a_batch_larger_than_every_bucket_runs_eagerly(engine):
     eager, (_, runner) = ToyModel(), engine_for(engine, "FULL", sizes=[1, 2])
     inputs = rows([3, 4, 5], [0, 0, 0], [0, 1, 2])

@@ -1,0 +1,257 @@
+"""The decode engine (exercise 8) against the lesson's launch model, on a GPU. A benchmark, not a test.
+
+    python benchmarks/decode_engine.py                        # toy model, and Qwen2.5-7B shapes if they fit
+    python benchmarks/decode_engine.py --impl exercises       # with your own exercises
+    python benchmarks/decode_engine.py --device cpu --quick   # smoke run of the code path (stand-in graphs)
+
+Per configuration (the toy model in fp32; Qwen2.5-7B's shapes in bf16 with 28 layers, random
+weights and a 1024-token KV cache, where the GPU has the memory) and batch size (1 and 8):
+eager, piecewise, full, full with the fused add + RMSNorm (exercise 7), a bare ``replay()`` of
+the full graph, and ``torch.compile(mode="reduce-overhead")`` as a peer: ms per step, tokens/s,
+kernels per step (profiler). A layer-count sweep fits the per-kernel cost of eager steps (tau)
+and of graph replays (gpu_node_us) with exercise 1's ``fit_launch_model``; the extended launch
+model then predicts the full model's eager and graph step times and speedup, shown next to the
+measured ones. The memory floor is the bytes a step must read (weights, KV cache) over a
+measured device-to-device copy bandwidth. Prints a table and the issue's targets (met or not),
+writes ``lab-output/decode-engine.json`` and ``lab-output/decode-engine.svg``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from coursekit.impl import Implementation  # noqa: E402
+from coursekit.svgplot import line_chart  # noqa: E402
+from coursekit.toymodel import ModelConfig, ToyModel  # noqa: E402
+
+POSITION = 100  # each sequence decodes its token 101, or its last (attention reads the whole row anyway)
+
+
+def timer(device: str, iters: int):
+    def time_ms(fn) -> float:
+        for _ in range(max(2, iters // 10)):
+            fn()
+        if device == "cuda":
+            torch.cuda.synchronize()
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            for _ in range(iters):
+                fn()
+            end.record()
+            end.synchronize()
+            return start.elapsed_time(end) / iters
+        t0 = time.perf_counter()
+        for _ in range(iters):
+            fn()
+        return (time.perf_counter() - t0) * 1e3 / iters
+    return time_ms
+
+
+def batch(model: ToyModel, rows: int):
+    d = model.device
+    return (torch.arange(rows, device=d) % model.config.vocab_size,
+            torch.full((rows,), min(POSITION, model.config.max_seq_len - 1), device=d),
+            torch.arange(rows, device=d))
+
+
+def copy_bandwidth_bps(device: str) -> float | None:
+    """Device-to-device copy: bytes read plus written per second."""
+    if device != "cuda":
+        return None
+    src = torch.empty(1 << 30, dtype=torch.uint8, device="cuda")
+    dst = torch.empty_like(src)
+    ms = timer("cuda", 20)(lambda: dst.copy_(src))
+    return 2 * src.numel() / (ms / 1e3)
+
+
+def bytes_per_step(config: ModelConfig, dtype, rows: int) -> int:
+    """What a step must read at least: every weight but the embedding (only ``rows`` of it are
+    gathered), and each row's slot of the KV cache in every layer."""
+    c = config
+    q, kv = c.n_heads * c.head_dim, c.n_kv_heads * c.head_dim
+    per_layer = 2 * c.hidden_size + (c.hidden_size + 1) * (q + 2 * kv) + q * c.hidden_size \
+        + 3 * c.hidden_size * c.intermediate_size
+    weights = c.n_layers * per_layer + c.hidden_size + c.hidden_size * c.vocab_size + rows * c.hidden_size
+    cache = 2 * c.n_layers * rows * c.max_seq_len * kv
+    return (weights + cache) * dtype.itemsize
+
+
+def measure(impl: Implementation, config: ModelConfig, dtype, device: str, rows_list, iters: int,
+            with_compile: bool) -> dict:
+    engine_mod, fusion = impl.module("engine"), impl.module("fusion")
+    modes = engine_mod.CUDAGraphMode
+    time_ms = timer(device, iters)
+    count = fusion.count_kernels if device == "cuda" else (lambda fn, *a: None)
+    out = {}
+    for fused in (False, True):
+        model = ToyModel(config, device=device, dtype=dtype,
+                         add_rms_norm=fusion.fused_add_rms_norm if fused else None)
+        sizes = sorted(set(rows_list))
+        for rows in rows_list:
+            args = batch(model, rows)
+            row = out.setdefault(rows, {})
+            if not fused:
+                row["eager_ms"] = time_ms(lambda: model.forward(*args))
+                row["kernels"] = count(model.forward, *args)
+            for mode in ((modes.FULL,) if fused else (modes.PIECEWISE, modes.FULL)):
+                engine = engine_mod.DecodeEngine(model, mode=mode, capture_sizes=sizes)
+                engine.capture_model()
+                name = {modes.FULL: "full", modes.PIECEWISE: "piecewise"}[mode] + ("_fused" if fused else "")
+                row[f"{name}_ms"] = time_ms(lambda: engine.step(*args))
+                row[f"{name}_capture_s"] = engine.capture_seconds
+                row[f"{name}_capture_bytes"] = engine.capture_memory_bytes
+                if mode is modes.FULL and not fused:
+                    graph = next(g for (m, d), g in engine.graphs.items()
+                                 if m is modes.FULL and d.num_tokens == rows)
+                    engine.step(*args)  # the static buffers hold this batch
+                    row["bare_replay_ms"] = time_ms(graph.replay)
+                del engine
+            if with_compile and not fused:
+                compiled = torch.compile(model.forward, mode="reduce-overhead")
+                t0 = time.perf_counter()
+                compiled(*args)
+                compiled(*args)
+                row["compile_s"] = time.perf_counter() - t0
+                row["compile_ms"] = time_ms(lambda: compiled(*args))
+        if fused:
+            for rows in rows_list:
+                out[rows]["fused_kernels"] = count(model.forward, *batch(model, rows))
+        del model
+        if device == "cuda":
+            torch.cuda.empty_cache()
+    return out
+
+
+def sweep(impl: Implementation, config: ModelConfig, dtype, device: str, layers: list[int], iters: int) -> dict:
+    """Eager and full-graph step time at batch 1 over a layer count sweep, with kernel counts."""
+    engine_mod, fusion = impl.module("engine"), impl.module("fusion")
+    time_ms = timer(device, iters)
+    points = []
+    for n in layers:
+        model = ToyModel(ModelConfig(**{**config.__dict__, "n_layers": n}), device=device, dtype=dtype)
+        args = batch(model, 1)
+        engine = engine_mod.DecodeEngine(model, mode=engine_mod.CUDAGraphMode.FULL, capture_sizes=[1])
+        engine.capture_model()
+        # Without CUDA there is no profiler count: a nominal one lets a smoke run exercise the fit.
+        kernels = fusion.count_kernels(model.forward, *args) if device == "cuda" else 20 * n + 10
+        points.append({"layers": n, "kernels": kernels, "eager_ms": time_ms(lambda: model.forward(*args)),
+                       "graph_ms": time_ms(lambda: engine.step(*args))})
+        del engine, model
+        if device == "cuda":
+            torch.cuda.empty_cache()
+    fit = impl.module("launch_model").fit_launch_model
+    ks = [p["kernels"] for p in points]
+    tau_us, eager_intercept_ms = fit(ks, [p["eager_ms"] for p in points])
+    node_us, graph_intercept_ms = fit(ks, [p["graph_ms"] for p in points])
+    return {"points": points, "tau_us": tau_us, "eager_intercept_ms": eager_intercept_ms,
+            "gpu_node_us": node_us, "graph_intercept_ms": graph_intercept_ms}
+
+
+def predict(impl: Implementation, fitted: dict, kernels: int, floor_ms: float | None) -> dict:
+    """The extended launch model (exercise 1) for a step of ``kernels`` kernels. Compute time: the
+    memory floor where it is known, else the sweep's graph intercept."""
+    DecodeStep = impl.module("launch_model").DecodeStep
+    compute_ms = floor_ms if floor_ms is not None else max(fitted["graph_intercept_ms"], 0.0)
+    step = DecodeStep(weight_gib=0.0, n_layers=1, kernels_per_layer=max(kernels - 10, 0),
+                      launch_us=max(fitted["tau_us"], 0.0), gpu_node_us=max(fitted["gpu_node_us"], 0.0))
+    launch_ms, node_ms = step.launch_ms, step.n_kernels * step.gpu_node_us / 1e3
+    return {"eager_ms": compute_ms + launch_ms, "graph_ms": compute_ms + step.launch_us / 1e3 + node_ms,
+            "speedup": (compute_ms + launch_ms) / (compute_ms + step.launch_us / 1e3 + node_ms)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--impl", default="solutions", help="exercises, solutions or a folder")
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--configs", default="toy,qwen7b", help="comma-separated: toy, qwen7b")
+    parser.add_argument("--quick", action="store_true", help="few iterations, small sweeps")
+    parser.add_argument("--out", default="lab-output")
+    args = parser.parse_args()
+    impl = Implementation(args.impl)
+    iters = 5 if args.quick else 50
+    bandwidth = copy_bandwidth_bps(args.device)
+    report = {"device": torch.cuda.get_device_name() if args.device == "cuda" else "cpu",
+              "torch": torch.__version__, "impl": args.impl, "copy_bytes_per_s": bandwidth, "configs": {}}
+    for name in args.configs.split(","):
+        if name == "toy":
+            config, dtype, layers = ModelConfig(), torch.float32, [1, 2, 4, 8]
+        elif name == "qwen7b":
+            config, dtype, layers = ModelConfig.qwen2_5_7b(max_seq_len=1024), torch.bfloat16, [2, 4, 7, 14]
+            need = 17.5e9
+            if args.device != "cuda" or torch.cuda.get_device_properties(0).total_memory < need:
+                print(f"{name}: skipped (needs a CUDA device with at least {need / 1e9:.0f} GB)")
+                continue
+        else:
+            raise SystemExit(f"--configs: unknown configuration {name!r} (toy, qwen7b)")
+        if args.quick:
+            layers = layers[:3]
+        print(f"\n== {name}: {config.n_layers} layers, hidden {config.hidden_size}, {dtype} on {args.device}")
+        results = measure(impl, config, dtype, args.device, [1, 8], iters,
+                          with_compile=args.device == "cuda" and not args.quick)
+        fitted = sweep(impl, config, dtype, args.device, layers, iters)
+        entry = {"batches": results, "sweep": fitted}
+        for rows, r in results.items():
+            floor = bytes_per_step(config, dtype, rows)
+            r["floor_ms"] = floor / bandwidth * 1e3 if bandwidth else None
+            if r.get("kernels"):
+                r["predicted"] = predict(impl, fitted, r["kernels"], r["floor_ms"])
+        report["configs"][name] = entry
+        print_table(name, results, fitted)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "decode-engine.json").write_text(json.dumps(report, indent=1, default=str) + "\n")
+    plot(report, out / "decode-engine.svg")
+    print(f"\nwrote {out / 'decode-engine.json'} and {out / 'decode-engine.svg'}")
+
+
+def print_table(name: str, results: dict, fitted: dict) -> None:
+    columns = ("eager", "piecewise", "full", "full_fused", "bare_replay", "compile")
+    print(f"{'batch':>5} " + " ".join(f"{c + ' ms':>15}" for c in columns) + f" {'kernels':>8} {'fused':>6}")
+    for rows, r in results.items():
+        cells = " ".join(f"{r[c + '_ms']:>15.3f}" if c + "_ms" in r else f"{'-':>15}" for c in columns)
+        print(f"{rows:>5} {cells} {str(r.get('kernels', '-')):>8} {str(r.get('fused_kernels', '-')):>6}")
+    for rows, r in results.items():
+        tps = ", ".join(f"{c} {rows / r[c + '_ms'] * 1e3:,.0f}" for c in columns if c + "_ms" in r)
+        print(f"tokens/s at batch {rows}: {tps}")
+    print(f"sweep over layers: tau = {fitted['tau_us']:.2f} us per eager kernel, gpu_node_us = "
+          f"{fitted['gpu_node_us']:.2f} us per graph node")
+    for rows, r in results.items():
+        p = r.get("predicted")
+        if p:
+            print(f"batch {rows}: launch model eager {p['eager_ms']:.3f} ms (measured {r['eager_ms']:.3f}), "
+                  f"graph {p['graph_ms']:.3f} ms (measured {r['full_ms']:.3f}), speedup predicted "
+                  f"{p['speedup']:.2f}x, measured {r['eager_ms'] / r['full_ms']:.2f}x")
+    one = results.get(1, {})
+    if one.get("floor_ms"):
+        print(f"targets (batch 1): full vs eager {one['eager_ms'] / one['full_ms']:.2f}x (>= 4 on the 7B "
+              f"shapes); full+fused vs floor {one['full_fused_ms'] / one['floor_ms']:.2f}x (<= 1.6); "
+              f"engine step vs bare replay {one['full_ms'] / one['bare_replay_ms']:.3f}x (<= 1.05)")
+        p = one.get("predicted")
+        if p:
+            print(f"         launch model error: eager {abs(p['eager_ms'] / one['eager_ms'] - 1):.1%}, "
+                  f"graph {abs(p['graph_ms'] / one['full_ms'] - 1):.1%} (<= 15%)")
+
+
+def plot(report: dict, path: Path) -> None:
+    series, colours = [], iter(["#c0392b", "#2471a3", "#e67e22", "#1e8449"])
+    for name, entry in report["configs"].items():
+        points = entry["sweep"]["points"]
+        for key, label in (("eager_ms", "eager"), ("graph_ms", "full graph")):
+            series.append({"name": f"{name} {label}", "colour": next(colours, "#555555"), "style": "line",
+                           "points": [(p["kernels"], p[key]) for p in points]})
+    if series:
+        line_chart(path, series, "Decode step time vs kernels per step (layer sweep, batch 1)",
+                   "kernels per step", "ms per step")
+
+
+if __name__ == "__main__":
+    main()
