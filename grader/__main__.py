@@ -1,6 +1,6 @@
 """``python -m grader``: grade a submission, grade a class, release the student repository.
 
-    python -m grader grade [SUBMISSION] [--json PATH] [--gpu auto|on|off] [--timeout S]
+    python -m grader grade [SUBMISSION] [--json PATH] [--gpu auto|on|off] [--timeout S] [--only ex5]
     python -m grader grade-all DIR --out OUTDIR [--jobs N] [--gpu ...] [--timeout S]
     python -m grader release OUTDIR
     python -m grader notebook build [--check]
@@ -55,9 +55,17 @@ def table(report) -> str:
 
 
 def _judge(args, hide=(), jobs=None):
-    from grader.judge import Judge
+    from grader.judge import MODULES, Judge
 
-    return Judge(gpu=args.gpu, timeout_s=args.timeout, jobs=jobs or args.jobs, hide=hide)
+    only = None
+    if getattr(args, "only", None):
+        only = tuple(dict.fromkeys(e.strip() for e in args.only.split(",") if e.strip()))
+        unknown = [e for e in only if e not in MODULES]
+        if unknown or not only:
+            raise ValueError(f"--only: expected exercise markers among {', '.join(MODULES)}, "
+                             f"got {args.only!r}")
+    return Judge(gpu=args.gpu, timeout_s=args.timeout, jobs=jobs or args.jobs, hide=hide,
+                 exercises=only)
 
 
 def cmd_grade(args) -> int:
@@ -222,6 +230,8 @@ def main(argv: list[str] | None = None) -> int:
     grade.add_argument("--json", metavar="PATH", help="write Gradescope's results.json here")
     grade.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1),
                        help="exercises graded side by side (default: 2)")
+    grade.add_argument("--only", metavar="EXERCISES",
+                       help="grade only these exercises, e.g. ex5 or ex5,ex6 (default: all)")
     limits(grade)
     everyone = commands.add_parser("grade-all", help="grade a folder of submissions")
     everyone.add_argument("dir", help="one submission per entry: folder, notebook or zip")

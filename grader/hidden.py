@@ -108,7 +108,7 @@ def ex8(rng: random.Random) -> list[Check]:
         Check("ex8", "generate_other_requests", "eager decoding's tokens for another batch and model",
               [P("engine_generate", f"generate in mode {m}", mode=m, sizes=[1, 2, 4, 8, 16, 32],
                  prompts=prompts, new_tokens=new_tokens, seed=3) for m in MODES], hidden=True),
-        Check("ex8", "default_capture_sizes", "capture_sizes=None means default_capture_sizes(max_seqs)",
+        Check("ex8", "engine_default_sizes", "capture_sizes=None means default_capture_sizes(max_seqs)",
               [P("engine_generate", f"generate with the default sizes ({m})", mode=m, sizes=None,
                  prompts=[[5], [6, 7]], new_tokens=3) for m in ("FULL", "PIECEWISE")], hidden=True),
     ]

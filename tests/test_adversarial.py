@@ -1,8 +1,9 @@
 """The grader against hostile submissions (``tests/adversarial/cases.py``).
 
-Each case is graded with ``python -m grader grade SUBMISSION --json PATH --gpu off`` from the
-repository root, as a grading server would. It must get exactly its expected points for the
-attacked exercise and full points for every other one, finish in bounded time with exit status 0,
+Each case is graded with ``python -m grader grade SUBMISSION --json PATH --gpu off --only ...``
+from the repository root, as a grading server would, on the attacked exercise and a bystander
+(``graded``). It must get exactly its expected points for the attacked exercise and full points
+for the bystander, finish in bounded time with exit status 0,
 leave no process behind and change no file of the repository.
 
 The grader runs with ``TMPDIR`` set to a folder named after the case's marker, so every box (and
@@ -26,7 +27,7 @@ from pathlib import Path
 import pytest
 
 from coursekit.impl import REPO_ROOT
-from tests.adversarial.cases import CASES, EXERCISES, FULL, Case
+from tests.adversarial.cases import CASES, FULL, Case
 
 WATCHED = ("solutions", "grader", "exercises")
 
@@ -74,11 +75,18 @@ def leftover_processes(marker: str) -> dict[int, str]:
     return found
 
 
+def graded(case: Case) -> list[str]:
+    """The attacked exercise and one bystander (an exercise no other imports, so an attack on
+    its neighbours cannot reach it): enough to see the attack costs nothing else."""
+    bystander = "ex1" if case.exercise != "ex1" else "ex2"
+    return sorted({case.exercise, bystander})
+
+
 def grade(submission: Path, out: Path, case: Case, tmpdir: Path) -> dict:
     """Run the grader; return its exit status, output, wall time and peak memory."""
     bound = 90 + 3 * case.timeout
     command = [sys.executable, "-m", "grader", "grade", str(submission), "--json", str(out),
-               "--timeout", str(case.timeout), "--gpu", "off"]
+               "--timeout", str(case.timeout), "--gpu", "off", "--only", ",".join(graded(case))]
     with open(out.with_suffix(".log"), "w+b") as log:
         start = time.monotonic()
         proc = subprocess.Popen(command, cwd=REPO_ROOT, stdout=log, stderr=subprocess.STDOUT,
@@ -130,14 +138,14 @@ def test_hostile_submission_gets_exactly_its_points(case: Case, tmp_path: Path):
     assert run["returncode"] == 0, context
     results = json.loads((tmp_path / "results.json").read_text())
     tests = {t["name"]: t for t in results["tests"]}
-    assert sorted(tests) == sorted(EXERCISES), context
+    assert sorted(tests) == graded(case), context
     got = {name: t["score"] for name, t in tests.items()}
-    expected = {ex: (FULL[ex] if case.others == "full" else 0.0) for ex in EXERCISES}
+    expected = {ex: (FULL[ex] if case.others == "full" else 0.0) for ex in graded(case)}
     expected[case.exercise] = case.expected
     _log(case, expected[case.exercise], got[case.exercise], run)
     assert got == expected, f"points: expected {expected}, got {got}\n{context}"
     if case.others == "full":
-        assert all(tests[ex]["max_score"] == FULL[ex] for ex in EXERCISES), context
+        assert all(tests[ex]["max_score"] == FULL[ex] for ex in graded(case)), context
     if case.reason:
         said = tests[case.exercise]["output"] + "\n" + results["output"]
         assert case.reason in said, f"{case.reason!r} not in the reasons:\n{said[:2000]}\n{context}"

@@ -11,9 +11,9 @@ import zipfile
 import pytest
 import torch
 
-from coursekit.impl import REPO_ROOT
+from coursekit.impl import EXERCISES, REPO_ROOT
 
-MARKERS = ["ex1", "ex2", "ex3", "ex4", "ex5", "ex6"]
+MARKERS = [f"ex{n}" for n, _ in EXERCISES]
 
 
 def grader(*args, timeout=300):

@@ -31,11 +31,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from coursekit.impl import REPO_ROOT
+from coursekit.impl import EXERCISES as COURSE_EXERCISES, REPO_ROOT
 from tests.harness import submission
 
-EXERCISES = {"ex1": "launch_model", "ex2": "launch_tax", "ex3": "capture", "ex4": "static_runner",
-             "ex5": "buckets", "ex6": "dispatch"}
+EXERCISES = {f"ex{n}": name for n, name in COURSE_EXERCISES}
 _RUBRIC = tomllib.loads((REPO_ROOT / "grader" / "rubric.toml").read_text(encoding="utf-8"))
 
 
