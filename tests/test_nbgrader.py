@@ -147,8 +147,8 @@ def _build(root: Path) -> None:
                                 "raise SystemExit", "test_ex5_padded_size"), None),
         # Right code, but the set-up cell, an answer cell and its test cells deleted: nbgrader
         # alone fails on this notebook; the set-up cell comes back, the module stays missing.
-        "deleted": (without_cells(nb.fill(release, modules_from(solutions)), "setup", "answer_dispatch",
-                                  *[c["id"] for c in release["cells"] if c["id"].startswith("test_ex6")]),
+        "deleted": (without_cells(nb.fill(release, modules_from(solutions)), "setup", "answer_fusion",
+                                  *[c["id"] for c in release["cells"] if c["id"].startswith("test_ex7")]),
                     None),
         # Exercise 1 loops forever; a cell the student added loops too (it is not run).
         "looping": (add_cell(nb.fill(release, modules_from(solutions, launch_model=looping)),
@@ -251,8 +251,8 @@ def test_restored_test_cells_keep_their_points_for_right_code(course):
 
 def test_deleted_set_up_and_answer_cells(course):
     got = per_exercise(cell_scores(course.root, "deleted"))
-    assert got.pop("ex6") == (0, FULL["ex6"])
-    assert got == {ex: (full, full) for ex, full in FULL.items() if ex != "ex6"}
+    assert got.pop("ex7") == (0, FULL["ex7"])
+    assert got == {ex: (full, full) for ex, full in FULL.items() if ex != "ex7"}
 
 
 def test_an_infinite_loop_costs_its_exercise_only(course):
