@@ -39,7 +39,6 @@ PACKAGE = "student"  # the folder the answer cells write, a package (modules imp
 BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
 BEGIN_HIDDEN, END_HIDDEN = "### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS"
 CODE_STUB = "# YOUR CODE HERE"  # ClearSolutions.code_stub in course/nbgrader_config.py
-ANSWER_PREFIX = "answer_"  # grade_id of a module's answer cell: answer_<module>
 MODULE_NAMES = tuple(name for _, name in EXERCISES)
 
 
@@ -328,10 +327,10 @@ SELF_TEST = (
 )
 
 
-def self_test_points(rubric_path: Path | None = None) -> dict[str, float]:
+def self_test_points() -> dict[str, float]:
     from grader.judge import RUBRIC
 
-    data = tomllib.loads((rubric_path or RUBRIC).read_text(encoding="utf-8"))
+    data = tomllib.loads(RUBRIC.read_text(encoding="utf-8"))
     points = {k: float(v) for k, v in data.get("self_test", {}).items()}
     if set(points) != {q.id for q in SELF_TEST}:
         raise DriftError(f"grader/rubric.toml [self_test] lists {sorted(points)}, the notebook "
@@ -344,8 +343,7 @@ def _lines(text: str) -> list[str]:
     return [p + "\n" for p in parts[:-1]] + ([parts[-1]] if parts[-1] else [])
 
 
-def _cell(kind: str, cell_id: str, source: str, nbgrader: dict | None = None,
-          editable: bool | None = None) -> dict:
+def _cell(kind: str, cell_id: str, source: str, nbgrader: dict | None = None) -> dict:
     cell = {"cell_type": kind, "id": cell_id, "metadata": {}, "source": _lines(source)}
     if kind == "code":
         cell["execution_count"] = None
@@ -357,8 +355,6 @@ def _cell(kind: str, cell_id: str, source: str, nbgrader: dict | None = None,
         cell["metadata"]["nbgrader"] = dict(sorted(meta.items()))
         if meta["locked"]:
             cell["metadata"].update({"deletable": False, "editable": False})
-    if editable is not None:
-        cell["metadata"]["editable"] = editable
     return cell
 
 
@@ -404,7 +400,7 @@ def build_notebook(root: Path = REPO_ROOT) -> dict:
                  f"(the first line, `{writefile_line(module)}`, writes it; keep that line). "
                  "The cells after it check it.")
         cells.append(_cell("markdown", f"ex{n}_intro", head))
-        cells.append(_cell("code", f"{ANSWER_PREFIX}{module}",
+        cells.append(_cell("code", f"answer_{module}",
                            writefile_line(module) + "\n" + merge_module(module, stub, reference).rstrip("\n"),
                            {"solution": True}))
         hidden_count = 0
