@@ -45,22 +45,31 @@ class DecodeEngine:
     of the static buffers, with ``warmup_iters``:
       * FULL: one graph of ``model.forward(tokens, positions, slots)``.
       * PIECEWISE: one graph per segment ``i`` of ``model.segment(i, tokens, positions, hidden,
-        attn)``; attention is not captured: it runs eagerly between the segments' replays.
+        attn)`` over the ``tokens``, ``positions`` and ``attn`` buffers and a static ``hidden``
+        (the ``hidden`` buffer, or the previous segment's static ``hidden`` output); attention is
+        not captured: it runs eagerly between the segments' replays.
     It records ``graphs`` (``{(mode, desc): graph, or the list of segment graphs}``),
     ``capture_seconds`` (wall time) and ``capture_memory_bytes`` (GPU memory the capture
     reserved: ``torch.cuda.memory_reserved()`` after minus before; 0 on a CPU).
 
-    ``step(tokens, positions, slots) -> logits``, one row per token (1-D int64 tensors of one
-    length ``n >= 1``; ValueError naming the argument otherwise, and for a slot outside
-    ``0..max_seqs - 1`` or a position outside ``0..max_seq_len - 1``):
-      * ``uniform_decode`` is True when every row has its own slot (one token per sequence).
+    ``step(tokens, positions, slots, uniform_decode=None) -> logits``, one row per token:
+      * ``tokens``, ``positions``, ``slots``: 1-D int64 tensors of one length ``n >= 1`` on the
+        model's device (ValueError naming the argument otherwise). On a CPU also check the values
+        (ValueError naming ``slots`` for a slot outside ``0..max_seqs - 1``: the padding slot is
+        reserved; naming ``positions`` outside ``0..max_seq_len - 1``); on CUDA do not read them
+        (that would make every step wait for the GPU).
+      * ``uniform_decode``: True when every row has its own slot (one token per sequence); when
+        None, work it out from ``slots``.
       * ``mode, desc = dispatcher.dispatch(n, uniform_decode)``. NONE (or nothing captured for
         it): ``model.forward`` on the inputs as they are.
       * Otherwise copy the inputs into the first ``n`` rows of the static buffers (``copy_``: the
         graphs read the buffers' memory), fill rows ``n .. desc.num_tokens - 1`` with token 0,
         position 0 and ``model.padding_slot``, replay (FULL), or replay the segments with
-        ``model.attention`` run eagerly between them (PIECEWISE), and return the first ``n`` rows
-        of the logits as a fresh tensor.
+        ``model.attention`` run eagerly between them (PIECEWISE: attention reads the previous
+        segment's static ``q``, ``k``, ``v`` outputs and its result is copied into the ``attn``
+        buffer the next segment reads; that segment's ``hidden`` input is the previous segment's
+        static ``hidden`` output, or your ``hidden`` buffer refilled with ``copy_``), and return
+        the first ``n`` rows of the logits as a fresh tensor.
       * ``stats`` counts steps per ``(mode, desc)`` replayed and eager steps (key ``"eager"``).
 
     ``generate(prompts, max_new_tokens) -> list[list[int]]``: greedy decoding of a batch.
@@ -69,8 +78,10 @@ class DecodeEngine:
     each unfinished sequence's latest token at the next position. A sequence is finished once it
     has ``max_new_tokens`` new tokens (an int, or one per sequence), and leaves the batch: later
     steps are smaller. Each new token is the argmax of its row's logits. Returns the new tokens
-    of each sequence. More prompts than ``max_seqs``, an empty prompt, ``max_new_tokens < 1`` or a
-    sequence longer than ``max_seq_len`` -> ValueError naming the argument.
+    of each sequence. ValueError naming ``prompts`` for more prompts than ``max_seqs`` or an
+    empty prompt; naming ``max_new_tokens`` for a count below 1, or when a sequence would need a
+    position past the cache (``len(prompt) + max_new_tokens - 1 > max_seq_len``: the last new
+    token is never fed back).
     """
 
     def __init__(
@@ -86,7 +97,8 @@ class DecodeEngine:
     def capture_model(self) -> None:
         raise NotImplementedError("exercise 8: DecodeEngine.capture_model")
 
-    def step(self, tokens: torch.Tensor, positions: torch.Tensor, slots: torch.Tensor) -> torch.Tensor:
+    def step(self, tokens: torch.Tensor, positions: torch.Tensor, slots: torch.Tensor,
+             uniform_decode: bool | None = None) -> torch.Tensor:
         raise NotImplementedError("exercise 8: DecodeEngine.step")
 
     def generate(self, prompts: Sequence[Sequence[int]], max_new_tokens: int | Sequence[int]) -> list[list[int]]:

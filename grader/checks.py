@@ -550,11 +550,11 @@ def ex7(rng: random.Random) -> list[Check]:
                  dtype_bytes=args[2], fused=False)
                for args, name in (((-1, 8, 4), "n_ops"), ((2, -8, 4), "numel"), ((2, 8, 0), "dtype_bytes"))]),
         Check("ex7", "fused_norm_fp32",
-              "new_residual = x + residual, out = rms_norm(new_residual) * weight (fp32 within "
-              "1e-5); x and residual unchanged",
-              norm_probes(rng, "float32", 8), compare=same(rtol=0, atol=1e-5)),
-        Check("ex7", "fused_norm_bf16", "the same in bf16, within 1e-2",
-              norm_probes(rng, "bfloat16", 6), compare=same(rtol=0, atol=1e-2)),
+              "new_residual = x + residual, out = rms_norm(new_residual) * weight (fp32: within "
+              "1e-5 * (1 + |expected|)); x and residual unchanged",
+              norm_probes(rng, "float32", 8), compare=same(rtol=1e-5, atol=1e-5)),
+        Check("ex7", "fused_norm_bf16", "the same in bf16, within 1e-2 * (1 + |expected|)",
+              norm_probes(rng, "bfloat16", 6), compare=same(rtol=1e-2, atol=1e-2)),
         Check("ex7", "fused_norm_rejects",
               "residual must match x (shape, dtype, device); weight must be x.shape[-1:]",
               [P("fused_norm_bad", f"fused_add_rms_norm with a mismatched {w}", w, which=w)
@@ -569,7 +569,7 @@ def ex7(rng: random.Random) -> list[Check]:
                for d in ("float32", "bfloat16")]
               + [P("fused_norm", "fused_add_rms_norm on CUDA (8, 4096) bf16", shape=[8, 4096],
                    dtype="bfloat16", seed=3, device="cuda")],
-              compare=same(rtol=0, atol=1e-2), gpu=True),
+              compare=same(rtol=1e-2, atol=1e-2), gpu=True),
         Check("ex7", "gpu_count_kernels",
               "count_kernels counts the kernels of one call after a warm-up, copies left out",
               [P("counted_kernels", "count_kernels of three small functions")], gpu=True),
@@ -585,8 +585,8 @@ NEW_TOKENS = [5, 3, 6, 2]
 def step_batches(rng: random.Random) -> list[list[list[int]]]:
     """Steps of 1 to 9 rows (beyond the largest bucket, 8), one row per slot."""
     steps = []
-    for n in list(range(1, 10)):
-        slots = rng.sample(range(8), min(n, 8)) if n <= 8 else None
+    for n in range(1, 10):
+        slots = rng.sample(range(8), n) if n <= 8 else None
         if slots is None:  # 9 rows: one sequence has two rows (a prompt chunk), so not uniform
             slots = list(range(8)) + [0]
             positions = [3] * 8 + [4]
@@ -625,9 +625,12 @@ def ex8(rng: random.Random) -> list[Check]:
               "FULL captures the whole forward pass",
               [P("engine_attention", f"where attention runs ({m})", mode=m) for m in ("PIECEWISE", "FULL")]),
         Check("ex8", "generate_shrinks_the_batch",
-              "the first step feeds every prompt token, later steps only the unfinished sequences",
+              "the first step feeds every prompt token (a mixed batch), later steps only the "
+              "unfinished sequences (uniform decode); stats count each (mode, descriptor) replayed",
               [P("engine_batches", f"step sizes of generate({PROMPTS}, {NEW_TOKENS})", prompts=PROMPTS,
-                 new_tokens=NEW_TOKENS)]),
+                 new_tokens=NEW_TOKENS)]
+              + [P("engine_stats", f"stats after generate in {m}", mode=m, prompts=PROMPTS,
+                   new_tokens=NEW_TOKENS) for m in ("FULL_AND_PIECEWISE", "FULL_DECODE_ONLY")]),
         Check("ex8", "engine_rejects",
               "bad rows (lengths, the padding slot, positions) and bad requests are ValueErrors "
               "naming the argument",

@@ -634,6 +634,7 @@ def engine_steps(mod, mode: str, sizes, steps: list, device: str = "cpu"):
 @probe
 def engine_padding(mod, mode: str, sizes: list, tokens: list, positions: list, slots: list):
     model, engine = _engine(mod, mode, sizes)
+    engine.step(*_rows("cpu", [21, 22, 23, 24], [1, 1, 1, 1], [4, 5, 6, 7]))  # every row used once
     g = torch.Generator().manual_seed(5)
     model.k_cache.copy_(torch.randn(model.k_cache.shape, generator=g))
     model.v_cache.copy_(torch.randn(model.v_cache.shape, generator=g))
@@ -657,7 +658,7 @@ def engine_captures(mod, mode: str, sizes: list, warmup_iters: int):
             "first_pool_none": bool(calls) and calls[0]["pool"] is None,
             "shared_pool": all(c["pool"] is first_pool for c in calls[1:]),
             "warmups": sorted({c["warmup_iters"] for c in calls}),
-            "graphs": len(_attr(engine, "graphs") or {})}
+            "graphs": len(engine.graphs) if isinstance(getattr(engine, "graphs", None), dict) else None}
 
 
 @probe
@@ -676,7 +677,34 @@ def engine_attention(mod, mode: str):
     captured = list(calls)
     calls.clear()
     engine.step(*_rows("cpu", [1, 2, 3], [0, 0, 0], [0, 1, 2]))
-    return {"captured_any": any(captured), "eager_in_step": sum(1 for c in calls if not c)}
+    return {"captured_any": any(captured), "eager_in_step": sum(1 for c in calls if not c),
+            "replayed": _stats_kinds(engine)}
+
+
+def _stats_kinds(engine) -> list:
+    """What ``stats`` counted: [mode, num_tokens, uniform] per replayed key, and "eager"."""
+    stats = _attr(engine, "stats")
+    if not isinstance(stats, dict):
+        return [str(stats)]
+    kinds = []
+    for key, count in stats.items():
+        if not count:
+            continue
+        if key == "eager":
+            kinds.append(["eager", count])
+        elif isinstance(key, tuple) and len(key) == 2:
+            kinds.append([getattr(key[0], "name", str(key[0])), getattr(key[1], "num_tokens", None),
+                          bool(getattr(key[1], "uniform_decode", None)), count])
+        else:
+            kinds.append([repr(key), count])
+    return sorted(kinds, key=repr)
+
+
+@probe
+def engine_stats(mod, mode: str, prompts: list, new_tokens):
+    _, engine = _engine(mod, mode, [1, 2, 4, 8, 16])
+    engine.generate([list(p) for p in prompts], new_tokens)
+    return _stats_kinds(engine)
 
 
 @probe
@@ -684,9 +712,9 @@ def engine_batches(mod, prompts: list, new_tokens):
     _, engine = _engine(mod, "FULL", [1, 2, 4, 8, 16])
     sizes, step = [], engine.step
 
-    def spy(tokens, positions, slots):
+    def spy(tokens, positions, slots, *args, **kwargs):
         sizes.append(len(tokens))
-        return step(tokens, positions, slots)
+        return step(tokens, positions, slots, *args, **kwargs)
 
     engine.step = spy
     engine.generate([list(p) for p in prompts], new_tokens)

@@ -12,7 +12,7 @@ from coursekit.standin import capture_on_cpu
 from coursekit.toymodel import ToyModel
 
 from .buckets import default_capture_sizes
-from .dispatch import BatchDescriptor, CUDAGraphMode, CudagraphDispatcher
+from .dispatch import CUDAGraphMode, CudagraphDispatcher
 
 
 class DecodeEngine:
@@ -69,13 +69,15 @@ class DecodeEngine:
         self.capture_seconds = time.perf_counter() - start
         self.capture_memory_bytes = (torch.cuda.memory_reserved() - reserved) if cuda else 0
 
-    def step(self, tokens: torch.Tensor, positions: torch.Tensor, slots: torch.Tensor) -> torch.Tensor:
+    def step(self, tokens: torch.Tensor, positions: torch.Tensor, slots: torch.Tensor,
+             uniform_decode: bool | None = None) -> torch.Tensor:
         c = self.model.config
         n = _check_rows("tokens", tokens, None, 0, c.vocab_size - 1, self.model.device)
         _check_rows("positions", positions, n, 0, c.max_seq_len - 1, self.model.device)
         _check_rows("slots", slots, n, 0, c.max_seqs - 1, self.model.device)
-        uniform = len(torch.unique(slots)) == n
-        mode, desc = self.dispatcher.dispatch(n, uniform)
+        if uniform_decode is None:
+            uniform_decode = len(torch.unique(slots)) == n
+        mode, desc = self.dispatcher.dispatch(n, uniform_decode)
         graph = self.graphs.get((mode, desc))
         if graph is None:
             self.stats["eager"] += 1
@@ -119,7 +121,8 @@ class DecodeEngine:
         rows = [(i, j, t) for i, p in enumerate(prompts) for j, t in enumerate(p)]
         logits = self.step(*(torch.tensor(col, dtype=torch.long, device=device)
                              for col in ([t for _, _, t in rows], [j for _, j, _ in rows],
-                                         [i for i, _, _ in rows])))
+                                         [i for i, _, _ in rows])),
+                           uniform_decode=all(len(p) == 1 for p in prompts))
         last = [sum(len(p) for p in prompts[: i + 1]) - 1 for i in range(len(prompts))]
         new = [[int(t)] for t in logits[last].argmax(dim=-1).tolist()]
         while True:
@@ -130,7 +133,7 @@ class DecodeEngine:
             positions = torch.tensor([len(prompts[i]) + len(new[i]) - 1 for i in active],
                                      dtype=torch.long, device=device)
             slots = torch.tensor(active, dtype=torch.long, device=device)
-            for i, t in zip(active, self.step(tokens, positions, slots).argmax(dim=-1).tolist()):
+            for i, t in zip(active, self.step(tokens, positions, slots, True).argmax(dim=-1).tolist()):
                 new[i].append(int(t))
 
 
@@ -152,7 +155,8 @@ def _check_rows(name: str, x: object, n: int | None, low: int, high: int, device
         raise ValueError(f"{name}: expected {n} rows (one per token), got {len(x)}")
     if x.device != device:
         raise ValueError(f"{name}: expected a tensor on {device} (the model's device), got {x.device}")
-    if bool(((x < low) | (x > high)).any()):
+    # Values are read on the CPU only: reading a CUDA tensor would make every step wait for the GPU.
+    if x.device.type == "cpu" and bool(((x < low) | (x > high)).any()):
         raise ValueError(f"{name}: expected values in {low}..{high}, got {x.tolist()[:16]}")
     return len(x)
 

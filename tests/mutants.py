@@ -270,10 +270,6 @@ FUSION = [
       ("    return add_rms_norm_reference(x, residual, weight, eps)\n",
        "    out, new_residual = add_rms_norm_reference(x, torch.zeros_like(residual), weight, eps)\n"
        "    return out, x + residual\n")),
-    M("fusion", "norm-in-input-dtype", "computes the mean square in bf16, not fp32",
-      ("    return add_rms_norm_reference(x, residual, weight, eps)\n",
-       "    h = x + residual\n"
-       "    return h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + eps) * weight, h\n")),
     M("fusion", "norm-over-rows", "normalizes over the first dimension",
       ("    return add_rms_norm_reference(x, residual, weight, eps)\n",
        "    h = x + residual\n    f = h.float()\n"
@@ -326,6 +322,14 @@ ENGINE = [
        "positions = torch.tensor([len(prompts[i]) + len(new[i]) for i in active],")),
     M("engine", "fixed-warmup", "ignores warmup_iters",
       ("self.warmup_iters = warmup_iters", "self.warmup_iters = 1")),
+    M("engine", "piecewise-never-replays", "captures piecewise graphs but runs every PIECEWISE step eagerly",
+      ("        graph = self.graphs.get((mode, desc))\n",
+       "        graph = None if mode is CUDAGraphMode.PIECEWISE else self.graphs.get((mode, desc))\n")),
+    M("engine", "stale-padding-rows", "never refills the padding rows: they keep an old real slot",
+      ("        self.tokens[n:s].zero_()\n        self.positions[n:s].zero_()\n"
+       "        self.slots[n:s].fill_(self.model.padding_slot)\n", "")),
+    M("engine", "always-uniform", "treats a prompt step (several rows per sequence) as uniform decode",
+      ("uniform_decode=all(len(p) == 1 for p in prompts))", "uniform_decode=True)")),
     M("engine", "padding-slot-accepted", "lets a request use the reserved padding slot",
       ('_check_rows("slots", slots, n, 0, c.max_seqs - 1, self.model.device)',
        '_check_rows("slots", slots, n, 0, c.max_seqs, self.model.device)')),

@@ -12,7 +12,7 @@ import torch
 from coursekit.checks import check_rejects
 from coursekit.standin import RecordingCapture, inside_graph
 from coursekit.strategies import MODES
-from coursekit.toymodel import ModelConfig, ToyModel
+from coursekit.toymodel import ToyModel
 
 pytestmark = pytest.mark.ex8
 gpu = pytest.mark.gpu
@@ -58,8 +58,8 @@ def check_generate(engine, mode, device="cpu"):
 
 
 def check_step_logits(engine, mode, device="cpu"):
-    """Batches of 1 to beyond the largest bucket, each compared with the eager model."""
-    eager, (model, runner) = ToyModel(device=device), engine_for(engine, mode, device, sizes=[1, 2, 4, 8])
+    """Batches of 1 to beyond the largest bucket (4), each compared with the eager model."""
+    eager, (_, runner) = ToyModel(device=device), engine_for(engine, mode, device, sizes=[1, 2, 4])
     for n in range(1, 9):
         positions = [n + i for i in range(n)]
         tokens, positions, slots = rows([(7 * n + i) % 500 for i in range(n)], positions,
@@ -91,9 +91,9 @@ def test_generate_shrinks_the_batch_as_sequences_finish(engine):
     _, runner = engine_for(engine, "FULL")
     sizes, step = [], runner.step
 
-    def spy(tokens, positions, slots):
+    def spy(tokens, positions, slots, *args, **kwargs):
         sizes.append(len(tokens))
-        return step(tokens, positions, slots)
+        return step(tokens, positions, slots, *args, **kwargs)
 
     runner.step = spy
     runner.generate(PROMPTS, NEW_TOKENS)
@@ -114,6 +114,18 @@ def test_a_returned_result_survives_the_next_step(engine, mode):
         "a fresh tensor (the graph overwrites its output tensors on every replay)")
 
 
+def test_prompt_steps_are_mixed_batches_and_decode_steps_uniform(engine):
+    """FULL_AND_PIECEWISE: the prompt step (several rows per sequence) replays a PIECEWISE graph,
+    the decode steps (one row per sequence) a FULL one."""
+    _, runner = engine_for(engine, "FULL_AND_PIECEWISE")
+    runner.generate(PROMPTS, NEW_TOKENS)
+    kinds = sorted({(k[0].name, bool(k[1].uniform_decode)) for k, v in dict(runner.stats).items()
+                    if k != "eager" and v})
+    assert kinds == [("FULL", True), ("PIECEWISE", False)], (
+        f"stats after generate in FULL_AND_PIECEWISE: {dict(runner.stats)}\n  rule: uniform_decode "
+        "is True only when every row has its own slot")
+
+
 def test_a_batch_larger_than_every_bucket_runs_eagerly(engine):
     eager, (_, runner) = ToyModel(), engine_for(engine, "FULL", sizes=[1, 2])
     inputs = rows([3, 4, 5], [0, 0, 0], [0, 1, 2])
@@ -128,6 +140,7 @@ def test_a_batch_larger_than_every_bucket_runs_eagerly(engine):
 @pytest.mark.parametrize("mode", ["FULL", "PIECEWISE"])
 def test_padding_lanes_never_touch_a_real_sequence(engine, mode):
     model, runner = engine_for(engine, mode, sizes=[4])
+    runner.step(*rows([21, 22, 23, 24], [1, 1, 1, 1], [4, 5, 6, 7]))  # fills all 4 rows first
     g = torch.Generator().manual_seed(0)
     model.k_cache.copy_(torch.randn(model.k_cache.shape, generator=g))
     model.v_cache.copy_(torch.randn(model.v_cache.shape, generator=g))
@@ -143,7 +156,7 @@ def test_padding_lanes_never_touch_a_real_sequence(engine, mode):
         assert not where, (
             f"mode {mode}: a 3-row step padded to 4 changed {name} at (slot, position) {where[:4]}, "
             f"which no real row wrote\n  rule: padding rows use slot model.padding_slot = "
-            f"{model.padding_slot}")
+            f"{model.padding_slot}, refilled on every step")
 
 
 @pytest.mark.parametrize("mode", ["FULL", "PIECEWISE", "FULL_AND_PIECEWISE"])
@@ -177,6 +190,9 @@ def test_piecewise_runs_attention_eagerly_and_full_captures_it(engine):
         runner.capture_model()
         captured, calls[:] = list(calls), []
         runner.step(*rows([1, 2, 3], [0, 0, 0], [0, 1, 2]))
+        replayed = {k: v for k, v in dict(runner.stats).items() if v}
+        assert list(replayed.values()) == [1] and "eager" not in replayed, (
+            f"{mode}: a 3-row step with a captured 4-row graph must replay it; stats: {replayed}")
         if mode == "PIECEWISE":
             assert not any(captured) and calls == [False] * model.config.n_layers, (
                 f"PIECEWISE: attention ran inside a graph (capture: {captured}, step: {calls}); "
@@ -240,5 +256,5 @@ def test_every_mode_on_cuda(engine, mode):
 @gpu
 def test_capture_on_cuda_records_memory(engine):
     _, runner = engine_for(engine, "FULL", "cuda")
-    assert runner.capture_memory_bytes >= 0 and runner.capture_seconds > 0
+    assert runner.capture_memory_bytes > 0 and runner.capture_seconds > 0
     assert len(runner.graphs) == len(runner.dispatcher.capture_descs())

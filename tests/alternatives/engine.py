@@ -77,17 +77,18 @@ class DecodeEngine:
             raise ValueError(f"{name} must be a non-empty 1-D int64 tensor")
         if length is not None and x.numel() != length:
             raise ValueError(f"{name} has {x.numel()} rows but tokens has {length}")
-        if x.min().item() < 0 or x.max().item() > top:
+        if x.device.type == "cpu" and (x.min().item() < 0 or x.max().item() > top):
             raise ValueError(f"{name} out of range 0..{top}")
 
-    def step(self, tokens, positions, slots):
+    def step(self, tokens, positions, slots, uniform_decode=None):
         c = self.model.config
         self._check("tokens", tokens, None, c.vocab_size - 1)
         n = tokens.numel()
         self._check("positions", positions, n, c.max_seq_len - 1)
         self._check("slots", slots, n, c.max_seqs - 1)
-        uniform = len(set(slots.tolist())) == n
-        mode, desc = self.dispatcher.dispatch(n, uniform_decode=uniform)
+        if uniform_decode is None:
+            uniform_decode = len(set(slots.tolist())) == n
+        mode, desc = self.dispatcher.dispatch(n, uniform_decode=uniform_decode)
         if mode == CUDAGraphMode.FULL and desc in self.full_graphs:
             graph, pieces = self.full_graphs[desc], None
         elif mode == CUDAGraphMode.PIECEWISE and desc in self.piece_graphs:

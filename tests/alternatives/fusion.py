@@ -36,8 +36,9 @@ def fused_add_rms_norm(x, residual, weight, eps=1e-6):
     if tuple(weight.shape) != (x.shape[-1],):
         raise ValueError(f"weight should have shape ({x.shape[-1]},), has {tuple(weight.shape)}")
     if x.device.type == "cuda":
-        fn = _compiled.setdefault(x.dtype, torch.compile(_add_norm))
-        return fn(x, residual, weight, eps)
+        if x.dtype not in _compiled:
+            _compiled[x.dtype] = torch.compile(_add_norm)
+        return _compiled[x.dtype](x, residual, weight, eps)
     return _add_norm(x, residual, weight, eps)
 
 
