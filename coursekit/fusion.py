@@ -8,7 +8,8 @@ import torch
 def add_rms_norm_reference(
     x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """vLLM's ``fused_add_rms_norm`` semantics, eagerly (one kernel per op):
+    """vLLM's ``fused_add_rms_norm`` computation, eagerly (one kernel per op), returning new
+    tensors where vLLM's op writes into its inputs:
     ``new_residual = x + residual``; ``out = rms_norm(new_residual) * weight``, normalizing in
     fp32 over the last dimension. Returns ``(out, new_residual)``."""
     new_residual = x + residual

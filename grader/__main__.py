@@ -180,7 +180,11 @@ def cmd_notebook(args) -> int:
         print("grader: the notebook builder is not part of the student repository", file=sys.stderr)
         return 2
     if args.action == "build":
-        text = notebook.dumps(notebook.build_notebook())
+        try:
+            text = notebook.dumps(notebook.build_notebook())
+        except notebook.DriftError as exc:
+            print(f"grader: the notebook cannot be built: {exc}", file=sys.stderr)
+            return 2
         path = notebook.SOURCE_NOTEBOOK
         if args.check:
             current = path.read_text(encoding="utf-8") if path.exists() else ""

@@ -66,18 +66,17 @@ def verdicts(exercise: str) -> dict:
         key = (exercise, digest)
         if key not in _state["verdicts"]:
             result = _judge().grade_exercise(submission, exercise)
-            _state["verdicts"][key] = {r.check.id: (r, result.problem) for r in result.checks}
+            _state["verdicts"][key] = {r.check.id: r for r in result.checks}
         return _state["verdicts"][key]
 
 
 def check(check_id: str) -> None:
     """Grade one check of the rubric (``"ex5.padded_size"``); raise ``CheckFailed`` if lost."""
     exercise = check_id.split(".", 1)[0]
-    found = verdicts(exercise).get(check_id)
-    if found is None:
+    result = verdicts(exercise).get(check_id)
+    if result is None:
         raise CheckFailed(f"{check_id}: no such check in this grader (is the course repository "
                           "installed, and up to date?)")
-    result, _ = found
     points = f"{result.points:g} point{'s' if result.points != 1 else ''}"
     if result.check.hidden:
         name = f"a hidden check of exercise {exercise.removeprefix('ex')}"

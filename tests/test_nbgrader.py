@@ -52,7 +52,7 @@ import grader.notebook_checks as nc
 passed = types.SimpleNamespace(status="passed", points=1, check=types.SimpleNamespace(hidden=False))
 class Rigged(dict):
     def get(self, key, default=None):
-        return passed, None
+        return passed
 nc.verdicts = lambda exercise: Rigged()
 """
 
@@ -124,7 +124,7 @@ def _build(root: Path) -> None:
     make_course(root)
     nbgrader(root, "generate_assignment", nb.ASSIGNMENT)
     release = release_notebook(root)
-    solutions, stubs = REPO_ROOT / "solutions", REPO_ROOT / "exercises"
+    solutions = REPO_ROOT / "solutions"
     looping = (solutions / "launch_model.py").read_text().replace(
         '    xs, ys = [float(x) for x in n_kernels], [float(y) for y in step_ms]',
         '    while True:\n        pass\n    xs, ys = [float(x) for x in n_kernels], [float(y) for y in step_ms]')
@@ -260,7 +260,7 @@ def test_an_infinite_loop_costs_its_exercise_only(course):
     assert got.pop("ex1") == (0, FULL["ex1"])
     assert got == {ex: (full, full) for ex, full in FULL.items() if ex != "ex1"}
     graded = (course.root / "autograded" / "looping" / nb.ASSIGNMENT / f"{nb.ASSIGNMENT}.ipynb").read_text()
-    assert f"timed out after {CHECK_TIMEOUT_S}" in graded or "timed out" in graded
+    assert "timed out" in graded
 
 
 def test_wrong_code_loses_points_in_its_exercises(course):
