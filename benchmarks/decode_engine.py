@@ -108,13 +108,13 @@ def measure(impl: Implementation, config: ModelConfig, dtype, device: str, rows_
                 engine = engine_mod.DecodeEngine(model, mode=mode, capture_sizes=sizes)
                 engine.capture_model()
                 name = {modes.FULL: "full", modes.PIECEWISE: "piecewise"}[mode] + ("_fused" if fused else "")
-                row[f"{name}_ms"] = time_ms(lambda: engine.step(*args))
+                row[f"{name}_ms"] = time_ms(lambda: engine.step(*args, uniform_decode=True))
                 row[f"{name}_capture_s"] = engine.capture_seconds
                 row[f"{name}_capture_bytes"] = engine.capture_memory_bytes
                 if mode is modes.FULL and not fused:
                     graph = next(g for (m, d), g in engine.graphs.items()
                                  if m is modes.FULL and d.num_tokens == rows)
-                    engine.step(*args)  # the static buffers hold this batch
+                    engine.step(*args, uniform_decode=True)  # the static buffers hold this batch
                     row["bare_replay_ms"] = time_ms(graph.replay)
                 del engine
             if with_compile and not fused:
@@ -148,7 +148,7 @@ def sweep(impl: Implementation, config: ModelConfig, dtype, device: str, layers:
         # Without CUDA there is no profiler count: a nominal one lets a smoke run exercise the fit.
         kernels = fusion.count_kernels(model.forward, *args) if device == "cuda" else 20 * n + 10
         points.append({"layers": n, "kernels": kernels, "eager_ms": time_ms(lambda: model.forward(*args)),
-                       "graph_ms": time_ms(lambda: engine.step(*args))})
+                       "graph_ms": time_ms(lambda: engine.step(*args, uniform_decode=True))})
         del engine, model
         if device == "cuda":
             torch.cuda.empty_cache()
