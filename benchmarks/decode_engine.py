@@ -38,24 +38,10 @@ from coursekit.toymodel import ModelConfig, ToyModel  # noqa: E402
 POSITION = 100  # each sequence decodes its token 101, or its last (attention reads the whole row anyway)
 
 
-def timer(device: str, iters: int):
-    def time_ms(fn) -> float:
-        for _ in range(max(2, iters // 10)):
-            fn()
-        if device == "cuda":
-            torch.cuda.synchronize()
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            for _ in range(iters):
-                fn()
-            end.record()
-            end.synchronize()
-            return start.elapsed_time(end) / iters
-        t0 = time.perf_counter()
-        for _ in range(iters):
-            fn()
-        return (time.perf_counter() - t0) * 1e3 / iters
-    return time_ms
+def timer(impl: Implementation, iters: int):
+    """Exercise 2's ``time_ms`` (CUDA events on a GPU, a monotonic clock on a CPU)."""
+    time_ms = impl.module("launch_tax").time_ms
+    return lambda fn: time_ms(fn, iters=iters, warmup=max(2, iters // 10))
 
 
 def batch(model: ToyModel, rows: int):
@@ -65,13 +51,13 @@ def batch(model: ToyModel, rows: int):
             torch.arange(rows, device=d))
 
 
-def copy_bandwidth_bps(device: str) -> float | None:
+def copy_bandwidth_bps(impl: Implementation, device: str) -> float | None:
     """Device-to-device copy: bytes read plus written per second."""
     if device != "cuda":
         return None
     src = torch.empty(1 << 30, dtype=torch.uint8, device="cuda")
     dst = torch.empty_like(src)
-    ms = timer("cuda", 20)(lambda: dst.copy_(src))
+    ms = timer(impl, 20)(lambda: dst.copy_(src))
     return 2 * src.numel() / (ms / 1e3)
 
 
@@ -91,7 +77,7 @@ def measure(impl: Implementation, config: ModelConfig, dtype, device: str, rows_
             with_compile: bool) -> dict:
     engine_mod, fusion = impl.module("engine"), impl.module("fusion")
     modes = engine_mod.CUDAGraphMode
-    time_ms = timer(device, iters)
+    time_ms = timer(impl, iters)
     count = fusion.count_kernels if device == "cuda" else (lambda fn, *a: None)
     out = {}
     for fused in (False, True):
@@ -138,7 +124,7 @@ def measure(impl: Implementation, config: ModelConfig, dtype, device: str, rows_
 def sweep(impl: Implementation, config: ModelConfig, dtype, device: str, layers: list[int], iters: int) -> dict:
     """Eager and full-graph step time at batch 1 over a layer count sweep, with kernel counts."""
     engine_mod, fusion = impl.module("engine"), impl.module("fusion")
-    time_ms = timer(device, iters)
+    time_ms = timer(impl, iters)
     points = []
     for n in layers:
         model = ToyModel(ModelConfig(**{**config.__dict__, "n_layers": n}), device=device, dtype=dtype)
@@ -182,7 +168,7 @@ def main() -> None:
     args = parser.parse_args()
     impl = Implementation(args.impl)
     iters = 5 if args.quick else 50
-    bandwidth = copy_bandwidth_bps(args.device)
+    bandwidth = copy_bandwidth_bps(impl, args.device)
     report = {"device": torch.cuda.get_device_name() if args.device == "cuda" else "cpu",
               "torch": torch.__version__, "impl": args.impl, "copy_bytes_per_s": bandwidth, "configs": {}}
     for name in args.configs.split(","):

@@ -34,7 +34,7 @@ from typing import Callable
 
 import torch
 
-from coursekit.fusion import add_rms_norm_reference
+from coursekit.fusion import add_rms_norm_reference, rms_norm
 
 
 @dataclass(frozen=True)
@@ -140,11 +140,6 @@ class ToyModel:
 
     # ------------------------------------------------------------------------- the pieces
 
-    def _rms_norm(self, x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
-        x32 = x.float()
-        x32 = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + self.config.rms_eps)
-        return x32.to(self.dtype) * weight
-
     def _rope(self, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
         cos, sin = self.rope_cos[positions][:, None, :], self.rope_sin[positions][:, None, :]
         x1, x2 = x.float().chunk(2, dim=-1)
@@ -152,7 +147,7 @@ class ToyModel:
 
     def _pre_attention(self, layer: int, hidden: torch.Tensor, positions: torch.Tensor):
         c, w = self.config, self.layers[layer]
-        qkv = self._rms_norm(hidden, w["input_norm"]) @ w["qkv"] + w["qkv_bias"]
+        qkv = rms_norm(hidden, w["input_norm"], c.rms_eps) @ w["qkv"] + w["qkv_bias"]
         q_size, kv_size = c.n_heads * c.head_dim, c.n_kv_heads * c.head_dim
         q, k, v = qkv.split([q_size, kv_size, kv_size], dim=-1)
         q = self._rope(q.reshape(-1, c.n_heads, c.head_dim), positions)
@@ -174,7 +169,7 @@ class ToyModel:
         else:
             hidden = self._post_attention(index - 1, hidden, attn)
         if index == self.config.n_layers:
-            return self._rms_norm(hidden, self.final_norm) @ self.lm_head
+            return rms_norm(hidden, self.final_norm, self.config.rms_eps) @ self.lm_head
         return (hidden, *self._pre_attention(index, hidden, positions))
 
     def attention(self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
@@ -202,5 +197,3 @@ class ToyModel:
             if layer + 1 < self.config.n_layers:
                 hidden, q, k, v = out
         return out
-
-    __call__ = forward

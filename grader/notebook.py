@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from coursekit.impl import EXERCISES, REPO_ROOT
+from grader.submission import MODULE_NAMES, writefile_module  # noqa: F401  (MODULE_NAMES: for callers)
 
 ASSIGNMENT = "launch_tax"
 COURSE_DIR = REPO_ROOT / "course"
@@ -39,7 +40,6 @@ PACKAGE = "student"  # the folder the answer cells write, a package (modules imp
 BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
 BEGIN_HIDDEN, END_HIDDEN = "### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS"
 CODE_STUB = "# YOUR CODE HERE"  # ClearSolutions.code_stub in course/nbgrader_config.py
-MODULE_NAMES = tuple(name for _, name in EXERCISES)
 
 
 class DriftError(ValueError):
@@ -479,8 +479,6 @@ it, and run the cell after each change. The test cells below it grade that file.
 
 def answer_cells(notebook: dict) -> dict[str, dict]:
     """``{module: cell}``: the cell that writes each module (the last, if several do)."""
-    from grader.submission import writefile_module
-
     found = {}
     for cell in notebook.get("cells", []):
         if cell.get("cell_type") == "code":
