@@ -7,9 +7,12 @@ launch, the graph slope ν is what each kernel node still costs on the GPU after
 prints a report, and writes the figures (``launch-tax.json``) and a chart (``launch-tax.svg``).
 
     python -m coursekit.lab launch-tax                     # measure with exercises/ (needs CUDA)
-    python -m coursekit.lab launch-tax --impl solutions    # measure with the reference
+    python -m coursekit.lab launch-tax --impl FOLDER       # measure with another folder of modules
     python -m coursekit.lab launch-tax --reference         # the bundled H200 figures, any machine
     python -m coursekit.lab launch-tax --from FILE         # re-plot a saved launch-tax.json
+
+``--reference`` re-plots the H200 run bundled in ``coursekit/data/`` (``--from`` on that file);
+neither measures anything, and the report says where its figures come from.
 
 Exit status: 0 done; 1 an exercise it needs is unfinished or does not import; 2 bad arguments or
 no CUDA device. Everything except ``measure`` is pure Python over a plain dict (the JSON's shape),
@@ -25,7 +28,7 @@ import sys
 from pathlib import Path
 
 from coursekit import lesson
-from coursekit.impl import EXERCISES, Implementation
+from coursekit.impl import EXERCISES, NAMED, REPO_ROOT, Implementation
 from coursekit.svgplot import line_chart
 
 PART_A_OPS, PART_A_NUMEL = 200, 1024  # the lesson's Part A: 200 tiny kernels on 1024 floats
@@ -56,7 +59,7 @@ def call_student(impl: Implementation, module: str, function: str, *args, **kwar
         raise ExerciseNotFinished(number, message) from None
 
 
-# --- the record: one plain dict in the shape of ../shared/reference/h200-anchor-*.json ---------
+# --- the record: one plain dict in the shape of coursekit/data/h200-anchor-*.json ------------
 
 
 def make_record(gpu: str, torch_version: str, eager_us: float, graph_us: float,
@@ -82,10 +85,9 @@ def make_record(gpu: str, torch_version: str, eager_us: float, graph_us: float,
 
 
 def reference_record() -> dict:
-    """The bundled H200 figures (coursekit/lesson.py). GPU, torch version and the replay check are
-    those of the anchor run in ../shared/reference/, which lesson.py's numbers come from."""
-    eager_us, graph_us = lesson.H200_PART_A
-    return make_record("NVIDIA H200", "2.11.0+cu130", eager_us, graph_us, True, lesson.H200_SWEEP)
+    """The bundled H200 run (``coursekit/data/h200-anchor-2026-11-30.json``, where
+    ``coursekit.lesson``'s H200 figures come from), as a record."""
+    return load_record(lesson.H200_ANCHOR)
 
 
 def load_record(path) -> dict:
@@ -127,15 +129,16 @@ def _times(a: float, b: float) -> str:
     return f"{a / b:.1f}x" if b > 0 else "n/a"
 
 
-def report(record: dict) -> str:
-    """The lab's text report for a fitted record (see ``fit_record``)."""
+def report(record: dict, label: str = "this run") -> str:
+    """The lab's text report for a fitted record (see ``fit_record``); ``label`` heads the
+    record's column (at most 10 characters): "this run" only for figures measured now."""
     a, ref_eager, ref_graph = record["partA"], *lesson.H200_PART_A
     tau, nu = record["tau_eager_us"], record["tau_graph_us"]
     lines = [
         f"GPU: {record['gpu']}, torch {record['torch']}",
         "",
         f"Part A: {PART_A_OPS} tiny kernels on {PART_A_NUMEL} floats, µs per iteration",
-        f"{'':13}{'this run':>10}{'H200 reference':>17}",
+        f"{'':13}{label:>10}{'H200 reference':>17}",
         f"  {'eager':11}{a['eager_us']:7.0f} µs{ref_eager:14.0f} µs",
         f"  {'graph':11}{a['graph_us']:7.0f} µs{ref_graph:14.0f} µs",
         f"  {'speedup':11}{_times(a['eager_us'], a['graph_us']):>10}"
@@ -159,7 +162,7 @@ def report(record: dict) -> str:
     step_kernels = 28 * 15 + 10
     lines += [
         "",
-        f"{'Fitted per-kernel costs (exercise 1: fit_launch_model)':56}{'this run':>10}"
+        f"{'Fitted per-kernel costs (exercise 1: fit_launch_model)':56}{label:>10}"
         f"{'H200 reference':>17}",
         f"  {'τ, eager: CPU cost of one launch':54}{tau:7.2f} µs"
         f"{lesson.H200_TAU_EAGER_US:14.2f} µs",
@@ -229,13 +232,25 @@ def _count(text: str) -> int:
     return value
 
 
+def _named() -> list[str]:
+    """The named implementations this repository has (a student repository has no solutions/)."""
+    return [name for name in NAMED if (REPO_ROOT / name / "__init__.py").is_file()]
+
+
+def _shown(path: Path) -> str:
+    """``path`` relative to the repository when it is inside it."""
+    path = Path(path).resolve()
+    return path.relative_to(REPO_ROOT).as_posix() if path.is_relative_to(REPO_ROOT) else str(path)
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m coursekit.lab", description=__doc__.split(
         "\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     labs = parser.add_subparsers(dest="lab", required=True, metavar="LAB")
     tax = labs.add_parser("launch-tax", help="Part A: eager vs CUDA graph over chain lengths N")
     tax.add_argument("--impl", default="exercises",
-                     help="exercises (default), solutions, or a folder of module files")
+                     help=f"{' or '.join(_named())} (default: exercises), or a folder of module "
+                     "files")
     tax.add_argument("--sizes", type=_count, nargs="+", default=list(DEFAULT_SIZES),
                      metavar="N", help="chain lengths to sweep (default: %(default)s)")
     tax.add_argument("--iters", type=_count, default=100,
@@ -247,7 +262,8 @@ def _parser() -> argparse.ArgumentParser:
                         help="read a saved launch-tax.json (or the H200 anchor) instead of "
                         "measuring; no GPU needed")
     source.add_argument("--reference", action="store_true",
-                        help="use the bundled H200 figures instead of measuring; no GPU needed")
+                        help="use the bundled H200 figures (coursekit/data/) instead of "
+                        "measuring; no GPU needed")
     return parser
 
 
@@ -266,14 +282,19 @@ def main(argv=None) -> int:
               f"got {args.sizes}", file=sys.stderr)
         return 2
 
+    label = "from file"
     if args.reference:
-        record, source = reference_record(), "the bundled H200 figures (coursekit/lesson.py)"
+        record = reference_record()
+        source = (f"the bundled H200 measurement ({record['gpu']}, torch {record['torch']}, one "
+                  f"run on {lesson.H200_DATE}) from {_shown(lesson.H200_ANCHOR)}, not measured here")
     elif args.from_file:
         try:
-            record, source = load_record(args.from_file), args.from_file
+            record = load_record(args.from_file)
         except ValueError as exc:
             print(f"lab: {exc}", file=sys.stderr)
             return 2
+        source = (f"re-plotting {args.from_file} ({record['gpu']}, torch {record['torch']}), not "
+                  "measured here")
     else:
         import torch
 
@@ -283,6 +304,7 @@ def main(argv=None) -> int:
                   "(a saved launch-tax.json).", file=sys.stderr)
             return 2
         record, source = None, "measured on this GPU by exercise 2"  # measured below
+        label = "this run"
 
     try:
         if record is None:
@@ -290,15 +312,16 @@ def main(argv=None) -> int:
         record = fit_record(record, lambda ns, ms: call_student(
             impl, "launch_model", "fit_launch_model", ns, ms))
     except ExerciseNotFinished as exc:
-        print(f"lab: exercise {exc.number} is not finished: {exc}; finish it, or run with "
-              f"--impl solutions", file=sys.stderr)
+        other = [name for name in _named() if name != args.impl]
+        print(f"lab: exercise {exc.number} is not finished: {exc}; finish it"
+              + "".join(f", or run with --impl {name}" for name in other), file=sys.stderr)
         return 1
     except ImportError as exc:
         print(f"lab: {exc}", file=sys.stderr)
         return 1
 
     print(f"launch-tax lab: {source}; fitted by exercise 1; --impl {args.impl}\n")
-    print(report(record))
+    print(report(record, label))
     json_path, svg_path = write_outputs(record, args.out)
     print(f"\nwrote {json_path}\nwrote {svg_path}")
     return 0

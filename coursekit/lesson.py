@@ -1,4 +1,22 @@
-"""Facts taken from the lesson (../shared/seed/), kept once for exercises, solutions and tests."""
+"""Facts from the lesson, kept once for exercises, solutions and tests, and the bundled H200
+reference measurement (``coursekit/data/h200-anchor-2026-11-30.json``, see its README).
+
+The H200 figures are read from that file the first time one of them is used, not at import:
+a grading worker imports this module (for the seed rows) with only ``coursekit/*.py`` present.
+
+* ``H200_SWEEP``: chain length N -> (eager ms, graph ms) per iteration of N tiny ``x + 1``
+  kernels.
+* ``H200_PART_A``: the lesson's Part A (200 tiny kernels on 1024 floats), (eager µs, graph µs)
+  per iteration (about 10x).
+* ``H200_TAU_EAGER_US``, ``H200_TAU_GRAPH_US``: the slopes fitted through ``H200_SWEEP`` (µs per
+  kernel): the eager launch cost and the graph node cost.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+from pathlib import Path
 
 #: The lesson's two decode steps: (label, GiB of weights read per step).
 SEED_WEIGHTS = (
@@ -13,21 +31,26 @@ AWQ  权重 (~5.5 GiB): 430 个 kernel | 计算   5.9 ms | 启动 2.15 ms
 BF16 权重 (~14.2 GiB): 430 个 kernel | 计算  15.2 ms | 启动 2.15 ms
    eager  17.4 ms ->  57.5 tok/s | graph  15.3 ms ->  65.6 tok/s | 加速比 1.14x"""
 
-#: Reference sweep measured on an H200 (../shared/reference/): kernels in the chain ->
-#: (eager ms, graph ms) per iteration of a chain of tiny ``x + 1`` kernels.
-H200_SWEEP = {
-    25: (0.22183807373046874, 0.028559999465942384),
-    50: (0.5574278259277343, 0.05604032039642334),
-    100: (0.7770086669921875, 0.11148480415344238),
-    200: (1.5854194641113282, 0.2205356788635254),
-    400: (3.1170880126953127, 0.4411238479614258),
-    800: (6.477432861328125, 0.8796044921875),
-}
+#: The bundled H200 run, in the shape the lab reads and writes (``launch-tax.json``).
+H200_ANCHOR = Path(__file__).resolve().parent / "data" / "h200-anchor-2026-11-30.json"
+#: The day of that run (in its file name).
+H200_DATE = H200_ANCHOR.stem.removeprefix("h200-anchor-")
 
-#: The lesson's Part A measured on the same H200: 200 tiny kernels on 1024 floats, µs per
-#: iteration, eager and as one graph replay (about 10x).
-H200_PART_A = (1851.64794921875, 185.4217529296875)
 
-#: Slopes fitted through ``H200_SWEEP`` (µs per kernel): eager launch cost and graph node cost.
-H200_TAU_EAGER_US = 7.991419324624089
-H200_TAU_GRAPH_US = 1.0981677102127563
+@cache
+def h200_anchor() -> dict:
+    """The bundled H200 measurement, as read from ``H200_ANCHOR``."""
+    return json.loads(H200_ANCHOR.read_text(encoding="utf-8"))
+
+
+def __getattr__(name: str):
+    anchor = h200_anchor() if name.startswith("H200_") else None
+    if name == "H200_SWEEP":
+        return {int(n): (pair[0], pair[1]) for n, pair in anchor["sweep_ms"].items()}
+    if name == "H200_PART_A":
+        return (anchor["partA"]["eager_us"], anchor["partA"]["graph_us"])
+    if name == "H200_TAU_EAGER_US":
+        return anchor["tau_eager_us"]
+    if name == "H200_TAU_GRAPH_US":
+        return anchor["tau_graph_us"]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

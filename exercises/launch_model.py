@@ -7,7 +7,7 @@ each one, and the GPU waits for the CPU between tiny kernels:
     T_graph = T_compute + tau + N * gpu_node_us      (one submission replays all N kernels)
 
 With ``gpu_node_us = 0`` this is the lesson's model. On a real GPU each kernel node in a graph still
-costs a little GPU time (about 1.1 us on an H200, see ../shared/reference/), which is why fusion
+costs a little GPU time (about 1.1 us on an H200, see coursekit/data/), which is why fusion
 matters even after capture.
 
 Run ``python -m exercises.launch_model`` to print the lesson's table once you are done, and

@@ -16,7 +16,7 @@ from coursekit.lab import main
 from coursekit.svgplot import line_chart
 
 SVG = "{http://www.w3.org/2000/svg}"
-ANCHOR = REPO_ROOT.parent / "shared/reference/h200-anchor-2026-11-30.json"
+ANCHOR = REPO_ROOT / "coursekit/data/h200-anchor-2026-11-30.json"  # bundled, shipped
 
 
 def lab(capsys, *args):
@@ -89,8 +89,8 @@ def test_from_reads_a_saved_run_back_to_the_same_report(tmp_path, capsys):
     assert (tmp_path / "b/launch-tax.json").read_text() == saved.read_text()
 
 
-@pytest.mark.skipif(not ANCHOR.is_file(), reason=f"the shared H200 anchor is not at {ANCHOR}")
-def test_from_reads_the_shared_h200_anchor(tmp_path, capsys):
+def test_from_reads_the_bundled_h200_anchor(tmp_path, capsys):
+    assert lesson.H200_ANCHOR == ANCHOR and ANCHOR.is_file()
     code, reference, err = lab(capsys, "--reference", "--impl", "solutions",
                                "--out", tmp_path / "a")
     assert code == 0, err
@@ -98,6 +98,32 @@ def test_from_reads_the_shared_h200_anchor(tmp_path, capsys):
                             "--out", tmp_path / "b")
     assert code == 0, err
     assert report_part(anchor) == report_part(reference)
+
+
+def test_reference_says_it_shows_the_bundled_measurement(tmp_path, capsys):
+    code, out, err = lab(capsys, "--reference", "--impl", "solutions", "--out", tmp_path)
+    assert code == 0, err
+    assert "this run" not in out, out
+    first = out.splitlines()[0]
+    for named in ("bundled", "NVIDIA H200", "2.11.0+cu130", "2026-11-30",
+                  "coursekit/data/h200-anchor-2026-11-30.json", "not measured here"):
+        assert named in first, first
+
+
+def test_from_says_it_replots_the_file(tmp_path, capsys):
+    code, out, err = lab(capsys, "--from", ANCHOR, "--impl", "solutions", "--out", tmp_path)
+    assert code == 0, err
+    assert "this run" not in out, out
+    assert f"re-plotting {ANCHOR}" in out.splitlines()[0], out
+
+
+def test_the_lesson_reads_the_bundled_anchor():
+    anchor = json.loads(ANCHOR.read_text(encoding="utf-8"))
+    assert lesson.H200_PART_A == (anchor["partA"]["eager_us"], anchor["partA"]["graph_us"])
+    assert lesson.H200_SWEEP == {int(n): tuple(t) for n, t in anchor["sweep_ms"].items()}
+    assert (lesson.H200_TAU_EAGER_US, lesson.H200_TAU_GRAPH_US) == (anchor["tau_eager_us"],
+                                                                    anchor["tau_graph_us"])
+    assert lesson.H200_DATE == "2026-11-30" and anchor["gpu"] == "NVIDIA H200"
 
 
 @pytest.mark.skipif(torch.cuda.is_available(),
