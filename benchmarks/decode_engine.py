@@ -1,7 +1,9 @@
 """The decode engine (exercise 8) against the lesson's launch model, on a GPU. A benchmark, not a test.
 
     python benchmarks/decode_engine.py                        # toy model, and Qwen2.5-7B shapes if they fit
+    python benchmarks/decode_engine.py --configs toy          # one configuration: toy, qwen7b (or all)
     python benchmarks/decode_engine.py --impl exercises       # with your own exercises
+    python benchmarks/decode_engine.py --no-compile           # without the torch.compile peer (minutes less)
     python benchmarks/decode_engine.py --device cpu --quick   # smoke run of the code path (stand-in graphs)
 
 Per configuration (the toy model in fp32; Qwen2.5-7B's shapes in bf16 with 28 layers, random
@@ -16,11 +18,19 @@ model then predicts the full model's eager and graph step times and speedup, sho
 measured ones. The memory floor is the bytes a step must read (weights, KV cache) over a
 measured device-to-device copy bandwidth. Prints a table and the issue's targets (met or not),
 writes ``lab-output/decode-engine.json`` and ``lab-output/decode-engine.svg``.
+
+The Qwen2.5-7B-shaped configuration runs only where the GPU has the free memory for it
+(``torch.cuda.mem_get_info()``: one bf16 model, 15.2 GB, its KV cache and 2 GiB of headroom;
+about 17.9 GB, so a 24 GB RTX 4090 fits); otherwise it is skipped with a one-line reason. Where
+``torch.compile`` cannot build GPU kernels (no C compiler, no ``Python.h``, no ``libcuda.so.1``, no
+``triton``: ``coursekit.platform.triton_problem``), the rows that need it (full + fused, compile)
+are skipped with a one-line reason, and so is any of them that fails.
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import sys
 import time
@@ -32,10 +42,13 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from coursekit.impl import Implementation  # noqa: E402
+from coursekit.platform import triton_problem  # noqa: E402
 from coursekit.svgplot import line_chart  # noqa: E402
 from coursekit.toymodel import ModelConfig, ToyModel  # noqa: E402
 
 POSITION = 100  # each sequence decodes its token 101, or its last (attention reads the whole row anyway)
+HEADROOM_BYTES = 2 << 30  # beyond the model and its cache: graph pools, activations, cuBLAS, compile
+CONFIGS = ("toy", "qwen7b")
 
 
 def timer(impl: Implementation, iters: int):
@@ -58,7 +71,36 @@ def copy_bandwidth_bps(impl: Implementation, device: str) -> float | None:
     src = torch.empty(1 << 30, dtype=torch.uint8, device="cuda")
     dst = torch.empty_like(src)
     ms = timer(impl, 20)(lambda: dst.copy_(src))
-    return 2 * src.numel() / (ms / 1e3)
+    del src, dst
+    torch.cuda.empty_cache()  # give the 2 GiB back before the models are built
+    return 2 * (1 << 30) / (ms / 1e3)
+
+
+def model_bytes(config: ModelConfig, dtype) -> int:
+    """A model's weights and KV cache, as ``ToyModel`` allocates them."""
+    c = config
+    q, kv = c.n_heads * c.head_dim, c.n_kv_heads * c.head_dim
+    per_layer = 2 * c.hidden_size + (c.hidden_size + 1) * (q + 2 * kv) + q * c.hidden_size \
+        + 3 * c.hidden_size * c.intermediate_size
+    embeddings = c.vocab_size * c.hidden_size * (1 if c.tie_embeddings else 2)
+    weights = c.n_layers * per_layer + c.hidden_size + embeddings
+    cache = 2 * c.n_layers * (c.max_seqs + 1) * c.max_seq_len * kv
+    return (weights + cache) * dtype.itemsize
+
+
+def memory_problem(name: str, config: ModelConfig, dtype, device: str) -> str | None:
+    """Why ``name`` cannot run here (one line), or None when the GPU's free memory holds it."""
+    need = model_bytes(config, dtype) + HEADROOM_BYTES
+    if device != "cuda":
+        return f"{name}: skipped (needs a CUDA device with {need / 1e9:.1f} GB free)"
+    torch.cuda.empty_cache()
+    free, total = torch.cuda.mem_get_info()
+    if free < need:
+        return (f"{name}: skipped (needs {need / 1e9:.1f} GB of free GPU memory: the model "
+                f"{model_bytes(config, dtype) / 1e9:.1f} GB with its KV cache, and "
+                f"{HEADROOM_BYTES / 2**30:.0f} GiB headroom; {free / 1e9:.1f} GB free of "
+                f"{total / 1e9:.1f} GB on {torch.cuda.get_device_name()})")
+    return None
 
 
 def bytes_per_step(config: ModelConfig, dtype, rows: int) -> int:
@@ -74,51 +116,80 @@ def bytes_per_step(config: ModelConfig, dtype, rows: int) -> int:
 
 
 def measure(impl: Implementation, config: ModelConfig, dtype, device: str, rows_list, iters: int,
-            with_compile: bool) -> dict:
+            with_compile: bool, with_fused: bool = True) -> dict:
+    """Per batch size: eager, piecewise and full steps (and a bare replay), kernels per step; the
+    full step with exercise 7's fused add + RMSNorm (``with_fused``) and the compile peer
+    (``with_compile``), each skipped with a one-line reason if it fails."""
     engine_mod, fusion = impl.module("engine"), impl.module("fusion")
     modes = engine_mod.CUDAGraphMode
     time_ms = timer(impl, iters)
     count = fusion.count_kernels if device == "cuda" else (lambda fn, *a: None)
-    out = {}
-    for fused in (False, True):
-        model = ToyModel(config, device=device, dtype=dtype,
-                         add_rms_norm=fusion.fused_add_rms_norm if fused else None)
-        sizes = sorted(set(rows_list))
-        for rows in rows_list:
-            args = batch(model, rows)
-            row = out.setdefault(rows, {})
-            if not fused:
-                row["eager_ms"] = time_ms(lambda: model.forward(*args))
-                row["kernels"] = count(model.forward, *args)
-            for mode in ((modes.FULL,) if fused else (modes.PIECEWISE, modes.FULL)):
-                engine = engine_mod.DecodeEngine(model, mode=mode, capture_sizes=sizes)
-                engine.capture_model()
-                name = {modes.FULL: "full", modes.PIECEWISE: "piecewise"}[mode] + ("_fused" if fused else "")
-                row[f"{name}_ms"] = time_ms(lambda: engine.step(*args, uniform_decode=True))
-                row[f"{name}_capture_s"] = engine.capture_seconds
-                row[f"{name}_capture_bytes"] = engine.capture_memory_bytes
-                if mode is modes.FULL and not fused:
-                    graph = next(g for (m, d), g in engine.graphs.items()
-                                 if m is modes.FULL and d.num_tokens == rows)
-                    engine.step(*args, uniform_decode=True)  # the static buffers hold this batch
-                    row["bare_replay_ms"] = time_ms(graph.replay)
-                del engine
-            if with_compile and not fused:
+    sizes = sorted(set(rows_list))
+    out = {rows: {} for rows in rows_list}
+
+    def engine_row(model, row, args, rows, mode, name):
+        engine = engine_mod.DecodeEngine(model, mode=mode, capture_sizes=sizes)
+        engine.capture_model()
+        row[f"{name}_ms"] = time_ms(lambda: engine.step(*args, uniform_decode=True))
+        row[f"{name}_capture_s"] = engine.capture_seconds
+        row[f"{name}_capture_bytes"] = engine.capture_memory_bytes
+        if name == "full":
+            graph = next(g for (m, d), g in engine.graphs.items() if m is modes.FULL and d.num_tokens == rows)
+            engine.step(*args, uniform_decode=True)  # the static buffers hold this batch
+            row["bare_replay_ms"] = time_ms(graph.replay)
+
+    model = ToyModel(config, device=device, dtype=dtype)
+    for rows in rows_list:
+        args, row = batch(model, rows), out[rows]
+        row["eager_ms"] = time_ms(lambda: model.forward(*args))
+        row["kernels"] = count(model.forward, *args)
+        engine_row(model, row, args, rows, modes.PIECEWISE, "piecewise")
+        engine_row(model, row, args, rows, modes.FULL, "full")
+        free(device)
+        if with_compile:
+            def peer():
                 compiled = torch.compile(model.forward, mode="reduce-overhead")
                 t0 = time.perf_counter()
                 compiled(*args)
                 compiled(*args)
                 row["compile_s"] = time.perf_counter() - t0
                 row["compile_ms"] = time_ms(lambda: compiled(*args))
-                del compiled  # it holds the model: free both before the next one is built
-                torch._dynamo.reset()
-        if fused:
+
+            optional(f"compile peer (batch {rows})", peer)
+            torch._dynamo.reset()  # the compiled code holds the model: free both before the next one
+            free(device)
+    del model, args
+    free(device)
+    if with_fused:
+        def fused_rows():
+            model = ToyModel(config, device=device, dtype=dtype, add_rms_norm=fusion.fused_add_rms_norm)
+            for rows in rows_list:
+                engine_row(model, out[rows], batch(model, rows), rows, modes.FULL, "full_fused")
+                free(device)
             for rows in rows_list:
                 out[rows]["fused_kernels"] = count(model.forward, *batch(model, rows))
-        del model
-        if device == "cuda":
-            torch.cuda.empty_cache()
+
+        optional("full + fused add-RMSNorm", fused_rows)
+        free(device)
     return out
+
+
+def optional(what: str, run) -> None:
+    """Run a row that needs more than the engine (torch.compile); one line if it fails."""
+    try:
+        run()
+    except Exception as exc:  # noqa: BLE001 - the other rows still mean something
+        first = (str(exc).strip().splitlines() or [""])[0][:200]
+        print(f"{what}: skipped ({type(exc).__name__}: {first})")
+    finally:
+        gc.collect()
+
+
+def free(device: str) -> None:
+    gc.collect()
+    if device == "cuda":
+        torch.cuda.synchronize()
+        torch.cuda.empty_cache()
 
 
 def sweep(impl: Implementation, config: ModelConfig, dtype, device: str, layers: list[int], iters: int) -> dict:
@@ -136,8 +207,7 @@ def sweep(impl: Implementation, config: ModelConfig, dtype, device: str, layers:
         points.append({"layers": n, "kernels": kernels, "eager_ms": time_ms(lambda: model.forward(*args)),
                        "graph_ms": time_ms(lambda: engine.step(*args, uniform_decode=True))})
         del engine, model
-        if device == "cuda":
-            torch.cuda.empty_cache()
+        free(device)
     fit = impl.module("launch_model").fit_launch_model
     ks = [p["kernels"] for p in points]
     tau_us, eager_intercept_ms = fit(ks, [p["eager_ms"] for p in points])
@@ -162,31 +232,43 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--impl", default="solutions", help="exercises, solutions or a folder")
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    parser.add_argument("--configs", default="toy,qwen7b", help="comma-separated: toy, qwen7b")
+    parser.add_argument("--configs", default="all", help="comma-separated: toy, qwen7b; or all")
     parser.add_argument("--quick", action="store_true", help="few iterations, small sweeps")
+    parser.add_argument("--no-compile", action="store_true",
+                        help="leave out the torch.compile peer (the slowest part: minutes on the 7B shapes)")
     parser.add_argument("--out", default="lab-output")
     args = parser.parse_args()
+    names = CONFIGS if args.configs == "all" else tuple(args.configs.split(","))
+    for name in names:
+        if name not in CONFIGS:
+            parser.error(f"--configs: unknown configuration {name!r} (toy, qwen7b or all)")
     impl = Implementation(args.impl)
     iters = 5 if args.quick else 50
+    # torch.compile builds Triton kernels on CUDA: without what they need, skip its rows up front.
+    compile_problem = triton_problem(cuda=args.device == "cuda")
+    if compile_problem:
+        print(f"compiled rows (full + fused, compile) skipped: {compile_problem}")
     bandwidth = copy_bandwidth_bps(impl, args.device)
     report = {"device": torch.cuda.get_device_name() if args.device == "cuda" else "cpu",
-              "torch": torch.__version__, "impl": args.impl, "copy_bytes_per_s": bandwidth, "configs": {}}
-    for name in args.configs.split(","):
+              "torch": torch.__version__, "impl": args.impl, "copy_bytes_per_s": bandwidth,
+              "compile_problem": compile_problem, "configs": {}}
+    for name in names:
         if name == "toy":
             config, dtype, layers = ModelConfig(), torch.float32, [1, 2, 4, 8]
-        elif name == "qwen7b":
-            config, dtype, layers = ModelConfig.qwen2_5_7b(max_seq_len=1024), torch.bfloat16, [2, 4, 7, 14]
-            need = 20e9  # one bf16 model (15.2 GB), its KV cache and graph pools at a time
-            if args.device != "cuda" or torch.cuda.get_device_properties(0).total_memory < need:
-                print(f"{name}: skipped (needs a CUDA device with at least {need / 1e9:.0f} GB)")
-                continue
         else:
-            raise SystemExit(f"--configs: unknown configuration {name!r} (toy, qwen7b)")
+            config, dtype, layers = ModelConfig.qwen2_5_7b(max_seq_len=1024), torch.bfloat16, [2, 4, 7, 14]
+            problem = memory_problem(name, config, dtype, args.device)
+            if problem:
+                print(problem)
+                report["configs"][name] = {"skipped": problem}
+                continue
         if args.quick:
             layers = layers[:3]
         print(f"\n== {name}: {config.n_layers} layers, hidden {config.hidden_size}, {dtype} on {args.device}")
         results = measure(impl, config, dtype, args.device, [1, 8], iters,
-                          with_compile=args.device == "cuda" and not args.quick)
+                          with_compile=args.device == "cuda" and not args.quick and not args.no_compile
+                          and not compile_problem,
+                          with_fused=not compile_problem)
         fitted = sweep(impl, config, dtype, args.device, layers, iters)
         entry = {"batches": results, "sweep": fitted}
         for rows, r in results.items():
@@ -222,8 +304,9 @@ def print_table(name: str, results: dict, fitted: dict) -> None:
                   f"{p['speedup']:.2f}x, measured {r['eager_ms'] / r['full_ms']:.2f}x")
     one = results.get(1, {})
     if one.get("floor_ms"):
+        fused = (f"{one['full_fused_ms'] / one['floor_ms']:.2f}x" if "full_fused_ms" in one else "not measured")
         print(f"targets (batch 1): full vs eager {one['eager_ms'] / one['full_ms']:.2f}x (>= 4 on the 7B "
-              f"shapes); full+fused vs floor {one['full_fused_ms'] / one['floor_ms']:.2f}x (<= 1.6); "
+              f"shapes); full+fused vs floor {fused} (<= 1.6); "
               f"engine step vs bare replay {one['full_ms'] / one['bare_replay_ms']:.3f}x (<= 1.05)")
         p = one.get("predicted")
         if p:
@@ -234,6 +317,8 @@ def print_table(name: str, results: dict, fitted: dict) -> None:
 def plot(report: dict, path: Path) -> None:
     series, colours = [], iter(["#c0392b", "#2471a3", "#e67e22", "#1e8449"])
     for name, entry in report["configs"].items():
+        if "sweep" not in entry:
+            continue
         points = entry["sweep"]["points"]
         for key, label in (("eager_ms", "eager"), ("graph_ms", "full graph")):
             series.append({"name": f"{name} {label}", "colour": next(colours, "#555555"), "style": "line",

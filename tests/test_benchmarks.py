@@ -1,10 +1,14 @@
 """The benchmarks' code paths, on the CPU (their figures mean nothing here; they are not tested)."""
 
+import importlib.util
 import json
 import subprocess
 import sys
 
+import torch
+
 from coursekit.impl import REPO_ROOT
+from coursekit.toymodel import ModelConfig, ToyModel
 
 
 def test_decode_engine_benchmark_runs_end_to_end_on_the_cpu(tmp_path):
@@ -18,3 +22,46 @@ def test_decode_engine_benchmark_runs_end_to_end_on_the_cpu(tmp_path):
         assert {"eager_ms", "piecewise_ms", "full_ms", "full_fused_ms", "bare_replay_ms"} <= set(toy["batches"][rows])
     assert {"tau_us", "gpu_node_us"} <= set(toy["sweep"])
     assert "<svg" in (tmp_path / "decode-engine.svg").read_text()
+
+
+def load_benchmark():
+    spec = importlib.util.spec_from_file_location("decode_engine_benchmark",
+                                                  REPO_ROOT / "benchmarks" / "decode_engine.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_big_configuration_is_skipped_in_one_line_without_the_memory(tmp_path):
+    done = subprocess.run([sys.executable, "benchmarks/decode_engine.py", "--device", "cpu", "--quick",
+                           "--configs", "qwen7b", "--out", str(tmp_path)], cwd=REPO_ROOT,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    skipped = [line for line in done.stdout.splitlines() if line.startswith("qwen7b: skipped")]
+    assert len(skipped) == 1 and "GB" in skipped[0], done.stdout
+    report = json.loads((tmp_path / "decode-engine.json").read_text())
+    assert report["configs"]["qwen7b"] == {"skipped": skipped[0]}
+
+
+def test_memory_needed_is_what_the_model_allocates():
+    bench = load_benchmark()
+    for config in (ModelConfig(), ModelConfig(tie_embeddings=False, n_layers=3, max_seqs=3)):
+        for dtype in (torch.float32, torch.bfloat16):
+            model = ToyModel(config, dtype=dtype)
+            tensors = [model.embedding, model.final_norm, model.k_cache, model.v_cache,
+                       *(w for layer in model.layers for w in layer.values())]
+            tensors += [] if config.tie_embeddings else [model.lm_head]
+            assert bench.model_bytes(config, dtype) == sum(t.numel() * t.element_size() for t in tensors)
+    # Qwen2.5-7B's shapes in bf16 with a 1024-token cache: 15.8 GB, so a 24 GB card has room.
+    assert 15.7e9 < bench.model_bytes(ModelConfig.qwen2_5_7b(max_seq_len=1024), torch.bfloat16) < 15.8e9
+
+
+def test_a_row_that_fails_is_skipped_in_one_line(capsys):
+    bench = load_benchmark()
+
+    def compile_fails():
+        raise RuntimeError("Failed to find C compiler. Please specify via CC environment variable.\nmore")
+
+    bench.optional("compile peer (batch 1)", compile_fails)
+    assert capsys.readouterr().out == ("compile peer (batch 1): skipped (RuntimeError: Failed to find C "
+                                       "compiler. Please specify via CC environment variable.)\n")
