@@ -50,16 +50,23 @@ class DecodeEngine:
         not captured: it runs eagerly between the segments' replays.
     It records ``graphs`` (``{(mode, desc): graph, or the list of segment graphs}``),
     ``capture_seconds`` (wall time) and ``capture_memory_bytes`` (GPU memory the capture
-    reserved: ``torch.cuda.memory_reserved()`` after minus before; 0 on a CPU).
+    reserved: ``torch.cuda.memory_reserved()`` after minus before, taking "before" after
+    ``torch.cuda.synchronize()`` and ``torch.cuda.empty_cache()``: ``torch.cuda.graph`` empties the
+    cache as a capture starts, so without that, memory cached before, say another engine's freed
+    pool, is counted in "before", released during capture, and the figure can come out negative;
+    0 on a CPU).
 
     ``step(tokens, positions, slots, uniform_decode=None) -> logits``, one row per token:
       * ``tokens``, ``positions``, ``slots``: 1-D int64 tensors of one length ``n >= 1`` on the
         model's device (ValueError naming the argument otherwise). On a CPU also check the values
         (ValueError naming ``slots`` for a slot outside ``0..max_seqs - 1``: the padding slot is
-        reserved; naming ``positions`` outside ``0..max_seq_len - 1``); on CUDA do not read them
-        (that would make every step wait for the GPU).
-      * ``uniform_decode``: True when every row has its own slot (one token per sequence); when
-        None, work it out from ``slots``.
+        reserved; naming ``positions`` outside ``0..max_seq_len - 1``); on CUDA do not check them
+        (reading a CUDA tensor's values makes the CPU wait for the GPU).
+      * ``uniform_decode``: True when every row has its own slot (one token per sequence). When it
+        is None, the engine works it out from ``slots`` (uniform when every slot is distinct):
+        that reads the values, so on CUDA it costs a host sync, the one exception to the rule
+        above. Callers that know the flag pass it (``generate`` does; so does the benchmark);
+        when it is given, the engine never reads the values of ``slots`` on CUDA.
       * ``mode, desc = dispatcher.dispatch(n, uniform_decode)``. NONE (or nothing captured for
         it): ``model.forward`` on the inputs as they are.
       * Otherwise copy the inputs into the first ``n`` rows of the static buffers (``copy_``: the

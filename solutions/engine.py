@@ -45,6 +45,12 @@ class DecodeEngine:
 
     def capture_model(self) -> None:
         cuda = self.model.device.type == "cuda"
+        if cuda:
+            # torch.cuda.graph empties the cache as a capture starts; emptied here first, memory
+            # cached before (another engine's freed pool) is not counted in the baseline only to be
+            # released during capture, which could make the figure negative.
+            torch.cuda.synchronize()
+            torch.cuda.empty_cache()
         reserved = torch.cuda.memory_reserved() if cuda else 0
         start = time.perf_counter()
         pool = None

@@ -43,6 +43,9 @@ class DecodeEngine:
 
     def capture_model(self):
         on_gpu = self.model.device.type == "cuda"
+        if on_gpu:
+            torch.cuda.synchronize()
+            torch.cuda.empty_cache()  # as torch.cuda.graph does on entry: a baseline it cannot lower
         start_mem = torch.cuda.memory_reserved() if on_gpu else 0
         t0 = time.perf_counter()
         shared = None
