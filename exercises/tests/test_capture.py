@@ -3,14 +3,24 @@
 Run: python -m pytest exercises -m ex3. Everything but the no-GPU error needs a GPU (marked
 ``gpu``; skipped with a reason elsewhere). Inputs are fresh random numbers on every call, never
 zeros, so a graph that reads a stale buffer cannot pass by luck.
+
+The tests that make a capture fail on purpose (``.item()``, a CPU-to-GPU copy) each run in a
+fresh Python process of their own: on torch 2.11 a failed capture leaves allocator state behind
+(fixed in torch 2.12) that later graphs and ``torch.cuda.empty_cache()`` in the same process
+would trip over, whatever order the tests run in.
 """
 
+import json
+import os
 import re
+import subprocess
+import sys
 
 import pytest
 import torch
 
 from coursekit.checks import check_rejects, check_says_cuda_is_needed
+from coursekit.impl import NAMED, REPO_ROOT, Implementation
 
 pytestmark = pytest.mark.ex3
 gpu = pytest.mark.gpu
@@ -191,13 +201,62 @@ def check_capture_fails(capture, fn, x, words, what):
     )
 
 
-@gpu
-def test_item_cannot_be_captured(capture):
-    check_capture_fails(capture, lambda t: t * t.sum().item(), fresh(16, seed=14),
-                        ("item", "sync", "host", "wait"), "calls .item()")
+#: What cannot be captured: (fn, numel, seed, words the error must use, what fn does).
+CANNOT_CAPTURE = {
+    "item": (lambda t: t * t.sum().item(), 16, 14, ("item", "sync", "host", "wait"), "calls .item()"),
+    "cpu_copy": (lambda t: t + torch.tensor([1.0, 2.0, 3.0, 4.0], device="cuda"), 4, 15,
+                 ("cpu", "host", "copy"), "copies a CPU tensor to the GPU"),
+}
+RESULT = "launch-tax failed-capture result: "
+ALONE_TIMEOUT_S = 240
+
+
+def check_capture_fails_alone(impl, kind):
+    """``check_capture_fails`` for ``CANNOT_CAPTURE[kind]`` in a fresh interpreter (see the module
+    docstring), reported here as if it had run here."""
+    spec = impl.label if impl.label in NAMED else str(impl.folder)
+    code = "from exercises.tests.test_capture import failed_capture_in_this_process as f; f()"
+    try:
+        done = subprocess.run([sys.executable, "-c", code, spec, kind], cwd=REPO_ROOT,
+                              env={**os.environ, "PYTHONPATH": os.pathsep.join(
+                                  [str(REPO_ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])},
+                              capture_output=True, text=True, timeout=ALONE_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"capture of a function that {CANNOT_CAPTURE[kind][4]} did not finish in "
+                    f"{ALONE_TIMEOUT_S} s", pytrace=False)
+    results = [line[len(RESULT):] for line in done.stdout.splitlines() if line.startswith(RESULT)]
+    if not results:
+        pytest.fail(f"the process running this test ended without a result (exit status "
+                    f"{done.returncode}):\n{(done.stdout + done.stderr)[-3000:]}", pytrace=False)
+    result = json.loads(results[-1])
+    if result["outcome"] == "NotImplementedError":
+        raise NotImplementedError(result["message"])
+    if result["outcome"] != "passed":
+        prefix = "" if result["outcome"] in ("AssertionError", "Failed") else f"{result['outcome']}: "
+        pytest.fail(prefix + result["message"], pytrace=False)
+
+
+def failed_capture_in_this_process():
+    """The child's side: ``python -c ... IMPL KIND``; prints one result line, then ends the
+    process at once (nothing may run after a failed capture, not even interpreter teardown)."""
+    spec, kind = sys.argv[1:3]
+    result = {"outcome": "passed", "message": ""}
+    try:
+        fn, numel, seed, words, what = CANNOT_CAPTURE[kind]
+        capture = Implementation(spec).module("capture")
+        check_capture_fails(capture, fn, fresh(numel, seed=seed), words, what)
+    except BaseException as exc:  # noqa: BLE001 - every outcome goes back to the parent
+        result = {"outcome": type(exc).__name__, "message": str(exc)}
+    sys.stdout.write(RESULT + json.dumps(result) + "\n")
+    sys.stdout.flush()
+    os._exit(0)
 
 
 @gpu
-def test_copy_from_cpu_cannot_be_captured(capture):
-    check_capture_fails(capture, lambda t: t + torch.tensor([1.0, 2.0, 3.0, 4.0], device="cuda"),
-                        fresh(4, seed=15), ("cpu", "host", "copy"), "copies a CPU tensor to the GPU")
+def test_item_cannot_be_captured(impl, capture):
+    check_capture_fails_alone(impl, "item")
+
+
+@gpu
+def test_copy_from_cpu_cannot_be_captured(impl, capture):
+    check_capture_fails_alone(impl, "cpu_copy")
