@@ -13,10 +13,12 @@ import argparse
 import importlib
 import importlib.metadata
 import importlib.util
+import json
 import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 OK, MISSING, OFF = "ok", "missing", "off"
 
@@ -59,9 +61,13 @@ def report(env: dict[str, str] | None = None) -> list[Line]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m grader doctor", description=__doc__.split("\n\n")[0])
-    parser.parse_args(argv)
+    parser.add_argument("--json", metavar="PATH", help="also write the items to PATH as JSON")
+    args = parser.parse_args(argv)
     start = time.perf_counter()
     lines = report()
+    if args.json:
+        items = [{"item": name, "status": status, "reason": reason} for name, status, reason in lines]
+        Path(args.json).write_text(json.dumps(items, indent=1) + "\n")
     print("launch-tax doctor: what this machine can do (paste this into a help request)")
     width = max(len(name) for name, _, _ in lines)
     for name, status, reason in lines:

@@ -42,7 +42,9 @@ def here():
 def test_doctor_is_quick_plain_and_exits_0_here(here):
     done, seconds = here
     assert done.returncode == 0, done.stdout + done.stderr
-    assert seconds < 10, f"the doctor took {seconds:.1f} s (target: under 10 s)"
+    # The target is under 10 s on an idle 2-core machine (about 2-3 s measured); beside the rest
+    # of the suite (pytest -n auto) the cores are shared, hence the margin.
+    assert seconds < 30, f"the doctor took {seconds:.1f} s (target: under 10 s on an idle machine)"
     assert "\x1b[" not in done.stdout, "plain text: no terminal colours"
     found = items(done.stdout)
     for item in ("python", "torch", "numpy", "nbgrader", "gpu", "gpu tests", "gpu grading",
