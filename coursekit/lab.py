@@ -233,7 +233,7 @@ def _count(text: str) -> int:
 
 
 def _named() -> list[str]:
-    """The named implementations this repository has (a student repository has no solutions/)."""
+    """The named implementations this repository has (a student repository: only exercises)."""
     return [name for name in NAMED if (REPO_ROOT / name / "__init__.py").is_file()]
 
 

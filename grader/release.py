@@ -1,12 +1,20 @@
 """``python -m grader release OUTDIR``: the student repository.
 
-What goes out: the stubs and public tests (``exercises/``), the support package (``coursekit/``),
-the public grader (``grader/`` without ``hidden.py``, its rubric without the hidden checks, and
-``expected.json``: the reference's answers to the public probes, recorded here because the
-release has no reference to ask), ``conftest.py``, ``pyproject.toml``, ``.gitignore`` and the
-README without its staff-only sections. What never goes out: ``solutions/``, ``tests/`` (the
-repository's own suite, with its mutants), ``.ci/``, hidden checks, ``course/`` and the notebook
-builder (the source notebook holds the solutions).
+What goes out: the stubs and public tests (``exercises/``), the support package (``coursekit/``,
+with the bundled H200 measurement in ``coursekit/data/``), the public grader (``grader/`` without
+``hidden.py``, its rubric without the hidden checks, and ``expected.json``: the reference's
+answers to the public probes, recorded here because the release has no reference to ask), the
+decode engine benchmark (``benchmarks/decode_engine.py``: it runs on a student's own exercises),
+``conftest.py``, ``pyproject.toml``, ``.gitignore``, ``AGENTS.md`` (the policy for AI coding
+assistants), ``answers.md`` (the self-test questions, written from ``grader/notebook.py``'s
+``SELF_TEST`` without the model answers) and the README without its staff-only sections. What
+never goes out: ``solutions/``, ``tests/`` (the repository's own suite, with its mutants),
+``.ci/``, hidden checks, ``course/``, the other benchmarks and the notebook builder (the source
+notebook holds the solutions).
+
+The points are counted from ``grader/rubric.toml`` (``rubric_points``) and written into the
+released README (its ``<!-- points -->`` paragraph) and the released rubric's header, so the
+README, the rubric and ``python -m grader grade`` agree.
 """
 
 from __future__ import annotations
@@ -14,22 +22,27 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import textwrap
+import tomllib
+from dataclasses import dataclass
 from pathlib import Path
 
 from coursekit.impl import REPO_ROOT
 
-COPIED = ("exercises", "coursekit", "grader", "conftest.py", "pyproject.toml", ".gitignore",
-          "README.md")
+COPIED = ("exercises", "coursekit", "grader", "benchmarks/decode_engine.py", "conftest.py",
+          "pyproject.toml", ".gitignore", "AGENTS.md")
 NEVER = {"hidden.py", "release.py", "notebook.py", "nbgrader_bridge.py", "__pycache__",
          "expected.json"}
 STAFF = re.compile(r"<!-- staff-only -->.*?<!-- /staff-only -->\n?", re.DOTALL)
+#: The README's paragraph on points, rewritten from the rubric by ``points_paragraph``.
+POINTS = re.compile(r"<!-- points -->\n(.*?)<!-- /points -->\n", re.DOTALL)
 #: README lines that name what a release does not have, and what they say there instead (None:
 #: the line goes).
 STUDENT_LINES = {
     'python -m pip install torch==2.13.0 -e ".[dev,nbgrader]"   # any torch >= 2.4; this one is CPU-only':
         'python -m pip install torch==2.13.0 -e ".[dev]"   # any torch >= 2.4; this one is CPU-only',
     "python -m pytest tests -n auto  # the repository's own suite (reference, stubs, mutants, grader)":
-        "python -m pytest exercises     # the public tests (GPU tests skip without CUDA)",
+        "python -m pytest exercises      # the public tests (GPU tests skip without CUDA)",
     "python -m coursekit.lab launch-tax --impl solutions   # with the reference": None,
     "python -m pytest exercises --impl solutions     # the reference": None,
     "python -m pytest exercises -m gpu --impl solutions # the reference": None,
@@ -37,16 +50,135 @@ STUDENT_LINES = {
 }
 
 
+@dataclass(frozen=True)
+class Points:
+    """The rubric's points: ``public`` (``public_gpu`` of them in checks named ``gpu_*``, which
+    need CUDA) and ``hidden`` make the total; ``manual`` are the ``questions`` self-test
+    questions' points, graded by hand and not part of the total."""
+
+    public: float
+    public_gpu: float
+    hidden: float
+    manual: float
+    questions: dict[str, float]
+
+    @property
+    def total(self) -> float:
+        return self.public + self.hidden
+
+
+def rubric_points(text: str) -> Points:
+    """Count the points of a rubric (``grader/rubric.toml``'s text, or a released one's)."""
+    data = tomllib.loads(text)
+    public = public_gpu = hidden = 0.0
+    for exercise, table in data.items():
+        if exercise == "self_test":
+            continue
+        for name, value in table.get("public", {}).items():
+            public += value
+            public_gpu += value if name.startswith("gpu_") else 0
+        hidden += sum(table.get("hidden", {}).values())
+    questions = {name: float(value) for name, value in data.get("self_test", {}).items()}
+    return Points(public, public_gpu, hidden, sum(questions.values()), questions)
+
+
+def _each(questions: dict[str, float]) -> str:
+    values = set(questions.values())
+    return f", {values.pop():g} points each" if len(values) == 1 else ""
+
+
+def points_paragraph(points: Points) -> str:
+    """The README's paragraph on points (the same in the repository and in a release)."""
+    return textwrap.fill(
+        f"**Points.** The rubric, [`grader/rubric.toml`](grader/rubric.toml), holds {points.total:g} "
+        f"points: {points.public:g} in public checks, which `python -m grader grade` runs for you "
+        f"({points.public - points.public_gpu:g} on any machine, {points.public_gpu:g} only on a "
+        f"CUDA GPU), and {points.hidden:g} in hidden checks, which the instructor runs when "
+        "grading and which are not in the student repository. The "
+        f"{len(points.questions)} self-test questions in [`answers.md`](answers.md) are graded "
+        f"by hand{_each(points.questions)}: {points.manual:g} points on top of the "
+        f"{points.total:g}.", width=99, break_on_hyphens=False) + "\n"
+
+
 def public_rubric(text: str) -> str:
-    """The rubric without its ``[exN.hidden]`` tables."""
+    """The released rubric: the public tables and ``[self_test]`` under a header that counts
+    the points; no ``[exN.hidden]`` table and none of the repository's comments (they may name
+    what a release does not have)."""
+    points = rubric_points(text)
+    header = (
+        "# Points per check, in the student repository. The rubric holds "
+        f"{points.total:g} points in all:\n"
+        f"# - {points.public:g} in the public checks below, which `python -m grader grade` runs: "
+        f"{points.public - points.public_gpu:g} on any\n"
+        f"#   machine, and {points.public_gpu:g} in the checks named gpu_*, which need CUDA "
+        "(without it they are not run\n"
+        "#   and the report says how many points it left out);\n"
+        f"# - {points.hidden:g} in hidden checks, which the instructor grades; they are not in "
+        "the student repository.\n"
+        f"# [self_test]: the {len(points.questions)} questions in answers.md, {points.manual:g} "
+        f"points graded by hand, not part of the {points.total:g}.\n"
+        "# The public checks themselves: grader/checks.py.\n\n")
     kept, skipping = [], False
     for line in text.splitlines(keepends=True):
-        header = re.match(r"\s*\[([^\]]+)\]", line)
-        if header:
-            skipping = header.group(1).endswith(".hidden")
-        if not skipping:
+        header_line = re.match(r"\s*\[([^\]]+)\]", line)
+        if header_line:
+            skipping = header_line.group(1).endswith(".hidden")
+            if header_line.group(1) == "self_test":
+                kept.append(f"# The self-test questions (answers.md), graded by hand; not part of "
+                            f"the {points.total:g}.\n")
+        if not skipping and not line.lstrip().startswith("#"):
             kept.append(line)
-    return "".join(kept)
+    body = re.sub(r"\n{3,}", "\n\n", "".join(kept)).strip("\n")
+    return header + body + "\n"
+
+
+def answers_markdown(rubric_text: str | None = None) -> str:
+    """``answers.md``: the self-test questions of ``grader/notebook.py``'s ``SELF_TEST`` (never
+    their model answers), room to answer, and how they are graded."""
+    from grader.notebook import SELF_TEST
+
+    points = rubric_points(rubric_text if rubric_text is not None else
+                           (REPO_ROOT / "grader" / "rubric.toml").read_text(encoding="utf-8"))
+    if list(points.questions) != [q.id for q in SELF_TEST]:
+        raise RuntimeError(f"grader/rubric.toml [self_test] lists {list(points.questions)}, "
+                           f"grader/notebook.py's SELF_TEST asks {[q.id for q in SELF_TEST]}")
+    parts = [
+        "# Self-test questions\n\n"
+        f"The lesson's {len(SELF_TEST)} self-test questions. Answer each one below it, in a few "
+        "sentences, with\nnumbers from the lesson's launch-overhead model where they help:\n"
+        "T_eager = T_compute + N·tau, T_graph = T_compute + tau.\n\n"
+        f"**How they are graded**: by hand, by the course staff{_each(points.questions)} "
+        f"({points.manual:g} in all).\n"
+        f"They are not part of the {points.total:g} points of the checks, and "
+        "`python -m grader grade` does not see them.\n"
+        "Hand in this file as your course asks. In the nbgrader version of the course the same\n"
+        "questions are the notebook's answer cells: answer them there.\n"]
+    for i, question in enumerate(SELF_TEST, 1):
+        value = points.questions[question.id]
+        parts.append(f"\n## Question {i}: `{question.id}` ({value:g} point"
+                     f"{'' if value == 1 else 's'})\n\n{textwrap.fill(question.question, 99)}\n\n"
+                     "**Your answer:**\n\n_Write your answer here._\n")
+    return "".join(parts)
+
+
+def write_answers(path: Path = REPO_ROOT / "answers.md") -> Path:
+    """Rewrite the repository's ``answers.md`` from ``SELF_TEST`` and the rubric."""
+    Path(path).write_text(answers_markdown(), encoding="utf-8")
+    return Path(path)
+
+
+def student_readme(text: str, points: Points) -> str:
+    """The README without its staff-only sections, with its student lines and its points."""
+    readme = STAFF.sub("", text)
+    for staff, student in STUDENT_LINES.items():
+        if staff not in readme:
+            raise RuntimeError(f"README.md no longer has the line {staff!r}; update STUDENT_LINES")
+        readme = readme.replace(staff + "\n", "" if student is None else student + "\n")
+    if len(POINTS.findall(readme)) != 1:
+        raise RuntimeError("README.md needs one <!-- points --> ... <!-- /points --> paragraph "
+                           "outside the staff-only sections (grader/release.py writes it)")
+    readme = POINTS.sub(lambda _: points_paragraph(points), readme)
+    return re.sub(r"\n{3,}", "\n\n", readme)  # where a staff-only section was
 
 
 def recorded_answers() -> dict:
@@ -88,15 +220,14 @@ def release(out: Path) -> int:
         if source.is_dir():
             shutil.copytree(source, out / name, ignore=ignore)
         else:
+            (out / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(source, out / name)
-    (out / "grader" / "rubric.toml").write_text(
-        public_rubric((REPO_ROOT / "grader" / "rubric.toml").read_text(encoding="utf-8")), encoding="utf-8")
-    readme = STAFF.sub("", (REPO_ROOT / "README.md").read_text(encoding="utf-8"))
-    for staff, student in STUDENT_LINES.items():
-        if staff not in readme:
-            raise RuntimeError(f"README.md no longer has the line {staff!r}; update STUDENT_LINES")
-        readme = readme.replace(staff + "\n", "" if student is None else student + "\n")
-    (out / "README.md").write_text(readme, encoding="utf-8")
+    rubric = (REPO_ROOT / "grader" / "rubric.toml").read_text(encoding="utf-8")
+    (out / "grader" / "rubric.toml").write_text(public_rubric(rubric), encoding="utf-8")
+    (out / "README.md").write_text(
+        student_readme((REPO_ROOT / "README.md").read_text(encoding="utf-8"), rubric_points(rubric)),
+        encoding="utf-8")
+    (out / "answers.md").write_text(answers_markdown(rubric), encoding="utf-8")
     (out / "grader" / "expected.json").write_text(json.dumps(recorded_answers(), sort_keys=True),
                                                   encoding="utf-8")
     return sum(1 for p in out.rglob("*") if p.is_file())
