@@ -61,6 +61,17 @@ PENDING = {
         "grader/notebook_checks.py's docstring: 'nbgrader's cell timeout' without the path",
     ("grader/submission.py", "path grader/nbgrader_bridge.py is not in the release"):
         "grader/submission.py's writefile_module docstring: drop the nbgrader_bridge.py path",
+    ("benchmarks/decode_engine.py",
+     "python benchmarks/decode_engine.py: its --impl default solutions is not in the release"):
+        "benchmarks/decode_engine.py: default='solutions' if (ROOT / 'solutions').is_dir() else "
+        "'exercises' (in a release the bare command stops with 'no solutions/ folder')",
+    ("pyproject.toml", "path tests/ is not in the release"):
+        "pyproject.toml's comments: 'the course's own test suite' instead of tests/",
+    ("pyproject.toml", "path course/ is not in the release"):
+        "pyproject.toml's comments: 'the nbgrader course (instructors)' instead of course/",
+    ("pyproject.toml", "path solutions/ is not in the release"):
+        "pyproject.toml's comments: 'the exercise folders are used in place' instead of "
+        "naming solutions/",
 }
 
 
@@ -97,8 +108,8 @@ def _python_text(source: str) -> list[str]:
 
 
 def released_texts(root: Path) -> dict[str, list[str]]:
-    """``{released file: [text it shows a reader]}``: the Markdown files whole, the rubric's
-    comments, and the docstrings and comments of every Python file."""
+    """``{released file: [text it shows a reader]}``: the Markdown files whole, the comments of
+    the rubric and of pyproject.toml, and the docstrings and comments of every Python file."""
     texts = {}
     for path in sorted(root.rglob("*")):
         name = path.relative_to(root).as_posix()
@@ -108,7 +119,7 @@ def released_texts(root: Path) -> dict[str, list[str]]:
             texts[name] = [path.read_text(encoding="utf-8")]
         elif path.suffix == ".py":
             texts[name] = _python_text(path.read_text(encoding="utf-8"))
-        elif name == "grader/rubric.toml":
+        elif name in ("grader/rubric.toml", "pyproject.toml"):
             texts[name] = [line for line in path.read_text(encoding="utf-8").splitlines()
                            if line.lstrip().startswith("#")]
     return texts
@@ -191,6 +202,19 @@ def _subcommand_needs(root: Path, sub: str) -> list[str] | None:
     return None
 
 
+def _impl_default(script: Path) -> str | None:
+    """The ``--impl`` default a script's argparse declares, if any."""
+    if not script.is_file():
+        return None
+    for node in ast.walk(ast.parse(script.read_text(encoding="utf-8"))):
+        if (isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "add_argument"
+                and node.args and getattr(node.args[0], "value", None) == "--impl"):
+            for keyword in node.keywords:
+                if keyword.arg == "default" and isinstance(keyword.value, ast.Constant):
+                    return keyword.value.value
+    return None
+
+
 def _command_findings(root: Path, command: str) -> list[str]:
     """Why a command named in the release would not run there."""
     command = re.split(r"\.(?:\s|$)", command.strip())[0].rstrip(",;:")  # prose may follow
@@ -257,6 +281,12 @@ def _command_findings(root: Path, command: str) -> list[str]:
                 findings.append(f"{previous} {piece}: no {piece} in the release".strip()
                                 if previous.startswith("--") else
                                 f"{' '.join(words[:2])} ... {piece}: no {piece} in the release")
+    script = root / (help_argv[0] if len(help_argv) == 1 else
+                     help_argv[1].replace(".", "/") + ".py") if help_argv else None
+    default = _impl_default(script) if script and "--impl" not in args else None
+    if default in staff_top_level() and not _exists(root, default):
+        findings.append(f"{' '.join(words[:2] if words[1] != '-m' else words[:3])}: "
+                        f"its --impl default {default} is not in the release")
     options = [w.split("=")[0] for w in args if w.startswith("--") and len(w) > 2]
     if options and help_argv:
         text = _help(root, help_argv)
@@ -342,6 +372,11 @@ PLANTS = [
      "path ../shared/reference/ leads out of the repository"),
     ("exercises/buckets.py", "\n# the reference is in mutants.py\n",
      "file mutants.py is not in the release"),
+    ("grader/rubric.toml", "\n# hidden checks: grader/hidden.py\n",
+     "path grader/hidden.py is not in the release"),
+    ("benchmarks/planted.py", 'import argparse\n\n# Run: python benchmarks/planted.py\n'
+     'argparse.ArgumentParser().add_argument("--impl", default="solutions")\n',
+     "python benchmarks/planted.py: its --impl default solutions is not in the release"),
 ]
 
 
