@@ -113,3 +113,50 @@ def line_chart(path, series, title: str, x_label: str, y_label: str) -> Path:
     path = Path(path)
     path.write_text("\n".join(out) + "\n", encoding="utf-8")
     return path
+
+
+def bar_chart(path, bars, title: str, x_label: str, y_label: str) -> Path:
+    """Write a bar chart to ``path`` (an .svg file): ``bars`` is a non-empty list of
+    ``(label, value)`` with finite values >= 0, drawn left to right. Anything else -> ValueError
+    naming ``bars``."""
+    if not bars or not all(len(b) == 2 and isinstance(b[1], (int, float)) and math.isfinite(b[1])
+                           and b[1] >= 0 for b in bars):
+        raise ValueError(f"bars: expected (label, value >= 0) pairs, got {bars!r}")
+    y_ticks = _ticks(0.0, max(float(v) for _, v in bars))
+    plot_w, plot_h = WIDTH - LEFT - 40, HEIGHT - TOP - BOTTOM
+    step = plot_w / len(bars)
+
+    def py(y: float) -> float:
+        return TOP + plot_h - y / y_ticks[-1] * plot_h
+
+    out = [
+        '<?xml version="1.0" encoding="UTF-8"?>',
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{HEIGHT}" '
+        f'viewBox="0 0 {WIDTH} {HEIGHT}" font-family="sans-serif" font-size="12">',
+        f'<rect width="{WIDTH}" height="{HEIGHT}" fill="white"/>',
+        f'<text x="{LEFT + plot_w / 2:.1f}" y="{TOP / 2 + 5:.1f}" text-anchor="middle" '
+        f'font-size="15">{escape(title)}</text>',
+    ]
+    y_step = y_ticks[1] - y_ticks[0]
+    for y in y_ticks:
+        out.append(f'<line x1="{LEFT}" y1="{py(y):.1f}" x2="{LEFT + plot_w}" y2="{py(y):.1f}" '
+                   f'stroke="#e5e5e5"/>')
+        out.append(f'<text x="{LEFT - 6}" y="{py(y) + 4:.1f}" text-anchor="end">'
+                   f'{_label(y, y_step)}</text>')
+    for i, (label, value) in enumerate(bars):
+        x = LEFT + i * step
+        out.append(f'<rect class="bar" data-label={quoteattr(str(label))} x="{x + step * 0.1:.1f}" '
+                   f'y="{py(value):.1f}" width="{step * 0.8:.1f}" height="{TOP + plot_h - py(value):.1f}" '
+                   f'fill="#4c72b0"/>')
+        out.append(f'<text x="{x + step / 2:.1f}" y="{TOP + plot_h + 16}" text-anchor="middle" '
+                   f'font-size="10">{escape(str(label))}</text>')
+    out.append(f'<rect x="{LEFT}" y="{TOP}" width="{plot_w}" height="{plot_h}" fill="none" '
+               f'stroke="black"/>')
+    out.append(f'<text x="{LEFT + plot_w / 2:.1f}" y="{HEIGHT - 12}" text-anchor="middle">'
+               f'{escape(x_label)}</text>')
+    out.append(f'<text transform="translate(16 {TOP + plot_h / 2:.1f}) rotate(-90)" '
+               f'text-anchor="middle">{escape(y_label)}</text>')
+    out.append("</svg>")
+    path = Path(path)
+    path.write_text("\n".join(out) + "\n", encoding="utf-8")
+    return path

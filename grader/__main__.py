@@ -1,60 +1,43 @@
 """``python -m grader``: grade a submission, grade a class, release the student repository.
 
-    python -m grader grade [SUBMISSION] [--json PATH] [--gpu auto|on|off] [--timeout S] [--only ex5]
-    python -m grader grade-all DIR --out OUTDIR [--jobs N] [--gpu ...] [--timeout S]
+    python -m grader grade [SUBMISSION] [--json PATH] [--secret-file F] [--gpu auto|on|off] [--brief]
+    python -m grader grade-all DIR --out OUTDIR [--secret-file F] [--jobs N] [--only-gpu]
+    python -m grader merge CPU_OUT GPU_OUT --out FINAL
+    python -m grader secret new PATH
     python -m grader release OUTDIR
+    python -m grader doctor
     python -m grader notebook build [--check]
     python -m grader notebook fill NOTEBOOK FOLDER --out FILLED.ipynb
 
 SUBMISSION is a folder of module files, a notebook or a zip of either (default: exercises/).
-Exit status 0 whenever grading completed, whatever the score; 2 for bad arguments.
+Exit status: 0 whenever grading completed, whatever the scores; 2 for bad arguments or a refused
+run (no isolation for a class); 3 when nobody could be graded (the reference failed, or no worker
+can run on this machine), and then nothing is written.
 """
 
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import os
-import re
 import sys
-import threading
-import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from coursekit.impl import REPO_ROOT
 
-
-def gradescope(report) -> dict:
-    """Gradescope's results.json: one test per exercise, named by its marker."""
-    tests = []
-    for ex in report.exercises:
-        lost = [c for c in ex.checks if c.status == "failed"]
-        skipped = [c for c in ex.checks if c.status == "not run"]
-        lines = [f"{c.check.name} (-{c.points:g}): {c.reason}" for c in lost]
-        lines += [f"{c.check.name}: not run ({c.reason})" for c in skipped]
-        tests.append({"name": ex.exercise, "score": ex.score, "max_score": ex.max_score,
-                      "status": "passed" if ex.score >= ex.max_score else "failed",
-                      "output": "\n".join(lines) or "all checks passed", "visibility": "visible"})
-    return {"score": report.score, "output": "\n".join(report.notes), "visibility": "visible",
-            "stdout_visibility": "hidden", "tests": tests}
+NOT_GRADED = 3
 
 
-def table(report) -> str:
-    lines = [f"launch-tax grade: {report.submission}", "",
-             f"{'exercise':<9} {'module':<14} {'score':>9}   first lost point"]
-    for ex in report.exercises:
-        lost = [c for c in ex.checks if c.status == "failed"]
-        first = f"{lost[0].check.name}: {lost[0].reason.splitlines()[0]}" if lost else "-"
-        lines.append(f"{ex.exercise:<9} {ex.module:<14} {ex.score:>4g}/{ex.max_score:<4g}   {first[:160]}")
-    lines += [f"{'total':<24} {report.score:>4g}/{report.max_score:<4g}", ""]
-    lines += [f"note: {n}" for n in report.notes]
-    lines.append(f"({report.wall_s:.1f} s)")
-    return "\n".join(lines)
+def _say(text: str) -> None:
+    """Print, whatever the terminal's encoding (reasons are already escaped: grader/text.py)."""
+    try:
+        print(text)
+    except UnicodeEncodeError:
+        print(text.encode("ascii", "backslashreplace").decode("ascii"))
 
 
 def _judge(args, hide=(), jobs=None):
+    from grader import secret
     from grader.judge import MODULES, Judge
 
     only = None
@@ -65,10 +48,19 @@ def _judge(args, hide=(), jobs=None):
             raise ValueError(f"--only: expected exercise markers among {', '.join(MODULES)}, "
                              f"got {args.only!r}")
     return Judge(gpu=args.gpu, timeout_s=args.timeout, jobs=jobs or args.jobs, hide=hide,
-                 exercises=only)
+                 exercises=only, secret=secret.load(args.secret_file), gpu_only=args.only_gpu)
+
+
+def write_json(path: Path, data: dict) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(data, indent=1, ensure_ascii=True) + "\n", encoding="utf-8")
+    tmp.replace(path)
 
 
 def cmd_grade(args) -> int:
+    from grader.judge import EnvironmentProblem, ReferenceFailure
+    from grader.results import gradescope, table
     from grader.submission import load
 
     try:
@@ -77,88 +69,70 @@ def cmd_grade(args) -> int:
     except (ValueError, RuntimeError) as exc:
         print(f"grader: {exc}", file=sys.stderr)
         return 2
-    report = judge.grade(submission)
-    print(table(report))
+    try:
+        report = judge.grade(submission)
+    except (ReferenceFailure, EnvironmentProblem) as exc:
+        print(f"grader: nothing was graded: {exc}", file=sys.stderr)
+        return NOT_GRADED
+    if args.json:  # written first: a report the terminal chokes on must not cost the results
+        write_json(Path(args.json), gradescope(report, args.hidden_visibility))
+    _say(table(report, brief=args.brief))
     if args.json:
-        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(json.dumps(gradescope(report), indent=1) + "\n", encoding="utf-8")
-        print(f"wrote {args.json}")
+        _say(f"wrote {args.json}")
     return 0
 
 
 def cmd_grade_all(args) -> int:
-    from grader.submission import load
+    from grader import classbook, sandbox
 
     root, out = Path(args.dir), Path(args.out)
     if not root.is_dir():
         print(f"grader: DIR must be a folder of submissions, got {args.dir!r}", file=sys.stderr)
         return 2
-    entries = sorted(p for p in root.iterdir() if not p.name.startswith(".")
-                     and (p.is_dir() or p.suffix in (".zip", ".ipynb")) and not p.is_symlink())
+    if out.resolve().is_relative_to(root.resolve()):
+        print(f"grader: --out {args.out!r} is inside DIR; write the results elsewhere (a "
+              "submission could collide with them)", file=sys.stderr)
+        return 2
+    if not sandbox.is_root() and not args.allow_unisolated:
+        print("grader: refusing to grade a class without isolation: the judge is not root or "
+              "cannot make namespaces, so a submission could read the reference, the other "
+              "submissions and the grading secret, and rewrite the gradebook. Grade as root (a "
+              "grading server, a container with CAP_SYS_ADMIN), or pass --allow-unisolated to "
+              "accept that risk.", file=sys.stderr)
+        return 2
     try:
-        # Each submission grades its exercises one at a time; submissions run side by side.
         judge = _judge(args, hide=(root.resolve(), out.resolve()), jobs=1)
     except (ValueError, RuntimeError) as exc:
         print(f"grader: {exc}", file=sys.stderr)
         return 2
-    out.mkdir(parents=True, exist_ok=True)
-    start, done, lock, rows = time.monotonic(), [0], threading.Lock(), {}
+    return classbook.grade_class(judge, root, out, jobs=max(1, args.jobs),
+                                 hidden_visibility=args.hidden_visibility)
 
-    names = _student_names(entries)
 
-    def one(entry: Path):
-        from grader.submission import Submission
+def cmd_merge(args) -> int:
+    from grader import classbook
 
-        student = names[entry]
-        try:
-            report = judge.grade(load(entry))
-        except Exception as exc:  # noqa: BLE001 - one bad submission never stops the batch
-            report = judge.grade(Submission(str(entry), problems=[f"not graded: {exc}"]))
-        folder = out / student
-        folder.mkdir(parents=True, exist_ok=True)
-        (folder / "results.json").write_text(json.dumps(gradescope(report), indent=1) + "\n",
-                                            encoding="utf-8")
-        with lock:
-            rows[student] = report
-            done[0] += 1
-            _progress(done[0], len(entries), time.monotonic() - start)
+    try:
+        return classbook.merge(Path(args.cpu), Path(args.gpu), Path(args.out))
+    except ValueError as exc:
+        print(f"grader: {exc}", file=sys.stderr)
+        return 2
 
-    with ThreadPoolExecutor(max(1, args.jobs)) as pool:
-        list(pool.map(one, entries))
-    print(file=sys.stderr)
-    exercises = list(next(iter(rows.values())).exercises) if rows else []
-    with open(out / "gradebook.csv", "w", newline="", encoding="utf-8") as f:
-        writer = csv.writer(f)
-        writer.writerow(["student", "score", "max_score", *[e.exercise for e in exercises], "notes"])
-        for student in sorted(rows):
-            report = rows[student]
-            writer.writerow([student, f"{report.score:g}", f"{report.max_score:g}",
-                             *[f"{e.score:g}" for e in report.exercises], " | ".join(report.notes)])
-    elapsed = time.monotonic() - start
-    print(f"graded {len(entries)} submissions in {elapsed:.1f} s "
-          f"({60 * len(entries) / max(elapsed, 1e-9):.1f} per minute); wrote {out / 'gradebook.csv'}")
+
+def cmd_secret(args) -> int:
+    from grader import secret
+
+    try:
+        made = secret.create(args.path, REPO_ROOT)
+    except (ValueError, OSError) as exc:
+        print(f"grader: {exc}", file=sys.stderr)
+        return 2
+    print(f"wrote a new grading secret to {made.path} (seed id {made.id}; readable only by you).\n"
+          f"Official grading: python -m grader grade-all DIR --out OUT --secret-file {made.path}\n"
+          f"  or export {secret.ENV}={made.path}\n"
+          "Keep it out of the repository and of every release; keep a copy: regrading with "
+          "another secret draws other inputs.")
     return 0
-
-
-def _student_names(entries: list[Path]) -> dict[Path, str]:
-    """A safe, unique name per submission (``alice/`` and ``alice.zip`` become alice, alice-2)."""
-    names, taken = {}, set()
-    for entry in entries:
-        base = re.sub(r"[^A-Za-z0-9._-]", "_", entry.name.removesuffix(".zip").removesuffix(".ipynb"))
-        base = base.strip(".") or "submission"
-        name, k = base, 2
-        while name in taken:
-            name, k = f"{base}-{k}", k + 1
-        taken.add(name)
-        names[entry] = name
-    return names
-
-
-def _progress(done: int, total: int, elapsed: float) -> None:
-    width = 30
-    filled = width * done // max(total, 1)
-    print(f"\r[{'#' * filled}{'.' * (width - filled)}] {done}/{total} graded, {elapsed:.0f} s",
-          end="", file=sys.stderr, flush=True)
 
 
 def cmd_release(args) -> int:
@@ -171,6 +145,12 @@ def cmd_release(args) -> int:
         return 2
     print(f"wrote the student repository to {args.out} ({written} files)")
     return 0
+
+
+def cmd_doctor(args) -> int:
+    from grader import doctor
+
+    return doctor.main(args.rest)
 
 
 def cmd_notebook(args) -> int:
@@ -219,14 +199,24 @@ def cmd_notebook(args) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from grader.results import VISIBILITIES
+
     parser = argparse.ArgumentParser(prog="python -m grader", description=__doc__.split("\n\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
 
-    def limits(p):
+    def grading(p):
+        p.add_argument("--secret-file", metavar="F",
+                       help="the grading secret (official grading); default: $LAUNCH_TAX_SECRET_FILE, "
+                            "else practice mode")
         p.add_argument("--gpu", choices=("auto", "on", "off"), default="auto",
                        help="run the GPU checks: auto (when CUDA is there), on (error without it), off")
+        p.add_argument("--only-gpu", action="store_true",
+                       help="the GPU pass: grade only the GPU checks (merge it with the CPU pass)")
         p.add_argument("--timeout", type=float, default=60.0,
-                       help="seconds each exercise's worker may run (default: 60)")
+                       help="seconds each exercise's worker may run at least (default: 60; more "
+                            "on a slow machine, and a timed-out worker gets a second try)")
+        p.add_argument("--hidden-visibility", choices=VISIBILITIES, default="after_published",
+                       help="Gradescope visibility of hidden checks (default: after_published)")
 
     grade = commands.add_parser("grade", help="grade one submission")
     grade.add_argument("submission", nargs="?", default=str(REPO_ROOT / "exercises"),
@@ -236,15 +226,30 @@ def main(argv: list[str] | None = None) -> int:
                        help="exercises graded side by side (default: 2)")
     grade.add_argument("--only", metavar="EXERCISES",
                        help="grade only these exercises, e.g. ex5 or ex5,ex6 (default: all)")
-    limits(grade)
+    grade.add_argument("--brief", action="store_true", help="one line per exercise")
+    grading(grade)
     everyone = commands.add_parser("grade-all", help="grade a folder of submissions")
     everyone.add_argument("dir", help="one submission per entry: folder, notebook or zip")
-    everyone.add_argument("--out", required=True, help="gradebook.csv and STUDENT/results.json")
+    everyone.add_argument("--out", required=True,
+                          help="gradebook.csv, summary.md and students/STUDENT/results.json")
     everyone.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
                           help="submissions graded side by side (default: all cores)")
-    limits(everyone)
+    everyone.add_argument("--allow-unisolated", action="store_true",
+                          help="grade even though workers cannot be isolated here (not root): "
+                               "a submission could then read and write what you can")
+    grading(everyone)
+    merge = commands.add_parser("merge", help="join a CPU pass and a GPU pass into one gradebook")
+    merge.add_argument("cpu", help="the CPU pass's grade-all --out folder")
+    merge.add_argument("gpu", help="the GPU pass's grade-all --out folder (--only-gpu)")
+    merge.add_argument("--out", required=True, help="where the joined gradebook goes")
+    sec = commands.add_parser("secret", help="make the grading secret (once per course)")
+    sec_actions = sec.add_subparsers(dest="action", required=True)
+    new = sec_actions.add_parser("new", help="write a new random secret, readable only by you")
+    new.add_argument("path", help="where (outside the repository), e.g. ~/.config/launch-tax/grading-secret")
     rel = commands.add_parser("release", help="write the student repository")
     rel.add_argument("out", help="an empty or new folder")
+    doc = commands.add_parser("doctor", help="what this machine can do (paste it into a help request)")
+    doc.add_argument("rest", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
     nb = commands.add_parser("notebook", help="the course as an nbgrader notebook (course/)")
     nb_actions = nb.add_subparsers(dest="action", required=True)
     build = nb_actions.add_parser("build", help="write course/source/launch_tax/launch_tax.ipynb "
@@ -256,8 +261,8 @@ def main(argv: list[str] | None = None) -> int:
     fill.add_argument("folder", help="a folder of module files (launch_model.py, buckets.py, ...)")
     fill.add_argument("--out", required=True, help="where to write the filled notebook")
     args = parser.parse_args(argv)
-    return {"grade": cmd_grade, "grade-all": cmd_grade_all, "release": cmd_release,
-            "notebook": cmd_notebook}[args.command](args)
+    return {"grade": cmd_grade, "grade-all": cmd_grade_all, "merge": cmd_merge, "secret": cmd_secret,
+            "release": cmd_release, "doctor": cmd_doctor, "notebook": cmd_notebook}[args.command](args)
 
 
 if __name__ == "__main__":

@@ -3,13 +3,18 @@
 A check is a list of probes (``grader/probes.py``) and a rule. The judge runs every probe on the
 submission (in a sandboxed worker) and on the reference (itself), then compares answer by answer:
 by default the submission's answer must equal the reference's (floats to ~1e-9 relative, tensors
-with ``allclose``), or, for a probe that expects an error, the submission must raise that error
-with a message naming the argument. A few checks judge a property instead (a timer's result
-between two bounds, a message that says a CUDA device is needed).
+with ``allclose``); a probe that expects an error needs that error with a message naming the
+argument; a few probes judge a property instead (a timer's result inside a window, a message
+that says a CUDA device is needed).
+
+Inputs are drawn (``grader/secret.py``): each check builds its probes from ``draw.rng(its
+name)``, so official grading asks what no student could know in advance, and practice mode asks
+the release's fixed inputs. No check passes on rejection alone: every check whose probes expect
+an error also carries a valid input whose answer must match the reference (capture, which has no
+valid input without CUDA, pairs two different errors instead).
 
 This file holds the public checks, which mirror the public tests; ``grader/hidden.py`` holds the
-hidden ones (never released). Inputs are drawn from fixed seeds, so every run asks the same.
-Points live in ``grader/rubric.toml``.
+hidden ones (never released). Points live in ``grader/rubric.toml``.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ import torch
 
 from coursekit.checks import says_cuda_is_needed as _names_missing_cuda
 from coursekit.strategies import MODES
+from grader.secret import PRACTICE, Draw
 
 
 @dataclass(frozen=True)
@@ -32,6 +38,14 @@ class Probe:
     label: str
     raises: tuple[str, ...] = ()  # an expected error: its message must name one of these
     error: str = "ValueError"
+    cuda: bool = False  # expects the RuntimeError that says a CUDA device is needed
+    window: tuple[float, float] | None = None  # expects a float in [low, high)
+    last: bool = False  # runs after every other probe of its worker (a failing capture)
+
+    @property
+    def needs_reference(self) -> bool:
+        """Judged against the reference's answer (not an expected error, not a property)."""
+        return not (self.raises or self.cuda or self.window)
 
     def key(self) -> str:
         import json
@@ -134,6 +148,10 @@ def same(keys: tuple[str, ...] = (), rel: float = 1e-9, abs_: float = 1e-12,
     def compare(probe: Probe, got: Answer, expected: Answer) -> str | None:
         if probe.raises:
             return expects_error(probe, got)
+        if probe.cuda:
+            return says_cuda_is_needed(probe, got, expected)
+        if probe.window:
+            return in_window(probe, got)
         if expected is None:
             raise RuntimeError(f"no reference answer for probe {probe.label}")
         if not expected.ok:
@@ -180,20 +198,21 @@ def says_cuda_is_needed(probe: Probe, got: Answer, expected: Answer) -> str | No
     return None
 
 
-def between(low: float, high: float, why: str) -> Compare:
-    def compare(probe: Probe, got: Answer, expected: Answer) -> str | None:
-        if not got.ok:
-            return f"{probe.label} {raised(got)}"
-        if type(got.value) is not float or not low <= got.value < high:
-            return f"{probe.label}: expected a float in [{low}, {high}) ms, got {short(got.value)} ({why})"
-        return None
-
-    return compare
+def in_window(probe: Probe, got: Answer) -> str | None:
+    low, high = probe.window
+    if not got.ok:
+        return f"{probe.label} {raised(got)}"
+    if type(got.value) is not float or not low <= got.value < high:
+        return (f"{probe.label}: expected a float in [{low:g}, {high:g}) ms, got {short(got.value)} "
+                f"(below: seconds, not ms? above: a total instead of a mean, or warm-up timed?)")
+    return None
 
 
 def P(probe: str, label: str, raises: tuple[str, ...] | str = (), error: str = "ValueError",
+      cuda: bool = False, window: tuple[float, float] | None = None, last: bool = False,
       **args) -> Probe:
-    return Probe(probe, args, label, (raises,) if isinstance(raises, str) else tuple(raises), error)
+    return Probe(probe, args, label, (raises,) if isinstance(raises, str) else tuple(raises), error,
+                 cuda, window, last)
 
 
 # ----------------------------------------------------------------------------- exercise 1
@@ -205,8 +224,8 @@ FIELDS = ("weight_gib", "n_layers", "kernels_per_layer", "launch_us", "bandwidth
 def decode_step_kwargs(rng: random.Random) -> dict:
     return dict(weight_gib=round(rng.uniform(0.001, 200), 3), n_layers=rng.randint(0, 128),
                 kernels_per_layer=rng.randint(0, 64), launch_us=round(rng.uniform(0, 50), 3),
-                bandwidth_bps=rng.choice([1e9, 3.35e12, 1e12, 4.27e12, 8e11]),
-                gpu_node_us=rng.choice([0.0, 1.1, 2.5]))
+                bandwidth_bps=rng.choice([1e9, 3.35e12, 1e12, 4.27e12, 8e11, round(rng.uniform(1e9, 9e12))]),
+                gpu_node_us=rng.choice([0.0, 1.1, 2.5, round(rng.uniform(0, 5), 2)]))
 
 
 def step_label(kwargs: dict, attr: str) -> str:
@@ -215,38 +234,61 @@ def step_label(kwargs: dict, attr: str) -> str:
     return f"DecodeStep({args}).{attr}{call}"
 
 
-def ex1(rng: random.Random) -> list[Check]:
-    steps = [dict(weight_gib=5.5), dict(weight_gib=14.2)] + [decode_step_kwargs(rng) for _ in range(20)]
-    kernels = [[float(rng.randint(0, 50)) for _ in range(rng.randint(0, 30))] for _ in range(25)]
+def report_rows(rng: random.Random, count: int) -> list:
+    return [[f"row {rng.randint(0, 999)}", decode_step_kwargs(rng)] for _ in range(count)]
+
+
+def fit_lines(rng: random.Random, count: int) -> list[tuple[list[int], list[float]]]:
     lines = []
-    for _ in range(10):
+    for _ in range(count):
         a, b = rng.uniform(0, 20), rng.uniform(0, 5)
         ns = rng.sample(range(1, 3000), rng.randint(2, 10))
         lines.append((ns, [b + n * a / 1e3 for n in ns]))
+    return lines
+
+
+def ex1(draw: Draw) -> list[Check]:
+    r = draw.rng("ex1.decode_step_formulas")
+    steps = [dict(weight_gib=5.5), dict(weight_gib=14.2)] + [decode_step_kwargs(r) for _ in range(20)]
+    r = draw.rng("ex1.decode_step_rejects_bad_fields")
+    negative = {f: -round(r.uniform(0.001, 100), 3) for f in FIELDS}
+    valid = [decode_step_kwargs(r), dict(weight_gib=0.0, n_layers=0, kernels_per_layer=0, launch_us=0.0,
+                                         bandwidth_bps=round(r.uniform(1, 1e12), 1), gpu_node_us=0.0)]
+    r = draw.rng("ex1.simulate_eager_ms")
+    kernels = [[float(r.randint(0, 50)) for _ in range(r.randint(0, 30))] for _ in range(25)]
+    launches = [float(r.randint(0, 30)) for _ in kernels]
+    r = draw.rng("ex1.fit_launch_model")
+    lines = fit_lines(r, 10)
+    short_n, repeated = r.sample(range(1, 500), 3), r.randint(1, 500)
     return [
         Check("ex1", "decode_step_formulas",
               "n_kernels = layers*kernels_per_layer + 10 (an int); compute, launch, eager, graph "
               "and speedup follow the lesson's formulas",
               [P("decode_step", step_label(kw, a), kwargs=kw, attr=a) for kw in steps for a in ATTRS]),
         Check("ex1", "decode_step_rejects_bad_fields",
-              "a negative field or a non-positive bandwidth is a ValueError naming the field",
-              [P("make_decode_step", f"DecodeStep({f}=-1)", f, kwargs={"weight_gib": 1.0, f: -1})
-               for f in FIELDS] + [P("make_decode_step", "DecodeStep(1.0, bandwidth_bps=0)",
-                                     "bandwidth_bps", kwargs={"weight_gib": 1.0, "bandwidth_bps": 0})]),
-        Check("ex1", "seed_report", "report(SEED_ROWS) prints the lesson's table byte for byte",
-              [P("seed_report", "report(SEED_ROWS)"), P("seed_rows", "SEED_ROWS")]),
+              "a negative field or a non-positive bandwidth is a ValueError naming the field; "
+              "fields >= 0 (zero included) are accepted and kept",
+              [P("make_decode_step", f"DecodeStep({f}={v})", f, kwargs={"weight_gib": 1.0, f: v})
+               for f, v in negative.items()]
+              + [P("make_decode_step", "DecodeStep(1.0, bandwidth_bps=0)", "bandwidth_bps",
+                   kwargs={"weight_gib": 1.0, "bandwidth_bps": 0})]
+              + [P("make_decode_step", f"DecodeStep(**{kw})", kwargs=kw) for kw in valid]),
+        Check("ex1", "seed_report",
+              "report(SEED_ROWS) prints the lesson's table byte for byte, and other rows in its format",
+              [P("seed_report", "report(SEED_ROWS)"), P("seed_rows", "SEED_ROWS"),
+               P("report", "report(other rows)", rows=report_rows(draw.rng("ex1.seed_report"), 2))]),
         Check("ex1", "simulate_eager_ms",
               "kernel k starts at max(k*launch_us, end of kernel k-1); the result is the last end, in ms",
               [P("simulate", f"simulate_eager_ms({k}, {l})", kernel_us=k, launch_us=l)
-               for k, l in zip(kernels, [float(rng.randint(0, 30)) for _ in kernels])]),
+               for k, l in zip(kernels, launches)]),
         Check("ex1", "fit_launch_model",
-              "least squares: (launch_us per kernel, compute_ms); ValueError for mismatched lengths "
-              "or fewer than two distinct kernel counts",
+              "least squares: (launch_us per kernel, compute_ms); ValueError naming n_kernels or "
+              "step_ms for mismatched lengths, naming n_kernels for fewer than two distinct counts",
               [P("fit", f"fit_launch_model({ns}, ...)", n_kernels=ns, step_ms=ms) for ns, ms in lines]
-              + [P("fit", "fit_launch_model([1, 2, 3], [1.0, 2.0])", ("n_kernels", "step_ms"),
-                   n_kernels=[1, 2, 3], step_ms=[1.0, 2.0]),
-                 P("fit", "fit_launch_model([5, 5], [1.0, 2.0])", "n_kernels",
-                   n_kernels=[5, 5], step_ms=[1.0, 2.0])],
+              + [P("fit", f"fit_launch_model({short_n}, [1.0, 2.0])", ("n_kernels", "step_ms"),
+                   n_kernels=short_n, step_ms=[1.0, 2.0]),
+                 P("fit", f"fit_launch_model([{repeated}, {repeated}], [1.0, 2.0])", "n_kernels",
+                   n_kernels=[repeated, repeated], step_ms=[1.0, 2.0])],
               compare=same(rel=1e-6, abs_=1e-9)),
     ]
 
@@ -254,8 +296,24 @@ def ex1(rng: random.Random) -> list[Check]:
 # ----------------------------------------------------------------------------- exercise 2
 
 
-def ex2(rng: random.Random) -> list[Check]:
-    counts = [(rng.randint(1, 20), rng.randint(0, 8)) for _ in range(6)]
+def call_counts(rng: random.Random, count: int) -> list[tuple[int, int]]:
+    return [(rng.randint(1, 20), rng.randint(0, 8)) for _ in range(count)]
+
+
+def ex2(draw: Draw) -> list[Check]:
+    counts = call_counts(draw.rng("ex2.time_ms_call_count"), 6)
+    r = draw.rng("ex2.time_ms_mean_ms")
+    # Two timed-call durations far apart: no constant (and no recorded value) fits both windows.
+    timed = [r.choice(range(2, 7)), r.choice(range(18, 27))]
+    r = draw.rng("ex2.time_ms_rejects")
+    bad_iters, bad_warmup = -r.randint(1, 50), -r.randint(1, 50)
+    r = draw.rng("ex2.measure_needs_cuda")
+    cpu_counts = call_counts(r, 2)
+    n_ops = r.randint(1, 300)
+    r = draw.rng("ex2.gpu_measure_launch_tax")
+    measured = r.randint(20, 80)
+    r = draw.rng("ex2.gpu_sweep_launch_tax")
+    lengths = r.sample(range(1, 64), 3)
     return [
         Check("ex2", "time_ms_call_count",
               "time_ms calls fn exactly warmup + iters times (defaults 100 and 10) and returns a float",
@@ -263,19 +321,23 @@ def ex2(rng: random.Random) -> list[Check]:
                for i, w in counts] + [P("time_ms_default_calls", "time_ms(fn)")]),
         Check("ex2", "time_ms_mean_ms",
               "the result is the mean of the timed calls only, in milliseconds",
-              [P("time_ms_sleeping", "time_ms(fn, iters=10, warmup=2) with 2 ms timed calls and "
-                 "60 ms warm-up calls", iters=10, warmup=2, warmup_s=0.06, timed_s=0.002)],
-              compare=between(2.0, 10.0, "below 2: seconds? above 10: a total, or warm-up timed?")),
+              [P("time_ms_sleeping", f"time_ms(fn, iters=10, warmup=2) with {t} ms timed calls and "
+                 "60 ms warm-up calls", window=(float(t), t + 8.0), iters=10, warmup=2,
+                 warmup_s=0.06, timed_s=t / 1e3) for t in timed]),
         Check("ex2", "time_ms_rejects",
-              "iters < 1 or warmup < 0 is a ValueError naming it",
+              "iters < 1 or warmup < 0 is a ValueError naming it; iters=1 and warmup=0 are accepted",
               [P("time_ms_args", "time_ms(fn, iters=0)", "iters", kwargs={"iters": 0}),
-               P("time_ms_args", "time_ms(fn, iters=-1)", "iters", kwargs={"iters": -1}),
-               P("time_ms_args", "time_ms(fn, warmup=-1)", "warmup", kwargs={"warmup": -1})]),
+               P("time_ms_args", f"time_ms(fn, iters={bad_iters})", "iters", kwargs={"iters": bad_iters}),
+               P("time_ms_args", f"time_ms(fn, warmup={bad_warmup})", "warmup",
+                 kwargs={"warmup": bad_warmup}),
+               P("time_ms_calls", "time_ms(fn, iters=1, warmup=0)", iters=1, warmup=0)]),
         Check("ex2", "measure_needs_cuda",
-              "without CUDA, measure_launch_tax raises a RuntimeError saying a CUDA device is needed",
-              [P("measure", "measure_launch_tax(n_ops=4, numel=8, iters=1)",
-                 kwargs={"n_ops": 4, "numel": 8, "iters": 1})],
-              compare=says_cuda_is_needed),
+              "without CUDA, measure_launch_tax raises a RuntimeError saying a CUDA device is "
+              "needed (checked beside the CPU timer: a module that only raises earns nothing)",
+              [P("measure", f"measure_launch_tax(n_ops={n_ops}, numel=8, iters=1)", cuda=True,
+                 kwargs={"n_ops": n_ops, "numel": 8, "iters": 1})]
+              + [P("time_ms_calls", f"time_ms(fn, iters={i}, warmup={w})", iters=i, warmup=w)
+                 for i, w in cpu_counts]),
         Check("ex2", "gpu_time_ms_includes_gpu_work",
               "on CUDA the timer waits for the GPU's work (CUDA events), not just the launches",
               [P("time_ms_gpu_work", "time_ms(fn) where fn keeps the GPU busy")],
@@ -283,12 +345,12 @@ def ex2(rng: random.Random) -> list[Check]:
         Check("ex2", "gpu_measure_launch_tax",
               "measure_launch_tax returns a LaunchTax recording the chain, with positive times and a "
               "replay equal to eager",
-              [P("measure", "measure_launch_tax(n_ops=50, numel=1024, iters=10)",
-                 kwargs={"n_ops": 50, "numel": 1024, "iters": 10}),
+              [P("measure", f"measure_launch_tax(n_ops={measured}, numel=1024, iters=10)",
+                 kwargs={"n_ops": measured, "numel": 1024, "iters": 10}),
                P("measure", "measure_launch_tax(n_ops=0, ...)", "n_ops",
                  kwargs={"n_ops": 0, "numel": 8, "iters": 1})], gpu=True),
         Check("ex2", "gpu_sweep_launch_tax", "sweep_launch_tax measures each length, in order",
-              [P("sweep", "sweep_launch_tax([16, 4, 32], iters=3)", lengths=[16, 4, 32], iters=3),
+              [P("sweep", f"sweep_launch_tax({lengths}, iters=3)", lengths=lengths, iters=3),
                P("sweep", "sweep_launch_tax([])", "n_ops_list", lengths=[], iters=1)],
               gpu=True),
     ]
@@ -311,7 +373,7 @@ def _gpu_timer(probe: Probe, got: Answer, expected: Answer) -> str | None:
 # ----------------------------------------------------------------------------- exercise 3
 
 
-def ex3(rng: random.Random) -> list[Check]:
+def ex3(draw: Draw) -> list[Check]:
     def failure(kind: str, words: tuple[str, ...]) -> Compare:
         def compare(probe: Probe, got: Answer, expected: Answer) -> str | None:
             import re
@@ -333,18 +395,27 @@ def ex3(rng: random.Random) -> list[Check]:
 
         return compare
 
+    r = draw.rng("ex3.capture_needs_cuda")
+    warmups = r.choice([1, 2, 3, 5])
+    r = draw.rng("ex3.gpu_replay_equals_eager")
+    seeds = r.sample(range(1, 10_000), 3)
+    r = draw.rng("ex3.gpu_warmup_on_a_side_stream")
+    warm = sorted({1, r.randint(2, 6)})
     return [
         Check("ex3", "capture_needs_cuda",
-              "without CUDA, capture raises a RuntimeError saying a CUDA device is needed",
-              [P("capture_no_inputs", "capture(fn)")], compare=says_cuda_is_needed),
+              "argument errors come first, on any machine (warmup_iters < 1 is a ValueError naming "
+              "it); then, without CUDA, capture raises a RuntimeError saying a CUDA device is needed",
+              [P("capture_no_inputs", f"capture(fn, warmup_iters={warmups})", cuda=True,
+                 warmup_iters=warmups),
+               P("capture_no_inputs", "capture(fn, warmup_iters=0)", "warmup_iters", warmup_iters=0)]),
         Check("ex3", "gpu_replay_equals_eager",
               "replay() returns static_outputs holding fn of what the static inputs hold now",
-              [P("capture_replays", "capture(mlp, x, w); copy_ fresh inputs; replay()", seeds=[11, 22, 33])],
+              [P("capture_replays", "capture(mlp, x, w); copy_ fresh inputs; replay()", seeds=seeds)],
               compare=_replay_exact, gpu=True),
         Check("ex3", "gpu_warmup_on_a_side_stream",
               "exactly warmup_iters warm-up calls on a side stream, then one captured call; the "
               "caller's stream is current afterwards",
-              [P("capture_warmup", f"capture(fn, x, warmup_iters={w})", warmup_iters=w) for w in (1, 3)],
+              [P("capture_warmup", f"capture(fn, x, warmup_iters={w})", warmup_iters=w) for w in warm],
               gpu=True),
         Check("ex3", "gpu_warmup_waits_for_the_current_stream",
               "the side stream waits on the current stream before warming up",
@@ -353,19 +424,21 @@ def ex3(rng: random.Random) -> list[Check]:
         Check("ex3", "gpu_capture_into_a_pool", "pool= is passed to the capture; None starts a new pool",
               [P("capture_pools", "capture(..., pool=first.graph.pool())")], gpu=True),
         Check("ex3", "gpu_capture_rejects_bad_arguments",
-              "warmup_iters < 1 or a CPU static input is a ValueError naming it",
+              "warmup_iters < 1 or a CPU static input is a ValueError naming it; a good capture works",
               [P("capture_args", "capture(fn, x, warmup_iters=0)", "warmup_iters", warmup_iters=0,
                  cpu_input=False),
                P("capture_args", "capture(fn, x, cpu_tensor)", "static_inputs", warmup_iters=3,
-                 cpu_input=True)], gpu=True),
+                 cpu_input=True),
+               P("capture_args", f"capture(fn, x, warmup_iters={warmups})", warmup_iters=warmups,
+                 cpu_input=False)], gpu=True),
         Check("ex3", "gpu_failed_capture",
               "a capture that fails names the cause, chains the error, restores the stream, and a "
               "good capture works afterwards",
-              [P("capture_failure", "capture(fn calling .item())", kind="item")],
+              [P("capture_failure", "capture(fn calling .item())", kind="item", last=True)],
               compare=failure(".item() / host sync", ("item", "sync", "host", "wait")), gpu=True),
         Check("ex3", "gpu_failed_capture_cpu_copy",
               "a capture that copies a CPU tensor to the GPU fails with a RuntimeError naming the cause",
-              [P("capture_failure", "capture(fn copying a CPU tensor)", kind="cpu_copy")],
+              [P("capture_failure", "capture(fn copying a CPU tensor)", kind="cpu_copy", last=True)],
               compare=failure("a CPU -> GPU copy", ("cpu", "host", "copy")), gpu=True),
     ]
 
@@ -390,14 +463,22 @@ RUNNER_KEYS = ("buffer_count", "buffers_are_examples", "examples_unchanged", "bu
                "buffers_moved")
 
 
-def ex4(rng: random.Random) -> list[Check]:
-    shapes = [[[3, 4], [4]], [[5], [5]], [[2, 3, 2]], [[1], [4, 2], [3]]]
+def input_shapes(rng: random.Random) -> list[list[int]]:
+    return [[rng.randint(1, 6) for _ in range(rng.randint(1, 3))] for _ in range(rng.randint(1, 3))]
+
+
+def ex4(draw: Draw) -> list[Check]:
+    r = draw.rng("ex4.runner_returns_fn_of_latest_inputs")
     runs = [P("graph_runner", f"GraphRunner(combine, inputs shaped {s}) called 3 times",
-              fn="combine", shapes=s, seeds=[1, 2, 3], warmup_iters=2) for s in shapes]
+              fn="combine", shapes=s, seeds=r.sample(range(1, 10_000), 3), warmup_iters=r.randint(1, 4))
+            for s in [input_shapes(r) for _ in range(4)]]
+    r = draw.rng("ex4.runner_clone_outputs")
     clone = [P("graph_runner", f"GraphRunner({fn}, ..., clone_outputs={c}) called twice",
-               fn=fn, shapes=[[5], [5]], seeds=[1, 2], clone_outputs=c, spy=True)
-             for fn in ("combine", "pair") for c in (True, False)]
+               fn=fn, shapes=[[n], [n]], seeds=r.sample(range(1, 10_000), 2), clone_outputs=c, spy=True)
+             for fn in ("combine", "pair") for c in (True, False) for n in [r.randint(1, 9)]]
+    r = draw.rng("ex4.runner_checks_each_call")
     position = ("inputs[1]", "input 1", "position 1", "argument 1", "input #1")
+    r2 = draw.rng("ex4.gpu_runner")
     return [
         Check("ex4", "runner_returns_fn_of_latest_inputs",
               "copy every input into its static buffer (copy_), replay, return fn of these inputs",
@@ -415,20 +496,22 @@ def ex4(rng: random.Random) -> list[Check]:
               clone, compare=same(keys=("held_first_now", "outputs_share_static", "output_type"))),
         Check("ex4", "runner_checks_each_call",
               "wrong number of inputs is a TypeError; wrong shape, dtype or device a ValueError "
-              "naming the position",
+              "naming the position; matching inputs are accepted",
               [P("graph_runner_bad_call", "runner(2 of 3 inputs)", ("3", "inputs"), "TypeError",
                  kind="too_few"),
                P("graph_runner_bad_call", "runner(4 of 3 inputs)", ("3", "inputs"), "TypeError",
                  kind="too_many")]
               + [P("graph_runner_bad_call", f"runner(good, bad {k}, good)", position, kind=k)
-                 for k in ("shape", "float64", "int64", "device")]),
+                 for k in r.sample(["shape", "float64", "int64", "device"], 4)]
+              + [P("graph_runner_bad_call", "runner(3 good inputs)", kind="none")]),
         Check("ex4", "gpu_runner",
               "on CUDA tensors the runner captures with exercise 3 and replays fn of fresh inputs",
               [P("graph_runner", "GraphRunner(combine, cuda inputs) called 4 times", fn="combine",
-                 shapes=[[16, 32], [32]], seeds=[1, 2, 3, 4], device="cuda", spy=False),
-               P("graph_runner", "GraphRunner(combine, cuda, clone_outputs=False) called twice",
-                 fn="combine", shapes=[[64], [64]], seeds=[1, 2], clone_outputs=False,
+                 shapes=[[r2.randint(1, 32), 32], [32]], seeds=r2.sample(range(1, 10_000), 4),
                  device="cuda", spy=False),
+               P("graph_runner", "GraphRunner(combine, cuda, clone_outputs=False) called twice",
+                 fn="combine", shapes=[[64], [64]], seeds=r2.sample(range(1, 10_000), 2),
+                 clone_outputs=False, device="cuda", spy=False),
                P("graph_runner_bad_call", "runner(good, a CPU tensor, good) on CUDA", position,
                  kind="device", device="cuda")],
               compare=same(keys=("outputs", "held_first_now", "num_captures", "buffers_are_examples")),
@@ -455,17 +538,28 @@ def bucket_probe(max_rows, sizes, batches, warmup_iters=2, **extra) -> Probe:
              batches=batches, warmup_iters=warmup_iters, **extra)
 
 
-def ex5(rng: random.Random) -> list[Check]:
-    size_lists = [[rng.randint(1, 600) for _ in range(rng.randint(1, 12))] for _ in range(12)]
+def ex5(draw: Draw) -> list[Check]:
+    r = draw.rng("ex5.default_capture_sizes")
+    fixed = (1, 2, 3, 8, 9, 255, 256, 257, 271, 272, 512, 1000)
+    drawn = [r.randint(1, 300), r.randint(300, 2000), r.randint(2000, 5000)]
+    r = draw.rng("ex5.padded_size")
+    size_lists = [[r.randint(1, 600) for _ in range(r.randint(1, 12))] for _ in range(12)]
     padded_probes = [P("padded", f"padded_size({n}, {s})", n=n, sizes=s)
-                     for s in size_lists for n in (rng.randint(1, 700), min(s), max(s), max(s) + 1)]
-    runners = [bucket_probe(*setup) for setup in runner_setups(rng, 10)]
+                     for s in size_lists for n in (r.randint(1, 700), min(s), max(s), max(s) + 1)]
+    r = draw.rng("ex5.pad_rows")
+    pads = [(r.randint(1, 6), r.randint(0, 6), v, d) for v, d in
+            [(0.0, "float32"), (round(r.uniform(-9, 9), 2), "float32"), (math.nan, "float64"),
+             (0.0, "bfloat16"), (round(r.uniform(-9, 9), 1), "float32")]]
+    r = draw.rng("ex5.runner_returns_fn_of_real_rows")
+    runners = [bucket_probe(*setup, warmup_iters=r.randint(1, 3)) for setup in runner_setups(r, 10)]
+    r = draw.rng("ex5.runner_rejects_sizes_outside_the_buffer")
+    rows = r.randint(2, 12)
+    r2 = draw.rng("ex5.gpu_runner")
     return [
         Check("ex5", "default_capture_sizes",
               "[1, 2, 4], multiples of 8 below 256, multiples of 16 from 256, <= max_size, ascending",
               [P("default_sizes", "default_capture_sizes()")]
-              + [P("default_sizes", f"default_capture_sizes({m})", max_size=m)
-                 for m in (1, 2, 3, 8, 9, 255, 256, 257, 271, 272, 512, 1000)]
+              + [P("default_sizes", f"default_capture_sizes({m})", max_size=m) for m in fixed + tuple(drawn)]
               + [P("default_sizes", "default_capture_sizes(0)", "max_size", max_size=0)]),
         Check("ex5", "padded_size",
               "the smallest size >= n (sizes unsorted or repeated), None above every size",
@@ -473,10 +567,7 @@ def ex5(rng: random.Random) -> list[Check]:
                                P("padded", "padded_size(3, [])", "capture_sizes", n=3, sizes=[])]),
         Check("ex5", "pad_rows", "size rows: x first, then value; x untouched, no shared memory",
               [P("pad", f"pad_rows(x of {n} rows, {n + e}, {v})", n=n, width=3, size=n + e, value=v,
-                 dtype=d)
-               for n, e, v, d in [(1, 0, 0.0, "float32"), (3, 2, -1.5, "float32"),
-                                  (4, 4, math.nan, "float64"), (5, 1, 0.0, "bfloat16"),
-                                  (2, 6, 2.0, "float32")]]),
+                 dtype=d) for n, e, v, d in pads]),
         Check("ex5", "runner_returns_fn_of_real_rows",
               "pad to the bucket with pad_value (NaN here), replay, return the real rows as a fresh "
               "tensor; batches above every bucket run eagerly",
@@ -490,13 +581,18 @@ def ex5(rng: random.Random) -> list[Check]:
         Check("ex5", "runner_stats", "stats counts replays per size and eager fallbacks under 'eager'",
               runners, compare=same(keys=("stats", "replays"))),
         Check("ex5", "runner_rejects_sizes_outside_the_buffer",
-              "a capture size outside 1..len(max_example) is a ValueError naming capture_sizes",
-              [P("bucket_runner_bad_sizes", f"BucketedGraphRunner(fn, 8 rows, capture_sizes={s})",
-                 "capture_sizes", sizes=s) for s in ([0, 4], [4, 9])]),
+              "a capture size outside 1..len(max_example) is a ValueError naming capture_sizes; "
+              "1 and len(max_example) themselves are accepted",
+              [P("bucket_runner_bad_sizes", f"BucketedGraphRunner(fn, {rows} rows, capture_sizes={s})",
+                 "capture_sizes", sizes=s, max_rows=rows)
+               for s in ([0, r.randint(1, rows)], [r.randint(1, rows), rows + r.randint(1, 9)])]
+              + [P("bucket_runner_bad_sizes", f"BucketedGraphRunner(fn, {rows} rows, capture_sizes="
+                   f"[{rows}, 1])", sizes=[rows, 1], max_rows=rows)]),
         Check("ex5", "gpu_runner",
               "on real CUDA graphs: NaN padding never reaches real rows, eager above the largest "
               "bucket, largest first into one pool",
-              [bucket_probe(16, [1, 2, 4, 8, 16], [3, 16, 1, 5, 9, 2, 20, 7], device="cuda", width=8)],
+              [bucket_probe(16, [1, 2, 4, 8, 16], [r2.randint(1, 20) for _ in range(8)], device="cuda",
+                            width=8)],
               compare=same(keys=("calls", "capture_order", "pools", "buffer_addresses", "stats")),
               gpu=True),
     ]
@@ -505,13 +601,22 @@ def ex5(rng: random.Random) -> list[Check]:
 # ----------------------------------------------------------------------------- exercise 6
 
 
-
-def ex6(rng: random.Random) -> list[Check]:
-    size_lists = [[1, 2, 4, 8], [rng.randint(1, 64) for _ in range(5)], [16], [3, 1, 3, 7]]
-    queries = [[rng.randint(1, 80), rng.random() < 0.5] for _ in range(12)] + [[1, True], [8, False]]
+def ex6(draw: Draw) -> list[Check]:
+    r = draw.rng("ex6.mode_table")
+    order = [m for m in MODES]
+    r.shuffle(order)
+    r = draw.rng("ex6.capture_descs")
+    size_lists = [[1, 2, 4, 8], [r.randint(1, 64) for _ in range(5)], [r.randint(1, 32)],
+                  [r.randint(1, 8) for _ in range(4)]]
+    r = draw.rng("ex6.dispatch")
+    dispatch_lists = [[1, 2, 4, 8]] + [[r.randint(1, 64) for _ in range(r.randint(1, 6))] for _ in range(3)]
+    queries = [[r.randint(1, 80), r.random() < 0.5] for _ in range(12)] + [[1, True], [8, False]]
+    r = draw.rng("ex6.dispatch_rejects")
+    sizes = sorted(r.sample(range(1, 64), 3))
     return [
         Check("ex6", "mode_table", "decode_mode()/mixed_mode() follow vLLM's table",
-              [P("mode_names", "the members of CUDAGraphMode"), P("mode_pairs", "decode/mixed modes")]),
+              [P("mode_names", "the members of CUDAGraphMode"),
+               P("mode_pairs", f"decode/mixed modes of {order}", order=order)]),
         Check("ex6", "capture_descs",
               "mixed group (if not NONE) then uniform-decode FULL group (if decode is FULL and mixed "
               "is not), each largest first",
@@ -521,9 +626,13 @@ def ex6(rng: random.Random) -> list[Check]:
               "NONE unpadded for NONE or oversized batches; else the uniform FULL graph if captured, "
               "else the mixed graph, else NONE; never an uncaptured key",
               [P("dispatch", f"CudagraphDispatcher({m}, {s}).dispatch(...)", mode=m, sizes=s,
-                 queries=queries) for m in MODES for s in size_lists]),
-        Check("ex6", "dispatch_rejects", "num_tokens < 1 is a ValueError naming num_tokens",
-              [P("dispatch_arg", f"dispatch({n})", "num_tokens", num_tokens=n) for n in (0, -3)]),
+                 queries=queries) for m in MODES for s in dispatch_lists]),
+        Check("ex6", "dispatch_rejects",
+              "num_tokens < 1 is a ValueError naming num_tokens; 1 and more are dispatched",
+              [P("dispatch_arg", f"dispatch({n})", "num_tokens", num_tokens=n)
+               for n in (0, -r.randint(1, 99))]
+              + [P("dispatch_arg", f"CudagraphDispatcher(FULL, {sizes}).dispatch({n})", num_tokens=n,
+                   sizes=sizes) for n in (1, r.randint(2, 70))]),
     ]
 
 
@@ -536,39 +645,55 @@ def norm_probes(rng: random.Random, dtype: str, count: int) -> list[Probe]:
               seed=rng.randint(0, 2**16)) for s in shapes]
 
 
-def ex7(rng: random.Random) -> list[Check]:
-    chains = [(rng.randint(1, 1000), rng.randint(0, 10_000), rng.choice([1, 2, 4, 8])) for _ in range(10)]
+def hbm_probes(rng: random.Random, count: int) -> list[Probe]:
+    chains = [(rng.randint(1, 1000), rng.randint(0, 10_000), rng.choice([1, 2, 4, 8])) for _ in range(count)]
+    return [P("hbm", f"chain_hbm_bytes({n}, {m}, {b}, fused={f})", n_ops=n, numel=m, dtype_bytes=b,
+              fused=f) for n, m, b in chains for f in (False, True)]
+
+
+def ex7(draw: Draw) -> list[Check]:
+    r = draw.rng("ex7.chain_hbm_bytes_rejects")
+    bad = (((-r.randint(1, 9), 8, 4), "n_ops"), ((2, -r.randint(1, 9), 4), "numel"),
+           ((2, 8, 0), "dtype_bytes"), ((2, 8, -r.randint(1, 8)), "dtype_bytes"))
+    r3 = draw.rng("ex7.gpu_fused_norm_is_one_kernel")
     return [
         Check("ex7", "chain_hbm_bytes",
               "unfused: every op reads and writes (2 * n_ops * numel * bytes); fused: one read and "
               "one write; no ops: 0",
-              [P("hbm", f"chain_hbm_bytes({n}, {m}, {b}, fused={f})", n_ops=n, numel=m, dtype_bytes=b,
-                 fused=f) for n, m, b in chains + [(0, 1024, 4)] for f in (False, True)]),
+              hbm_probes(draw.rng("ex7.chain_hbm_bytes"), 10)
+              + [P("hbm", f"chain_hbm_bytes(0, 1024, 4, fused={f})", n_ops=0, numel=1024,
+                   dtype_bytes=4, fused=f) for f in (False, True)]),
         Check("ex7", "chain_hbm_bytes_rejects",
-              "a negative count or size, or dtype_bytes < 1, is a ValueError naming it",
+              "a negative count or size, or dtype_bytes < 1, is a ValueError naming it; zero ops, "
+              "zero elements and dtype_bytes=1 are accepted",
               [P("hbm", f"chain_hbm_bytes{args}", name, n_ops=args[0], numel=args[1],
-                 dtype_bytes=args[2], fused=False)
-               for args, name in (((-1, 8, 4), "n_ops"), ((2, -8, 4), "numel"), ((2, 8, 0), "dtype_bytes"))]),
+                 dtype_bytes=args[2], fused=False) for args, name in bad]
+              + [P("hbm", "chain_hbm_bytes(0, 0, 1, fused=False)", n_ops=0, numel=0, dtype_bytes=1,
+                   fused=False)] + hbm_probes(r, 1)),
         Check("ex7", "fused_norm_fp32",
               "new_residual = x + residual, out = rms_norm(new_residual) * weight (fp32: within "
               "1e-5 * (1 + |expected|)); x and residual unchanged",
-              norm_probes(rng, "float32", 8), compare=same(rtol=1e-5, atol=1e-5)),
+              norm_probes(draw.rng("ex7.fused_norm_fp32"), "float32", 8), compare=same(rtol=1e-5, atol=1e-5)),
         Check("ex7", "fused_norm_bf16", "the same in bf16, within 1e-2 * (1 + |expected|)",
-              norm_probes(rng, "bfloat16", 6), compare=same(rtol=1e-2, atol=1e-2)),
+              norm_probes(draw.rng("ex7.fused_norm_bf16"), "bfloat16", 6), compare=same(rtol=1e-2, atol=1e-2)),
         Check("ex7", "fused_norm_rejects",
-              "residual must match x (shape, dtype, device); weight must be x.shape[-1:]",
+              "residual must match x (shape, dtype, device); weight must be x.shape[-1:]; matching "
+              "inputs are accepted",
               [P("fused_norm_bad", f"fused_add_rms_norm with a mismatched {w}", w, which=w)
-               for w in ("residual", "weight")]),
+               for w in ("residual", "weight")] + norm_probes(draw.rng("ex7.fused_norm_rejects"), "float32", 1),
+              compare=same(rtol=1e-5, atol=1e-5)),
         Check("ex7", "count_kernels_needs_cuda",
-              "without CUDA, count_kernels raises a RuntimeError saying a CUDA device is needed",
-              [P("count_kernels_no_cuda", "count_kernels(torch.add, ...)")], compare=says_cuda_is_needed),
+              "without CUDA, count_kernels raises a RuntimeError saying a CUDA device is needed "
+              "(checked beside chain_hbm_bytes: a module that only raises earns nothing)",
+              [P("count_kernels_no_cuda", "count_kernels(torch.add, ...)", cuda=True)]
+              + hbm_probes(draw.rng("ex7.count_kernels_needs_cuda"), 1)),
         Check("ex7", "gpu_fused_norm_is_one_kernel",
               "on CUDA, fused_add_rms_norm launches one kernel (profiled by the grader) and matches "
               "the reference",
               [P("fused_kernels", f"kernels of fused_add_rms_norm ({d})", dtype=d)
                for d in ("float32", "bfloat16")]
               + [P("fused_norm", "fused_add_rms_norm on CUDA (8, 4096) bf16", shape=[8, 4096],
-                   dtype="bfloat16", seed=3, device="cuda")],
+                   dtype="bfloat16", seed=r3.randint(0, 2**16), device="cuda")],
               compare=same(rtol=1e-2, atol=1e-2), gpu=True),
         Check("ex7", "gpu_count_kernels",
               "count_kernels counts the kernels of one call after a warm-up, copies left out",
@@ -578,8 +703,11 @@ def ex7(rng: random.Random) -> list[Check]:
 
 # ----------------------------------------------------------------------------- exercise 8
 
-PROMPTS = [[1, 2, 3], [4, 5], [6, 7, 8, 9], [10]]
-NEW_TOKENS = [5, 3, 6, 2]
+
+def requests(rng: random.Random, count: int = 4) -> tuple[list[list[int]], list[int]]:
+    """``count`` prompts of 1 to 4 tokens and how many tokens each wants (1 to 6)."""
+    prompts = [[rng.randint(0, 511) for _ in range(rng.randint(1, 4))] for _ in range(count)]
+    return prompts, [rng.randint(1, 6) for _ in prompts]
 
 
 def step_batches(rng: random.Random) -> list[list[list[int]]]:
@@ -589,22 +717,43 @@ def step_batches(rng: random.Random) -> list[list[list[int]]]:
         slots = rng.sample(range(8), n) if n <= 8 else None
         if slots is None:  # 9 rows: one sequence has two rows (a prompt chunk), so not uniform
             slots = list(range(8)) + [0]
-            positions = [3] * 8 + [4]
+            position = rng.randint(0, 20)
+            positions = [position] * 8 + [position + 1]
         else:
             positions = [rng.randint(0, 20) for _ in slots]
         steps.append([[rng.randint(0, 511) for _ in slots], positions, slots])
     return steps
 
 
-def ex8(rng: random.Random) -> list[Check]:
+def ex8(draw: Draw) -> list[Check]:
     sizes = [1, 2, 4, 8, 16]
-    steps = step_batches(rng)
+    r = draw.rng("ex8.generate_every_mode")
+    prompts, new_tokens = requests(r)
+    seed = r.randint(0, 2**16)
+    steps = step_batches(draw.rng("ex8.step_logits"))
+    r = draw.rng("ex8.padding_uses_the_padding_slot")
+    pad_slots = r.sample(range(8), 3)
+    pad_positions = [r.randint(0, 60) for _ in pad_slots]
+    pad_tokens = [r.randint(0, 511) for _ in pad_slots]
+    r = draw.rng("ex8.capture_largest_first_in_one_pool")
+    capture_sizes = r.sample([1, 2, 3, 4, 6, 8], 3)
+    capture_warmups = r.randint(1, 3)
+    r = draw.rng("ex8.piecewise_attention_is_eager")
+    n = r.randint(1, 4)
+    attention_rows = dict(tokens=[r.randint(0, 511) for _ in range(n)], positions=[0] * n,
+                          slots=r.sample(range(8), n))
+    shrink_prompts, shrink_new = requests(draw.rng("ex8.generate_shrinks_the_batch"))
+    r = draw.rng("ex8.engine_rejects")
+    token = r.randint(0, 511)
+    r2 = draw.rng("ex8.gpu_engine")
+    gpu_prompts, gpu_new = requests(r2)
+    gpu_steps = step_batches(r2)
     return [
         Check("ex8", "generate_every_mode",
               "every mode yields the tokens of eager decoding: the prompt step, then one token per "
               "unfinished sequence, greedy",
-              [P("engine_generate", f"DecodeEngine({m}, {sizes}).generate({PROMPTS}, {NEW_TOKENS})",
-                 mode=m, sizes=sizes, prompts=PROMPTS, new_tokens=NEW_TOKENS) for m in MODES]),
+              [P("engine_generate", f"DecodeEngine({m}, {sizes}).generate({prompts}, {new_tokens})",
+                 mode=m, sizes=sizes, prompts=prompts, new_tokens=new_tokens, seed=seed) for m in MODES]),
         Check("ex8", "step_logits",
               "step returns one row of logits per token, within 1e-5 of the eager model, for 1 to "
               "9 rows (buckets up to 8; 9 runs eagerly)",
@@ -614,36 +763,41 @@ def ex8(rng: random.Random) -> list[Check]:
         Check("ex8", "padding_uses_the_padding_slot",
               "rows that only pad a batch read and write model.padding_slot, never a real sequence's cache",
               [P("engine_padding", f"a 3-row step padded to 4 ({m})", mode=m, sizes=[4],
-                 tokens=[11, 12, 13], positions=[5, 6, 7], slots=[1, 2, 3]) for m in ("FULL", "PIECEWISE")]),
+                 tokens=pad_tokens, positions=pad_positions, slots=pad_slots) for m in ("FULL", "PIECEWISE")]),
         Check("ex8", "capture_largest_first_in_one_pool",
               "capture_model captures capture_descs() in order (largest first), PIECEWISE one graph "
               "per segment, all in the first graph's pool, with the engine's warmup_iters",
-              [P("engine_captures", f"DecodeEngine({m}, [2, 8, 4], warmup_iters=2).capture_model()",
-                 mode=m, sizes=[2, 8, 4], warmup_iters=2) for m in ("FULL", "PIECEWISE", "FULL_AND_PIECEWISE")]),
+              [P("engine_captures", f"DecodeEngine({m}, {capture_sizes}, warmup_iters={capture_warmups})"
+                 ".capture_model()", mode=m, sizes=capture_sizes, warmup_iters=capture_warmups)
+               for m in ("FULL", "PIECEWISE", "FULL_AND_PIECEWISE")]),
         Check("ex8", "piecewise_attention_is_eager",
               "PIECEWISE captures the segments between attention calls and runs attention eagerly; "
               "FULL captures the whole forward pass",
-              [P("engine_attention", f"where attention runs ({m})", mode=m) for m in ("PIECEWISE", "FULL")]),
+              [P("engine_attention", f"where attention runs ({m}), a {n}-row step", mode=m,
+                 **attention_rows) for m in ("PIECEWISE", "FULL")]),
         Check("ex8", "generate_shrinks_the_batch",
               "the first step feeds every prompt token (a mixed batch), later steps only the "
               "unfinished sequences (uniform decode); stats count each (mode, descriptor) replayed",
-              [P("engine_batches", f"step sizes of generate({PROMPTS}, {NEW_TOKENS})", prompts=PROMPTS,
-                 new_tokens=NEW_TOKENS)]
-              + [P("engine_stats", f"stats after generate in {m}", mode=m, prompts=PROMPTS,
-                   new_tokens=NEW_TOKENS) for m in ("FULL_AND_PIECEWISE", "FULL_DECODE_ONLY")]),
+              [P("engine_batches", f"step sizes of generate({shrink_prompts}, {shrink_new})",
+                 prompts=shrink_prompts, new_tokens=shrink_new)]
+              + [P("engine_stats", f"stats after generate in {m}", mode=m, prompts=shrink_prompts,
+                   new_tokens=shrink_new) for m in ("FULL_AND_PIECEWISE", "FULL_DECODE_ONLY")]),
         Check("ex8", "engine_rejects",
               "bad rows (lengths, the padding slot, positions) and bad requests are ValueErrors "
-              "naming the argument",
+              "naming the argument; the largest good ones (last slot, last position, max_seqs "
+              "prompts filling the cache) are accepted",
               [P("engine_bad", kind, names, kind=kind) for kind, names in (
                   ("step-lengths", ("slots", "rows")), ("step-padding-slot", "slots"),
                   ("step-position", "positions"), ("generate-too-many", "prompts"),
                   ("generate-empty", "prompts"), ("generate-zero-new", "max_new_tokens"),
-                  ("generate-too-long", "max_new_tokens"))]),
+                  ("generate-too-long", "max_new_tokens"))]
+              + [P("engine_bad", kind, kind=kind, token=token) for kind in ("step-largest", "generate-largest")],
+              compare=same(rtol=0, atol=1e-5)),
         Check("ex8", "gpu_engine",
               "on real CUDA graphs: every mode yields eager decoding's tokens and logits within 1e-5",
-              [P("engine_generate", f"generate on CUDA ({m})", mode=m, sizes=sizes, prompts=PROMPTS,
-                 new_tokens=NEW_TOKENS, device="cuda") for m in MODES]
-              + [P("engine_steps", f"steps on CUDA ({m})", mode=m, sizes=[1, 2, 4, 8], steps=steps,
+              [P("engine_generate", f"generate on CUDA ({m})", mode=m, sizes=sizes, prompts=gpu_prompts,
+                 new_tokens=gpu_new, device="cuda") for m in MODES]
+              + [P("engine_steps", f"steps on CUDA ({m})", mode=m, sizes=[1, 2, 4, 8], steps=gpu_steps,
                    device="cuda") for m in ("FULL", "PIECEWISE")],
               compare=same(rtol=0, atol=1e-5), gpu=True),
     ]
@@ -652,8 +806,6 @@ def ex8(rng: random.Random) -> list[Check]:
 PUBLIC = (ex1, ex2, ex3, ex4, ex5, ex6, ex7, ex8)
 
 
-def public_checks() -> list[Check]:
-    checks = []
-    for make in PUBLIC:
-        checks += make(random.Random(f"launch-tax public {make.__name__}"))
-    return checks
+def public_checks(draw: Draw | None = None) -> list[Check]:
+    draw = draw or PRACTICE
+    return [check for make in PUBLIC for check in make(draw)]

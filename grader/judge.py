@@ -1,17 +1,29 @@
 """The judge: the trusted side of grading.
 
-It holds the rubric, the checks (their inputs are fixed draws) and the reference, and decides
-every point. For each exercise it starts a fresh worker in a sandbox (``grader/sandbox.py``),
-hands it the submission's module files and the probes, reads back plain data
-(``grader/wire.py``), and compares it with the reference's answers to the same probes, computed
-here. If the worker times out, crashes, exits, floods its output or breaks a limit, that
-exercise's checks are lost with the reason, and nothing else is affected.
+It holds the rubric, the checks and the reference, and decides every point. For one submission:
+
+1. it draws every check's inputs (``grader/secret.py``: from the grading secret, the check's
+   name and the submission's content; in practice mode, the release's fixed inputs);
+2. it computes the reference's answers to all of them, here, before any worker starts; if the
+   reference itself fails, grading stops with ``ReferenceFailure`` and nobody is graded;
+3. for each exercise it starts a fresh worker in a sandbox (``grader/sandbox.py``) with the
+   submission's module files, sends it the public probes, and only once those are answered the
+   hidden ones (``grader/worker.py``), reads back plain data (``grader/wire.py``) and compares.
+
+A worker that times out is tried once more with twice the time; the limit itself grows with how
+long the reference and a bare worker (the judge's canary) took on this machine in this run, so a
+loaded grading box does not zero correct code. If the worker still times out, crashes, exits,
+floods its output or breaks a limit, the checks it had not answered are lost with the reason,
+and nothing else is affected. A hidden check never shows anything a worker produced: its reason
+is its rule.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import queue
+import subprocess
 import threading
 import time
 import tomllib
@@ -21,20 +33,32 @@ from pathlib import Path
 
 from coursekit.impl import EXERCISES, REPO_ROOT
 from grader import sandbox, wire
-from grader.checks import Answer, Check, Probe, public_checks, same
+from grader.checks import Answer, Check, Probe, same
+from grader.secret import Draw, GradingSecret
 from grader.submission import Submission
+from grader.text import safe
 
 GRADER_DIR = Path(__file__).resolve().parent
 RUBRIC = GRADER_DIR / "rubric.toml"
-RECORDED = GRADER_DIR / "expected.json"  # the reference's public answers, in a release
+RECORDED = GRADER_DIR / "expected.json"  # the reference's practice answers, in a release
 MODULES = {f"ex{n}": name for n, name in EXERCISES}
+PENDING_GPU = "not run: needs a GPU, graded in the GPU pass"
+
+
+class ReferenceFailure(RuntimeError):
+    """The reference could not answer a probe: a fault of the grader, never of a student."""
+
+
+class EnvironmentProblem(RuntimeError):
+    """No worker can run on this machine (the sandbox, or the Python it would run): nobody can
+    be graded here."""
 
 
 @dataclass
 class CheckResult:
     check: Check
     points: float
-    status: str  # "passed", "failed" or "not run"
+    status: str  # "passed", "failed" or "pending" (a GPU check on a machine without CUDA)
     reason: str = ""
 
     @property
@@ -55,7 +79,11 @@ class ExerciseResult:
 
     @property
     def max_score(self) -> float:
-        return sum(c.points for c in self.checks if c.status != "not run")
+        return sum(c.points for c in self.checks if c.status != "pending")
+
+    @property
+    def pending(self) -> float:
+        return sum(c.points for c in self.checks if c.status == "pending")
 
 
 @dataclass
@@ -64,6 +92,7 @@ class Report:
     exercises: list[ExerciseResult]
     notes: list[str]
     wall_s: float = 0.0
+    fingerprint: dict = field(default_factory=dict)
 
     @property
     def score(self) -> float:
@@ -73,9 +102,13 @@ class Report:
     def max_score(self) -> float:
         return sum(e.max_score for e in self.exercises)
 
+    @property
+    def pending(self) -> float:
+        return sum(e.pending for e in self.exercises)
 
-def load_rubric(path: Path = RUBRIC) -> dict[str, dict[str, float]]:
-    """``{check id: points}`` and the visibility of each, from the rubric file."""
+
+def load_rubric(path: Path = RUBRIC) -> dict[str, float]:
+    """``{check id: points}`` from the rubric file (public and hidden tables)."""
     data = tomllib.loads(path.read_text(encoding="utf-8"))
     points = {}
     for exercise, table in data.items():
@@ -85,13 +118,19 @@ def load_rubric(path: Path = RUBRIC) -> dict[str, dict[str, float]]:
     return points
 
 
-def all_checks() -> list[Check]:
-    checks = public_checks()
+def all_checks(draw: Draw | None = None) -> list[Check]:
+    from grader.checks import public_checks
+
+    checks = public_checks(draw)
     try:
         from grader.hidden import hidden_checks
     except ImportError:  # a released grader has no hidden checks
         return checks
-    return checks + hidden_checks()
+    return checks + hidden_checks(draw)
+
+
+def has_reference() -> bool:
+    return (REPO_ROOT / "solutions" / "__init__.py").is_file()
 
 
 def runtime_files() -> dict[str, bytes]:
@@ -102,23 +141,42 @@ def runtime_files() -> dict[str, bytes]:
     return files
 
 
+def digest(submission: Submission) -> str:
+    """The submission's content, as the salt of its drawn inputs."""
+    h = hashlib.sha256()
+    for name, data in sorted(submission.files.items()):
+        h.update(name.encode() + b"\0" + hashlib.sha256(data).digest())
+    return h.hexdigest()
+
+
 class Reference:
     """The reference's answers to probes: computed here from solutions/, or read from the
-    recording a release ships for its public checks."""
+    recording a release ships for its practice inputs. Practice answers are cached for the
+    whole run; official ones (drawn per submission) are not. A probe the reference cannot answer
+    raises ``ReferenceFailure``: it is never cached and never charged to a student."""
 
     def __init__(self):
-        self._answers: dict[str, Answer] = {}
+        self._cache: dict[str, Answer] = {}
         self._lock = threading.Lock()
         self._recorded = None
-        if not (REPO_ROOT / "solutions").is_dir() and RECORDED.exists():
+        if not has_reference() and RECORDED.exists():
             self._recorded = json.loads(RECORDED.read_text(encoding="utf-8"))
 
-    def answer(self, exercise: str, probe: Probe) -> Answer | None:
-        key = f"{exercise} {probe.key()}"
-        with self._lock:
-            if key not in self._answers:
-                self._answers[key] = self._compute(exercise, probe, key)
-            return self._answers[key]
+    def answers(self, exercise: str, probes: list[Probe], cache: bool) -> tuple[dict[str, Answer], float]:
+        """``{probe key: answer}`` (None: nothing recorded), and the seconds spent computing."""
+        out, seconds = {}, 0.0
+        for probe in probes:
+            key = f"{exercise} {probe.key()}"
+            with self._lock:
+                answer = self._cache.get(key)
+                if answer is None:
+                    start = time.monotonic()
+                    answer = self._compute(exercise, probe, key)
+                    seconds += time.monotonic() - start
+                    if answer is not None and cache:
+                        self._cache[key] = answer
+            out[probe.key()] = answer
+        return out, seconds
 
     def _compute(self, exercise: str, probe: Probe, key: str) -> Answer | None:
         if self._recorded is not None:
@@ -131,9 +189,9 @@ class Reference:
         try:
             value = probes.PROBES[probe.probe](module, **wire.decode(wire.encode(probe.args)))
             return _answer({"ok": True, "value": wire.encode(value)})
-        except Exception as exc:  # noqa: BLE001 - the reference's expected errors
-            return Answer(False, error={"types": [c.__name__ for c in type(exc).__mro__],
-                                        "message": str(exc)})
+        except Exception as exc:  # noqa: BLE001 - said below, with the probe
+            raise ReferenceFailure(f"the reference failed probe {exercise} {probe.label}: "
+                                   f"{type(exc).__name__}: {exc}") from exc
 
 
 def _answer(data: dict) -> Answer:
@@ -141,13 +199,23 @@ def _answer(data: dict) -> Answer:
         return Answer(True, value=wire.decode(data.get("value")))
     error = data.get("error") if isinstance(data.get("error"), dict) else {}
     types = error.get("types")
-    types = [str(t) for t in types] if isinstance(types, list) else ["<unknown>"]
-    return Answer(False, error={"types": types, "message": str(error.get("message", ""))[:2000]})
+    types = [safe(t, 100) for t in types][:64] if isinstance(types, list) else ["<unknown>"]
+    return Answer(False, error={"types": types or ["<unknown>"],
+                                "message": safe(error.get("message", ""), 2000)})
+
+
+@dataclass
+class Canary:
+    """What a bare worker (no submission code) found on this machine."""
+
+    wall_s: float
+    facts: dict
 
 
 class Judge:
     def __init__(self, gpu: str = "auto", timeout_s: float = 60.0, jobs: int = 2,
-                 hide: tuple[Path, ...] = (), exercises: tuple[str, ...] | None = None):
+                 hide: tuple[Path, ...] = (), exercises: tuple[str, ...] | None = None,
+                 secret: GradingSecret | None = None, gpu_only: bool = False):
         import torch
 
         if gpu not in ("auto", "on", "off"):
@@ -155,126 +223,283 @@ class Judge:
         has_cuda = torch.cuda.is_available()
         if gpu == "on" and not has_cuda:
             raise RuntimeError("--gpu on: no CUDA device is available here")
+        if gpu_only and gpu == "off":
+            raise ValueError("--only-gpu: the GPU pass needs --gpu on (or auto on a CUDA machine)")
+        if gpu_only and not has_cuda:
+            raise RuntimeError("--only-gpu: no CUDA device is available here")
+        if secret is not None and not has_reference():
+            raise RuntimeError("official grading (a grading secret) needs the reference: run it "
+                               "from the staff repository, which has solutions/")
         self.gpu = has_cuda if gpu == "auto" else gpu == "on"
-        self.gpu_mode = gpu
+        self.gpu_mode, self.gpu_only, self.secret = gpu, gpu_only, secret
         self.timeout_s, self.jobs = timeout_s, max(1, jobs)
         self.hide = (REPO_ROOT, *hide)
         self.points = load_rubric()
-        self.checks = [c for c in all_checks() if c.id in self.points]
-        missing = set(self.points) - {c.id for c in all_checks()}
+        names = {c.id for c in all_checks()}
+        missing = set(self.points) - names
         if missing:
             raise RuntimeError(f"rubric lists checks that do not exist: {sorted(missing)}")
-        self.exercises = exercises or tuple(sorted({c.exercise for c in self.checks}))
+        known = sorted({c.exercise for c in all_checks() if c.id in self.points})
+        self.exercises = exercises or tuple(known)
         self.reference = Reference()
         self.runtime = runtime_files()
+        self._canaries: dict[bool, Canary] = {}
+        self._canary_lock = threading.Lock()
+        self._reference_s: dict[tuple[str, bool], float] = {}
         # One slot (and so one worker uid) per worker that can run at once; a worker waits for one.
         self._slots: queue.Queue[int] = queue.Queue()
         for slot in range(64):
             self._slots.put(slot)
 
+    # ------------------------------------------------------------------------- what is asked
+
+    def draw(self, submission: Submission) -> Draw:
+        return Draw(self.secret, digest(submission) if self.secret else "")
+
+    def checks_for(self, submission: Submission) -> list[Check]:
+        checks = [c for c in all_checks(self.draw(submission)) if c.id in self.points
+                  and c.exercise in self.exercises]
+        return [c for c in checks if c.gpu] if self.gpu_only else checks
+
+    # ------------------------------------------------------------------------- grading
+
     def grade(self, submission: Submission) -> Report:
         start = time.monotonic()
+        checks = self.checks_for(submission)
+        answers = self._reference_answers(checks)  # before any worker: a failure grades nobody
+        self.canary(False)
+        if self.gpu:
+            self.canary(True)
         with ThreadPoolExecutor(self.jobs) as pool:
-            results = list(pool.map(lambda ex: self.grade_exercise(submission, ex), self.exercises))
-        notes = list(submission.problems)
-        if not self.gpu:
-            off = sum(c.points for r in results for c in r.checks if c.status == "not run")
+            results = list(pool.map(lambda ex: self._grade_exercise(submission, ex, checks, answers),
+                                    self.exercises))
+        results = [r for r in results if r.checks]
+        return Report(safe(submission.label, 300), results, self.notes(submission, results),
+                      time.monotonic() - start, self.fingerprint())
+
+    def grade_exercise(self, submission: Submission, exercise: str) -> ExerciseResult:
+        checks = [c for c in self.checks_for(submission) if c.exercise == exercise]
+        answers = self._reference_answers(checks)
+        self.canary(False)
+        if self.gpu and any(c.gpu for c in checks):
+            self.canary(True)
+        return self._grade_exercise(submission, exercise, checks, answers)
+
+    def notes(self, submission: Submission, results: list[ExerciseResult]) -> list[str]:
+        notes = [safe(p, 500) for p in submission.problems]
+        if self.secret is None:
+            notes.append("PRACTICE MODE: no grading secret, so the checks use the release's fixed "
+                         "inputs; a score here is for self-checking, not an official grade "
+                         f"(official grading: --secret-file or {'$'}LAUNCH_TAX_SECRET_FILE)")
+        else:
+            notes.append(f"official grading: inputs drawn from grading secret {self.secret.id}")
+        pending = sum(r.pending for r in results)
+        if pending:
             why = "--gpu off" if self.gpu_mode == "off" else "no CUDA here"
-            notes.append(f"GPU checks not run ({why}): {off:g} points left out of the maximum; "
-                         "grade on a CUDA machine for them")
-        off = [name for name, on in sandbox.protections().items() if not on]
+            notes.append(f"{pending:g} points pending: GPU checks not run ({why}); they are graded "
+                         "in the GPU pass (a machine with CUDA, --gpu on)")
+        off = [name for name, on in self.protections().items() if not on]
         if off:
             notes.append("sandbox protections off on this machine (not root, or no namespaces): "
                          + ", ".join(off))
-        return Report(submission.label, results, notes, time.monotonic() - start)
+        return notes
 
-    def grade_exercise(self, submission: Submission, exercise: str) -> ExerciseResult:
+    def protections(self) -> dict[str, bool]:
+        shown = sandbox.protections()
+        canary = self._canaries.get(False)
+        shown["keyring calls refused (seccomp)"] = bool(canary and canary.facts.get("keyrings_denied"))
+        return shown
+
+    def fingerprint(self) -> dict:
+        import torch
+
+        cuda = torch.version.cuda or "none"
+        gpu = torch.cuda.get_device_name() if self.gpu else "none"
+        off = [name for name, on in self.protections().items() if not on]
+        return {"grader": grader_version(), "torch": torch.__version__, "cuda": cuda, "gpu": gpu,
+                "mode": "official" if self.secret else "practice",
+                "seed_id": self.secret.id if self.secret else "practice",
+                "isolation": "on" if not off else "off", "protections_off": off,
+                "pass": "gpu" if self.gpu_only else ("cpu+gpu" if self.gpu else "cpu")}
+
+    # ------------------------------------------------------------------------- the reference
+
+    def _reference_answers(self, checks: list[Check]) -> dict[tuple[str, str], Answer | None]:
+        """The reference's answer to every probe that needs one; and how long each exercise's
+        probes took it (computed, not cached), for the workers' time limits."""
+        answers: dict[tuple[str, str], Answer | None] = {}
+        took: dict[tuple[str, bool], float] = {}
+        for check in checks:
+            if check.gpu and not self.gpu:
+                continue
+            compare = check.compare or same()
+            if not getattr(compare, "needs_reference", False):
+                continue
+            wanted = [p for p in check.probes if p.needs_reference and (check.exercise, p.key()) not in answers]
+            got, seconds = self.reference.answers(check.exercise, wanted, cache=self.secret is None)
+            group = (check.exercise, check.gpu)
+            took[group] = took.get(group, 0.0) + seconds
+            answers.update({(check.exercise, k): a for k, a in got.items()})
+        for group, seconds in took.items():
+            self._reference_s[group] = max(self._reference_s.get(group, 0.0), seconds)
+        return answers
+
+    # ------------------------------------------------------------------------- workers
+
+    def canary(self, gpu: bool) -> Canary:
+        """Run a bare worker once: it proves a worker can start here (else ``EnvironmentProblem``)
+        and measures what ``import torch`` maps (the CPU workers' address-space limit), how long a
+        worker takes to start (the time limits) and whether the keyring filter is on."""
+        with self._canary_lock:
+            if gpu in self._canaries:
+                return self._canaries[gpu]
+            box = sandbox.make_box(self.runtime, {})
+            request = wire.dumps({"canary": True, "dynamo": gpu}).encode()
+            limits = sandbox.Limits(timeout_s=max(120.0, self.timeout_s), memory_bytes=None)
+            slot = self._slots.get()
+            try:
+                run = sandbox.run(box, limits, [request], gpu=gpu, hide=self.hide, slot=slot)
+            finally:
+                self._slots.put(slot)
+                sandbox.remove_box(box)
+            facts = None
+            if run.answers:
+                try:
+                    facts = wire.loads(run.answers[0])
+                except ValueError:
+                    facts = None
+            if not isinstance(facts, dict):
+                tail = safe(run.output.strip()[-1500:], lines=True)
+                why = run.failure() or f"exited with code {run.returncode}"
+                raise EnvironmentProblem(
+                    f"a bare {'GPU' if gpu else 'CPU'} worker cannot run on this machine ({why}); "
+                    f"nothing was graded. Its output:\n{tail}")
+            self._canaries[gpu] = Canary(run.wall_s, facts)
+            return self._canaries[gpu]
+
+    def _limits(self, exercise: str, gpu: bool) -> sandbox.Limits:
+        canary = self.canary(gpu)
+        reference_s = self._reference_s.get((exercise, gpu), 0.0)
+        timeout = max(self.timeout_s, 3 * canary.wall_s + 20 * reference_s)
+        memory = None
+        if not gpu:  # what importing torch maps here, and 3 GiB for the submission
+            memory = max(4 << 30, int(canary.facts.get("vm_peak_bytes", 0)) + (3 << 30))
+        return sandbox.Limits(timeout_s=timeout, memory_bytes=memory)
+
+    def _grade_exercise(self, submission: Submission, exercise: str, checks: list[Check],
+                        answers: dict) -> ExerciseResult:
         module = MODULES[exercise]
-        checks = [c for c in self.checks if c.exercise == exercise]
+        checks = [c for c in checks if c.exercise == exercise]
         result = ExerciseResult(exercise, module)
         runnable = [c for c in checks if self.gpu or not c.gpu]
         for c in checks:
             if c not in runnable:
-                result.checks.append(CheckResult(c, self.points[c.id], "not run", "needs CUDA"))
+                result.checks.append(CheckResult(c, self.points[c.id], "pending", PENDING_GPU))
         if module not in submission.files:
-            why = submission.missing_reason(module)
+            why = safe(submission.missing_reason(module), 500)
             result.problem = why
-            result.checks += [CheckResult(c, self.points[c.id], "failed", why) for c in runnable]
-            return result
-        for gpu in (False, True):
-            group = [c for c in runnable if c.gpu == gpu]
-            if group:
-                self._run_group(submission, exercise, group, gpu, result)
+            result.checks += [self._lost(c, why) for c in runnable]
+        else:
+            for gpu in (False, True):
+                group = [c for c in runnable if c.gpu == gpu]
+                if group:
+                    self._run_group(submission, exercise, group, gpu, answers, result)
         order = {c.id: i for i, c in enumerate(checks)}
         result.checks.sort(key=lambda r: order[r.check.id])
         return result
 
+    def _lost(self, check: Check, why: str) -> CheckResult:
+        reason = f"rule: {check.rule}" if check.hidden else f"{why}\n  rule: {check.rule}"
+        return CheckResult(check, self.points[check.id], "failed", reason)
+
     def _run_group(self, submission: Submission, exercise: str, checks: list[Check], gpu: bool,
-                   result: ExerciseResult) -> None:
-        probes, index = [], {}
-        for check in checks:
-            for probe in check.probes:
-                if probe.key() not in index:
-                    index[probe.key()] = len(probes)
-                    probes.append(probe)
-        request = {"package": "submission", "module": MODULES[exercise], "submission_dir": "",
-                   "probes": [{"probe": p.probe, "args": wire.encode(p.args)} for p in probes]}
+                   answers: dict, result: ExerciseResult) -> None:
+        phases = [[c for c in checks if not c.hidden], [c for c in checks if c.hidden]]
+        if not phases[1]:
+            phases.pop()
+        requests, indexes = [], []
+        for phase in phases:
+            probes, index = [], {}
+            for check in phase:
+                for probe in sorted(check.probes, key=lambda p: p.last):
+                    if probe.key() not in index:
+                        index[probe.key()] = len(probes)
+                        probes.append(probe)
+            probes.sort(key=lambda p: p.last)  # a failing capture disturbs what follows it
+            index = {p.key(): i for i, p in enumerate(probes)}
+            requests.append(wire.dumps({
+                "package": "submission", "module": MODULES[exercise], "submission_dir": "",
+                "probes": [{"probe": p.probe, "args": wire.encode(p.args)} for p in probes]}))
+            indexes.append((index, len(probes)))
+        run = self._run_worker(submission, exercise, gpu, requests)
+        for number, phase in enumerate(phases):
+            index, count = indexes[number]
+            problem, got = _read_answers(run, number, count)
+            if problem:
+                if number == 0:
+                    result.problem = problem
+                result.checks += [self._lost(c, problem) for c in phase]
+                continue
+            for check in phase:
+                result.checks.append(self._judge(check, exercise, [got[index[p.key()]] for p in check.probes],
+                                                 answers))
+
+    def _run_worker(self, submission: Submission, exercise: str, gpu: bool,
+                    requests: list[str]) -> sandbox.Run:
         files = {"submission/__init__.py": b""}
         files.update({f"submission/{name}.py": data for name, data in submission.files.items()})
-        box = sandbox.make_box(self.runtime, files)
-        request["submission_dir"] = str(box / "submission")
-        (box / "request.json").write_text(wire.dumps(request), encoding="utf-8")
-        limits = sandbox.Limits(timeout_s=self.timeout_s, memory_bytes=None if gpu else 4 << 30)
-        slot = self._take_slot()
-        try:
-            run = sandbox.run(box, limits, gpu=gpu, hide=self.hide, slot=slot)
-        finally:
-            self._give_slot(slot)
-            sandbox.remove_box(box)
-        problem, answers = _read_answers(run, len(probes))
-        if problem:
-            result.problem = problem
-            result.checks += [CheckResult(c, self.points[c.id], "failed", problem) for c in checks]
-            return
-        for check in checks:
-            result.checks.append(self._judge(check, exercise, [answers[index[p.key()]] for p in check.probes]))
+        limits = self._limits(exercise, gpu)
+        for attempt in range(2):
+            box = sandbox.make_box(self.runtime, files)
+            directory = str(box / "submission")
+            frames = [r.replace('"submission_dir":""', f'"submission_dir":{json.dumps(directory)}', 1).encode()
+                      for r in requests]
+            slot = self._slots.get()
+            try:
+                run = sandbox.run(box, limits, frames, gpu=gpu, hide=self.hide, slot=slot)
+            finally:
+                self._slots.put(slot)
+                sandbox.remove_box(box)
+            if attempt:
+                run.first_timeout_s = limits.timeout_s / 2
+            if not run.timed_out or attempt:
+                return run
+            # Load, not a wrong answer, until shown otherwise: once more, with twice the time.
+            limits = sandbox.Limits(timeout_s=2 * limits.timeout_s, memory_bytes=limits.memory_bytes)
+        raise AssertionError("unreachable")
 
-    def _judge(self, check: Check, exercise: str, answers: list[Answer]) -> CheckResult:
+    def _judge(self, check: Check, exercise: str, got_answers: list[Answer], answers: dict) -> CheckResult:
         compare = check.compare or same()
         needs_reference = getattr(compare, "needs_reference", False)
-        for probe, got in zip(check.probes, answers):
+        for probe, got in zip(check.probes, got_answers):
             expected = None
-            if needs_reference and not probe.raises:
-                expected = self.reference.answer(exercise, probe)
+            if needs_reference and probe.needs_reference:
+                expected = answers.get((exercise, probe.key()))
                 if expected is None:  # a release made without CUDA has no GPU answers recorded
-                    return CheckResult(check, self.points[check.id], "not run",
+                    return CheckResult(check, self.points[check.id], "pending",
                                        "no recorded reference answer for this check")
             try:
                 problem = compare(probe, got, expected)
             except (LookupError, TypeError, ValueError, AttributeError, RecursionError) as exc:
                 problem = f"{probe.label}: malformed answer ({type(exc).__name__}: {exc})"
             if problem:
-                reason = f"rule: {check.rule}" if check.hidden else f"{problem}\n  rule: {check.rule}"
-                return CheckResult(check, self.points[check.id], "failed", reason)
+                return self._lost(check, safe(problem, 1500, lines=True))
         return CheckResult(check, self.points[check.id], "passed")
 
-    def _take_slot(self) -> int:
-        return self._slots.get()
 
-    def _give_slot(self, slot: int) -> None:
-        self._slots.put(slot)
-
-
-def _read_answers(run: sandbox.Run, count: int) -> tuple[str | None, list[Answer]]:
-    failure = run.failure()
-    tail = run.output.strip().splitlines()[-1:] if run.output.strip() else []
-    if failure:
-        return f"worker {failure}", []
-    if not run.result:
+def _read_answers(run: sandbox.Run, number: int, count: int) -> tuple[str | None, list[Answer]]:
+    """Answer frame ``number`` of a run, or why there is none (for the reasons: the run's
+    failure and its last output line, which a hidden check never shows)."""
+    if number >= len(run.answers):
+        failure = run.failure()
+        if failure:
+            return f"worker {failure}", []
+        tail = run.output.strip().splitlines()[-1:] if run.output.strip() else []
         how = f"exited with code {run.returncode}" if run.returncode else "exited"
-        return f"worker {how} before sending a result" + (f" (last output: {tail[0][:200]})" if tail else ""), []
+        return (f"worker {how} before sending a result"
+                + (f" (last output: {safe(tail[0], 200)})" if tail else "")), []
     try:
-        data = json.loads(run.result)
+        data = wire.loads(run.answers[number])
         if not isinstance(data, dict):
             raise ValueError("not an object")
         if "import_error" in data:
@@ -286,3 +511,28 @@ def _read_answers(run: sandbox.Run, count: int) -> tuple[str | None, list[Answer
         return None, [_answer(item if isinstance(item, dict) else {}) for item in raw]
     except Exception as exc:  # noqa: BLE001 - whatever an untrusted worker sent, the judge goes on
         return f"worker sent a malformed result ({type(exc).__name__})", []
+
+
+_VERSION: list[str] = []
+
+
+def grader_version() -> str:
+    """The package version, and the repository's commit when it is a git checkout."""
+    if not _VERSION:
+        try:
+            from importlib.metadata import version
+
+            text = version("launch-tax")
+        except Exception:  # noqa: BLE001 - not installed: used in place
+            text = "0.1.0"
+        try:
+            commit = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=REPO_ROOT,
+                                    capture_output=True, text=True, timeout=10)
+            if commit.returncode == 0 and commit.stdout.strip():
+                dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
+                                       cwd=REPO_ROOT, capture_output=True, text=True, timeout=10)
+                text += f" ({commit.stdout.strip()}{'+changes' if dirty.stdout.strip() else ''})"
+        except (OSError, subprocess.TimeoutExpired):
+            pass
+        _VERSION.append(text)
+    return _VERSION[0]

@@ -9,7 +9,10 @@ reused by its other test cells. A passing check prints one line; a failing one r
 hidden check the rule only) without a traceback into the grader.
 
 ``LAUNCH_TAX_CHECK_TIMEOUT`` (seconds, default 60) bounds each exercise's worker; keep nbgrader's
-cell timeout above it (``course/nbgrader_config.py``).
+cell timeout above it (``course/nbgrader_config.py``). ``LAUNCH_TAX_SECRET_FILE`` names the
+grading secret (official grading, ``grader/secret.py``); without it the checks run in practice
+mode and say so once. Grading refuses to run without isolation (the judge not root), as
+``grade-all`` does, unless ``LAUNCH_TAX_ALLOW_UNISOLATED=1`` accepts the risk.
 """
 
 from __future__ import annotations
@@ -45,12 +48,28 @@ def start_fresh(folder: str = "student") -> None:
         _state.update(folder=path, verdicts={})
 
 
+class GradingRefused(RuntimeError):
+    """This machine cannot grade safely (or at all); no check of this notebook was graded."""
+
+    def _render_traceback_(self) -> list[str]:
+        return [f"GradingRefused: {self}"]
+
+
 def _judge():
     if _state["judge"] is None:
+        from grader import sandbox, secret
         from grader.judge import Judge
 
+        if not sandbox.is_root() and os.environ.get("LAUNCH_TAX_ALLOW_UNISOLATED") != "1":
+            raise GradingRefused(
+                "the grader cannot isolate the submission here (it is not root, or cannot make "
+                "namespaces): autograde as root, or set LAUNCH_TAX_ALLOW_UNISOLATED=1 to accept "
+                "that the submission could read the reference and the other notebooks")
         timeout = float(os.environ.get("LAUNCH_TAX_CHECK_TIMEOUT", "60"))
-        _state["judge"] = Judge(gpu="off", timeout_s=timeout, jobs=1)
+        _state["judge"] = judge = Judge(gpu="off", timeout_s=timeout, jobs=1, secret=secret.load())
+        if judge.secret is None:
+            print("(practice mode: no grading secret, so these checks use the release's fixed "
+                  "inputs; official grading sets LAUNCH_TAX_SECRET_FILE)")
     return _state["judge"]
 
 
@@ -65,7 +84,12 @@ def verdicts(exercise: str) -> dict:
         digest = hashlib.sha256(repr(sorted(submission.files.items())).encode()).hexdigest()
         key = (exercise, digest)
         if key not in _state["verdicts"]:
-            result = _judge().grade_exercise(submission, exercise)
+            from grader.judge import EnvironmentProblem, ReferenceFailure
+
+            try:
+                result = _judge().grade_exercise(submission, exercise)
+            except (ReferenceFailure, EnvironmentProblem) as exc:
+                raise GradingRefused(f"nothing was graded: {exc}") from None
             _state["verdicts"][key] = {r.check.id: r for r in result.checks}
         return _state["verdicts"][key]
 

@@ -6,6 +6,11 @@ returns values ``grader.wire`` can encode; it normalizes only what the spec leav
 ``Counter`` or a ``dict`` for ``stats``, a list or a tuple of sizes), so an incidental choice never
 costs a point. Probes run inside the worker, next to untrusted code: they hold no expected values
 and decide nothing.
+
+Every call into the submission goes through ``call``: right after it returns (or raises) the
+worker puts back whatever the submission patched (``torch.equal``, ``Tensor.data_ptr``, this
+module's helpers...), so the facts a probe computes next about it (an input left unchanged, a
+buffer that did not move) are computed with the worker's own functions.
 """
 
 from __future__ import annotations
@@ -19,6 +24,21 @@ import torch
 from coursekit.standin import RecordingCapture, capture_on_cpu, tensors_in
 
 PROBES: dict[str, Callable[..., Any]] = {}
+_restore: Callable[[], None] = lambda: None  # the worker binds its namespace restore here
+
+
+def bind(restore: Callable[[], None]) -> None:
+    global _restore
+    _restore = restore
+
+
+def call(fn: Callable, *args: Any, **kwargs: Any) -> Any:
+    """``fn(*args, **kwargs)`` for code of the submission's; whatever it patched is put back
+    before the probe goes on."""
+    try:
+        return fn(*args, **kwargs)
+    finally:
+        _restore()
 
 
 def probe(fn):
@@ -64,7 +84,7 @@ def _attr(obj: Any, name: str) -> Any:
     """``obj.name``, or a marker saying it is missing: one missing attribute costs the checks
     that need it, not every check sharing the probe."""
     try:
-        return getattr(obj, name)
+        return call(getattr, obj, name)
     except Exception:  # noqa: BLE001 - a property that raises is as good as missing
         return f"<no attribute {name!r}>"
 
@@ -80,14 +100,18 @@ def _buffers(runner: Any) -> tuple:
 @probe
 def decode_step(mod, kwargs: dict, attr: str):
     """``DecodeStep(**kwargs).<attr>``, called when it is a method."""
-    value = getattr(mod.DecodeStep(**kwargs), attr)
-    return value() if callable(value) else value
+    value = call(getattr, call(mod.DecodeStep, **kwargs), attr)
+    return call(value) if callable(value) else value
+
+
+FIELDS = ("weight_gib", "n_layers", "kernels_per_layer", "launch_us", "bandwidth_bps", "gpu_node_us")
 
 
 @probe
 def make_decode_step(mod, kwargs: dict):
-    mod.DecodeStep(**kwargs)
-    return "constructed"
+    """``DecodeStep(**kwargs)``: the fields it holds (or the error it raises)."""
+    step = call(mod.DecodeStep, **kwargs)
+    return [_attr(step, f) for f in FIELDS]
 
 
 def _text(value):
@@ -97,7 +121,7 @@ def _text(value):
 
 @probe
 def seed_report(mod):
-    return _text(mod.report(mod.SEED_ROWS))
+    return _text(call(mod.report, mod.SEED_ROWS))
 
 
 @probe
@@ -107,17 +131,17 @@ def seed_rows(mod):
 
 @probe
 def report(mod, rows: list):
-    return _text(mod.report([(label, mod.DecodeStep(**kwargs)) for label, kwargs in rows]))
+    return _text(call(mod.report, [(label, call(mod.DecodeStep, **kwargs)) for label, kwargs in rows]))
 
 
 @probe
 def simulate(mod, kernel_us: list, launch_us: float):
-    return mod.simulate_eager_ms(list(kernel_us), launch_us)
+    return call(mod.simulate_eager_ms, list(kernel_us), launch_us)
 
 
 @probe
 def fit(mod, n_kernels: list, step_ms: list):
-    return _as_list(mod.fit_launch_model(list(n_kernels), list(step_ms)))
+    return _as_list(call(mod.fit_launch_model, list(n_kernels), list(step_ms)))
 
 
 # ---------------------------------------------------------------- exercise 2: launch_tax
@@ -126,14 +150,14 @@ def fit(mod, n_kernels: list, step_ms: list):
 @probe
 def time_ms_calls(mod, iters: int, warmup: int):
     calls = []
-    result = mod.time_ms(lambda: calls.append(1), iters=iters, warmup=warmup)
+    result = call(mod.time_ms, lambda: calls.append(1), iters=iters, warmup=warmup)
     return {"calls": len(calls), "is_float": isinstance(result, float)}
 
 
 @probe
 def time_ms_default_calls(mod):
     calls = []
-    mod.time_ms(lambda: calls.append(1))
+    call(mod.time_ms, lambda: calls.append(1))
     return len(calls)
 
 
@@ -146,18 +170,18 @@ def time_ms_sleeping(mod, iters: int, warmup: int, warmup_s: float, timed_s: flo
         count[0] += 1
         time.sleep(warmup_s if count[0] <= warmup else timed_s)
 
-    result = mod.time_ms(fn, iters=iters, warmup=warmup)
+    result = call(mod.time_ms, fn, iters=iters, warmup=warmup)
     return float(result) if isinstance(result, float) else None  # numpy floats are floats too
 
 
 @probe
 def time_ms_args(mod, kwargs: dict):
-    return mod.time_ms(lambda: None, **kwargs)
+    return call(mod.time_ms, lambda: None, **kwargs)
 
 
 @probe
 def measure(mod, kwargs: dict):
-    result = mod.measure_launch_tax(**kwargs)
+    result = call(mod.measure_launch_tax, **kwargs)
     return {"type": type(result).__name__, "n_ops": result.n_ops, "numel": result.numel,
             "eager_positive": isinstance(result.eager_us, float) and result.eager_us > 0,
             "graph_positive": isinstance(result.graph_us, float) and result.graph_us > 0,
@@ -166,7 +190,7 @@ def measure(mod, kwargs: dict):
 
 @probe
 def sweep(mod, lengths: list, iters: int):
-    results = mod.sweep_launch_tax(list(lengths), iters=iters)
+    results = call(mod.sweep_launch_tax, list(lengths), iters=iters)
     return [[r.n_ops, r.replay_matches_eager] for r in results] if isinstance(results, list) else None
 
 
@@ -182,7 +206,7 @@ def time_ms_gpu_work(mod):
         event.record()
         done.append(event)
 
-    result = mod.time_ms(fn, iters=5, warmup=2)
+    result = call(mod.time_ms, fn, iters=5, warmup=2)
     return {"calls": len(done), "gpu_done_on_return": bool(done) and done[-1].query(),
             "is_float": isinstance(result, float)}
 
@@ -191,8 +215,8 @@ def time_ms_gpu_work(mod):
 
 
 @probe
-def capture_no_inputs(mod):
-    mod.capture(lambda: torch.ones(3))
+def capture_no_inputs(mod, warmup_iters: int = 3):
+    call(mod.capture, lambda: torch.ones(3), warmup_iters=warmup_iters)
     return "captured"
 
 
@@ -200,7 +224,7 @@ def capture_no_inputs(mod):
 def capture_args(mod, warmup_iters: int, cpu_input: bool):
     x = rows(2, 4, seed=1, device="cuda")
     inputs = (x, torch.ones(2, 4)) if cpu_input else (x,)
-    mod.capture(lambda *ts: ts[0] * 2.0, *inputs, warmup_iters=warmup_iters)
+    call(mod.capture, lambda *ts: ts[0] * 2.0, *inputs, warmup_iters=warmup_iters)
     return "captured"
 
 
@@ -208,7 +232,7 @@ def capture_args(mod, warmup_iters: int, cpu_input: bool):
 def capture_replays(mod, seeds: list):
     x, w = rows(8, 16, seed=0, device="cuda"), rows(16, 16, seed=1, device="cuda")
     fn = lambda a, b: torch.relu(a @ b) * 2.0 + a.mean()  # noqa: E731
-    graph = mod.capture(fn, x, w)
+    graph = call(mod.capture, fn, x, w)
     same_inputs = (isinstance(graph.static_inputs, tuple) and len(graph.static_inputs) == 2
                    and graph.static_inputs[0] is x and graph.static_inputs[1] is w)
     results = []
@@ -216,7 +240,7 @@ def capture_replays(mod, seeds: list):
         new_x, new_w = rows(8, 16, seed=seed, device="cuda"), rows(16, 16, seed=seed + 1, device="cuda")
         x.copy_(new_x)
         w.copy_(new_w)
-        out = graph.replay()
+        out = call(graph.replay)
         expected = fn(new_x, new_w)
         results.append({"is_static": out is graph.static_outputs,
                         "max_error": float((out - expected).abs().max()),
@@ -233,9 +257,9 @@ def capture_warmup(mod, warmup_iters: int):
         calls.append((torch.cuda.current_stream() == caller, torch.cuda.is_current_stream_capturing()))
         return x * 2.0
 
-    graph = mod.capture(fn, rows(4, 16, seed=2, device="cuda"), warmup_iters=warmup_iters)
+    graph = call(mod.capture, fn, rows(4, 16, seed=2, device="cuda"), warmup_iters=warmup_iters)
     before_replay = len(calls)
-    graph.replay()
+    call(graph.replay)
     return {"warmups": sum(1 for _, capturing in calls if not capturing),
             "captures": sum(1 for _, capturing in calls if capturing),
             "warmups_on_caller_stream": sum(1 for on_caller, c in calls if on_caller and not c),
@@ -260,7 +284,7 @@ def capture_waits_for_current_stream(mod):
         calls.append(1)
         return t + 1.0
 
-    mod.capture(fn, x, warmup_iters=1)
+    call(mod.capture, fn, x, warmup_iters=1)
     torch.cuda.synchronize()
     return bool(torch.equal(snapshot, new))
 
@@ -268,13 +292,13 @@ def capture_waits_for_current_stream(mod):
 @probe
 def capture_pools(mod):
     x, y = rows(1, 128, seed=4, device="cuda")[0], rows(1, 128, seed=5, device="cuda")[0]
-    first = mod.capture(lambda t: t * 2.0, x)
-    second = mod.capture(lambda t: t + 3.0, y, pool=first.graph.pool())
-    alone = mod.capture(lambda t: t - 1.0, y)
+    first = call(mod.capture, lambda t: t * 2.0, x)
+    second = call(mod.capture, lambda t: t + 3.0, y, pool=first.graph.pool())
+    alone = call(mod.capture, lambda t: t - 1.0, y)
     x.copy_(rows(1, 128, seed=6, device="cuda")[0])
     y.copy_(rows(1, 128, seed=7, device="cuda")[0])
-    first.replay()
-    second.replay()
+    call(first.replay)
+    call(second.replay)
     return {"shared": second.graph.pool() == first.graph.pool(),
             "fresh_when_none": alone.graph.pool() != first.graph.pool(),
             "results_right": bool(torch.equal(first.static_outputs, x * 2.0)
@@ -290,7 +314,7 @@ def capture_failure(mod, kind: str):
            "cpu_copy": lambda t: t + torch.tensor([1.0, 2.0, 3.0, 4.0], device="cuda")}[kind]
     error = None
     try:
-        mod.capture(bad, x)
+        call(mod.capture, bad, x)
     except NotImplementedError:
         raise
     except BaseException as exc:  # noqa: BLE001 - we report whatever came
@@ -299,9 +323,9 @@ def capture_failure(mod, kind: str):
                  or (exc.__context__ is not None and not exc.__suppress_context__)}
     restored = torch.cuda.current_stream() == before
     good_x = rows(1, 16, seed=9, device="cuda")[0]
-    graph = mod.capture(lambda t: t * 4.0, good_x)
+    graph = call(mod.capture, lambda t: t * 4.0, good_x)
     good_x.copy_(rows(1, 16, seed=10, device="cuda")[0])
-    graph.replay()
+    call(graph.replay)
     return {"error": error, "stream_restored": restored,
             "good_capture_after": bool(torch.equal(graph.static_outputs, good_x * 4.0))}
 
@@ -328,13 +352,13 @@ def graph_runner(mod, fn: str, shapes: list, seeds: list, warmup_iters: int = 3,
     kwargs = dict(warmup_iters=warmup_iters, clone_outputs=clone_outputs)
     if recorder is not None:
         kwargs["capture"] = recorder
-    runner = mod.GraphRunner(function, *examples, **kwargs)
+    runner = call(mod.GraphRunner, function, *examples, **kwargs)
     buffers = _buffers(runner)
     first_pointers = [b.data_ptr() for b in buffers]
     outputs, hold, moved, held = [], [], [], []
     for seed in seeds:
         inputs = _inputs(shapes, seed=seed * 10, device=device)
-        out = runner(*inputs)
+        out = call(runner, *inputs)
         held.append(out)
         outputs.append(_plain_outputs(out))
         now = _buffers(runner)
@@ -365,21 +389,23 @@ def graph_runner(mod, fn: str, shapes: list, seeds: list, warmup_iters: int = 3,
 def graph_runner_bad_call(mod, kind: str, device: str = "cpu"):
     examples = [rows(1, 2, seed=0, device=device)[0], rows(1, 3, seed=1, device=device)[0],
                 rows(1, 1, seed=2, device=device)[0]]
-    runner = mod.GraphRunner(combine, *examples)
+    runner = call(mod.GraphRunner, combine, *examples)
     good = [rows(1, 2, seed=3, device=device)[0], rows(1, 3, seed=4, device=device)[0],
             rows(1, 1, seed=5, device=device)[0]]
     bad = {
-        "too_few": None, "too_many": None,
+        "none": None, "too_few": None, "too_many": None,
         "shape": torch.ones(4, 3, device=device),
         "float64": torch.ones(3, dtype=torch.float64, device=device),
         "int64": torch.ones(3, dtype=torch.int64, device=device),
         "device": torch.empty(3, device="meta") if device == "cpu" else torch.ones(3),
     }[kind]
+    if kind == "none":  # a good call
+        return _plain_outputs(call(runner, *good))
     if kind == "too_few":
-        return _plain_outputs(runner(*good[:2]))
+        return _plain_outputs(call(runner, *good[:2]))
     if kind == "too_many":
-        return _plain_outputs(runner(*good, good[0]))
-    return _plain_outputs(runner(good[0], bad, good[2]))
+        return _plain_outputs(call(runner, *good, good[0]))
+    return _plain_outputs(call(runner, good[0], bad, good[2]))
 
 
 def _plain_outputs(obj: Any) -> Any:
@@ -406,22 +432,23 @@ def _sibling(mod, name: str):
 
 @probe
 def default_sizes(mod, max_size=None):
-    return _as_list(mod.default_capture_sizes() if max_size is None else mod.default_capture_sizes(max_size))
+    return _as_list(call(mod.default_capture_sizes) if max_size is None
+                    else call(mod.default_capture_sizes, max_size))
 
 
 @probe
 def padded(mod, n: int, sizes: list):
-    return mod.padded_size(n, list(sizes))
+    return call(mod.padded_size, n, list(sizes))
 
 
 @probe
 def pad(mod, n: int, width: int, size: int, value: float, dtype: str):
     x = rows(n, width, seed=n * 7 + size).to(getattr(torch, dtype))
     before = x.clone()
-    out = mod.pad_rows(x, size, value)
+    out = call(mod.pad_rows, x, size, value)
     unchanged = torch.equal(x, before)
     shares = False
-    if isinstance(out, torch.Tensor):
+    if type(out) is torch.Tensor:  # a subclass would run its own code
         kept = out.clone()
         out.fill_(7.0)  # writing into the result must not reach x
         shares = not torch.equal(x, before)
@@ -447,13 +474,13 @@ def bucket_runner(mod, max_rows: int, sizes, batches: list, warmup_iters: int = 
                   pad_value=pad_value)
     if not use_default_capture:
         kwargs["capture"] = recorder
-    runner = mod.BucketedGraphRunner(fn, example, **kwargs)
+    runner = call(mod.BucketedGraphRunner, fn, example, **kwargs)
     results, first = [], None
     for i, n in enumerate(batches):
         seen.pop("last", None)
         x = rows(n, width, seed=i + 1, device=device)
-        out = runner(x)
-        if first is None and isinstance(out, torch.Tensor):
+        out = call(runner, x)
+        if first is None and type(out) is torch.Tensor:  # a subclass would run its own code
             first = (out, out.clone())  # the result itself, and what it held when returned
         last = seen.get("last")
         results.append({"output": _plain_outputs(out),
@@ -479,17 +506,21 @@ def bucket_runner(mod, max_rows: int, sizes, batches: list, warmup_iters: int = 
 
 
 @probe
-def bucket_runner_bad_sizes(mod, sizes: list):
-    mod.BucketedGraphRunner(rowwise, rows(8, 3, seed=0), capture_sizes=list(sizes))
-    return "constructed"
+def bucket_runner_bad_sizes(mod, sizes: list, max_rows: int = 8):
+    """Build a runner over ``max_rows`` rows with these sizes: the order it captured them in."""
+    runner = call(mod.BucketedGraphRunner, rowwise, rows(max_rows, 3, seed=0), capture_sizes=list(sizes))
+    return _as_list(_attr(runner, "capture_order"))
 
 
 # ---------------------------------------------------------------- exercise 6: dispatch
 
 
 @probe
-def mode_pairs(mod):
-    return {m.name: [m.decode_mode().name, m.mixed_mode().name] for m in mod.CUDAGraphMode}
+def mode_pairs(mod, order: list | None = None):
+    """``[name, decode_mode().name, mixed_mode().name]`` for the members named in ``order``."""
+    modes = mod.CUDAGraphMode
+    names = order if order is not None else [m.name for m in modes]
+    return [[n, call(modes[n].decode_mode).name, call(modes[n].mixed_mode).name] for n in names]
 
 
 @probe
@@ -508,20 +539,20 @@ def _desc(mode_and_desc) -> list:
 
 @probe
 def capture_descs(mod, mode: str, sizes: list):
-    dispatcher = mod.CudagraphDispatcher(mod.CUDAGraphMode[mode], list(sizes))
-    return [_desc(d) for d in dispatcher.capture_descs()]
+    dispatcher = call(mod.CudagraphDispatcher, mod.CUDAGraphMode[mode], list(sizes))
+    return [_desc(d) for d in call(dispatcher.capture_descs)]
 
 
 @probe
 def dispatch(mod, mode: str, sizes: list, queries: list):
-    dispatcher = mod.CudagraphDispatcher(mod.CUDAGraphMode[mode], list(sizes))
-    return [_desc(dispatcher.dispatch(n, uniform_decode=u)) for n, u in queries]
+    dispatcher = call(mod.CudagraphDispatcher, mod.CUDAGraphMode[mode], list(sizes))
+    return [_desc(call(dispatcher.dispatch, n, uniform_decode=u)) for n, u in queries]
 
 
 @probe
-def dispatch_arg(mod, num_tokens: int):
-    dispatcher = mod.CudagraphDispatcher(mod.CUDAGraphMode.FULL, [1, 2, 4])
-    return _desc(dispatcher.dispatch(num_tokens))
+def dispatch_arg(mod, num_tokens: int, sizes: list | None = None):
+    dispatcher = call(mod.CudagraphDispatcher, mod.CUDAGraphMode.FULL, list(sizes or [1, 2, 4]))
+    return _desc(call(dispatcher.dispatch, num_tokens))
 
 
 # ---------------------------------------------------------------- exercise 7: fusion
@@ -529,7 +560,7 @@ def dispatch_arg(mod, num_tokens: int):
 
 @probe
 def hbm(mod, n_ops: int, numel: int, dtype_bytes: int, fused: bool):
-    return mod.chain_hbm_bytes(n_ops, numel, dtype_bytes, fused=fused)
+    return call(mod.chain_hbm_bytes, n_ops, numel, dtype_bytes, fused=fused)
 
 
 def _norm_inputs(shape: list, dtype: str, seed: int, device: str = "cpu"):
@@ -544,7 +575,7 @@ def _norm_inputs(shape: list, dtype: str, seed: int, device: str = "cpu"):
 def fused_norm(mod, shape: list, dtype: str, seed: int, device: str = "cpu"):
     x, residual, weight = _norm_inputs(shape, dtype, seed, device)
     before = (x.clone(), residual.clone())
-    out, new_residual = mod.fused_add_rms_norm(x, residual, weight)
+    out, new_residual = call(mod.fused_add_rms_norm, x, residual, weight)
     return {"out": out.float().cpu(), "residual": new_residual.float().cpu(),
             "dtypes": [str(out.dtype), str(new_residual.dtype)],
             "inputs_unchanged": bool(torch.equal(x, before[0]) and torch.equal(residual, before[1]))}
@@ -554,13 +585,13 @@ def fused_norm(mod, shape: list, dtype: str, seed: int, device: str = "cpu"):
 def fused_norm_bad(mod, which: str):
     x, residual, weight = _norm_inputs([4, 16], "float32", 0)
     args = {"residual": (x, residual[:, :8], weight), "weight": (x, residual, weight[:8])}[which]
-    mod.fused_add_rms_norm(*args)
+    call(mod.fused_add_rms_norm, *args)
     return "accepted"
 
 
 @probe
 def count_kernels_no_cuda(mod):
-    return mod.count_kernels(torch.add, torch.ones(2), 1.0)
+    return call(mod.count_kernels, torch.add, torch.ones(2), 1.0)
 
 
 def _kernels(fn, *args) -> int:
@@ -568,10 +599,10 @@ def _kernels(fn, *args) -> int:
     counter): CUDA kernel events of one call after a warm-up call, copies and sets left out."""
     from torch.profiler import ProfilerActivity, profile
 
-    fn(*args)
+    call(fn, *args)
     torch.cuda.synchronize()
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        fn(*args)
+        call(fn, *args)
         torch.cuda.synchronize()
     return sum(1 for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA
                and "memcpy" not in e.name.lower() and "memset" not in e.name.lower())
@@ -586,9 +617,9 @@ def fused_kernels(mod, dtype: str):
 @probe
 def counted_kernels(mod):
     x = torch.ones(1024, device="cuda")
-    return [mod.count_kernels(lambda t: ((t + 1) * 2).neg(), x),
-            mod.count_kernels(lambda t: t + torch.ones(1024).to("cuda"), x),
-            mod.count_kernels(lambda t: torch.nn.functional.softmax(t, dim=0) + t, x)]
+    return [call(mod.count_kernels, lambda t: ((t + 1) * 2).neg(), x),
+            call(mod.count_kernels, lambda t: t + torch.ones(1024).to("cuda"), x),
+            call(mod.count_kernels, lambda t: torch.nn.functional.softmax(t, dim=0) + t, x)]
 
 
 # ---------------------------------------------------------------- exercise 8: engine
@@ -602,9 +633,9 @@ def _engine(mod, mode: str, sizes, device: str = "cpu", warmup_iters: int = 1, s
     kwargs = {"capture_sizes": None if sizes is None else list(sizes), "warmup_iters": warmup_iters}
     if capture is not None:
         kwargs["capture"] = capture
-    engine = mod.DecodeEngine(model, mode=_sibling(mod, "dispatch").CUDAGraphMode[mode], **kwargs)
+    engine = call(mod.DecodeEngine, model, mode=_sibling(mod, "dispatch").CUDAGraphMode[mode], **kwargs)
     if capture_now:
-        engine.capture_model()
+        call(engine.capture_model)
     return model, engine
 
 
@@ -616,7 +647,7 @@ def _rows(device: str, *columns) -> list[torch.Tensor]:
 def engine_generate(mod, mode: str, sizes, prompts: list, new_tokens, seed: int = 0,
                     device: str = "cpu"):
     _, engine = _engine(mod, mode, sizes, device, seed=seed)
-    out = engine.generate([list(p) for p in prompts], new_tokens)
+    out = call(engine.generate, [list(p) for p in prompts], new_tokens)
     return [[int(t) for t in seq] for seq in out]
 
 
@@ -626,7 +657,7 @@ def engine_steps(mod, mode: str, sizes, steps: list, device: str = "cpu"):
     _, engine = _engine(mod, mode, sizes, device)
     out = []
     for tokens, positions, slots in steps:
-        logits = engine.step(*_rows(device, tokens, positions, slots))
+        logits = call(engine.step, *_rows(device, tokens, positions, slots))
         out.append(logits.float().cpu())
     return out
 
@@ -634,12 +665,12 @@ def engine_steps(mod, mode: str, sizes, steps: list, device: str = "cpu"):
 @probe
 def engine_padding(mod, mode: str, sizes: list, tokens: list, positions: list, slots: list):
     model, engine = _engine(mod, mode, sizes)
-    engine.step(*_rows("cpu", [21, 22, 23, 24], [1, 1, 1, 1], [4, 5, 6, 7]))  # every row used once
+    call(engine.step, *_rows("cpu", [21, 22, 23, 24], [1, 1, 1, 1], [4, 5, 6, 7]))  # rows used once
     g = torch.Generator().manual_seed(5)
     model.k_cache.copy_(torch.randn(model.k_cache.shape, generator=g))
     model.v_cache.copy_(torch.randn(model.v_cache.shape, generator=g))
     before = (model.k_cache.clone(), model.v_cache.clone())
-    engine.step(*_rows("cpu", tokens, positions, slots))
+    call(engine.step, *_rows("cpu", tokens, positions, slots))
     changed = set()
     for old, new in zip(before, (model.k_cache, model.v_cache)):
         diff = (old != new).any(dim=(0, 3, 4))
@@ -662,10 +693,12 @@ def engine_captures(mod, mode: str, sizes: list, warmup_iters: int):
 
 
 @probe
-def engine_attention(mod, mode: str):
+def engine_attention(mod, mode: str, sizes: list | None = None, tokens: list | None = None,
+                     positions: list | None = None, slots: list | None = None):
     from coursekit.standin import inside_graph
 
-    model, engine = _engine(mod, mode, [4], capture_now=False)
+    tokens, positions, slots = tokens or [1, 2, 3], positions or [0, 0, 0], slots or [0, 1, 2]
+    model, engine = _engine(mod, mode, sizes or [4], capture_now=False)
     calls, attention = [], model.attention
 
     def spy(*args, **kwargs):
@@ -673,10 +706,10 @@ def engine_attention(mod, mode: str):
         return attention(*args, **kwargs)
 
     model.attention = spy
-    engine.capture_model()
+    call(engine.capture_model)
     captured = list(calls)
     calls.clear()
-    engine.step(*_rows("cpu", [1, 2, 3], [0, 0, 0], [0, 1, 2]))
+    call(engine.step, *_rows("cpu", tokens, positions, slots))
     return {"captured_any": any(captured), "eager_in_step": sum(1 for c in calls if not c),
             "replayed": _stats_kinds(engine)}
 
@@ -703,7 +736,7 @@ def _stats_kinds(engine) -> list:
 @probe
 def engine_stats(mod, mode: str, prompts: list, new_tokens):
     _, engine = _engine(mod, mode, [1, 2, 4, 8, 16])
-    engine.generate([list(p) for p in prompts], new_tokens)
+    call(engine.generate, [list(p) for p in prompts], new_tokens)
     return _stats_kinds(engine)
 
 
@@ -717,19 +750,23 @@ def engine_batches(mod, prompts: list, new_tokens):
         return step(tokens, positions, slots, *args, **kwargs)
 
     engine.step = spy
-    engine.generate([list(p) for p in prompts], new_tokens)
+    call(engine.generate, [list(p) for p in prompts], new_tokens)
     return sizes
 
 
 @probe
-def engine_bad(mod, kind: str):
+def engine_bad(mod, kind: str, token: int = 1):
+    """A bad (or, for the ``*-largest`` kinds, the largest good) request to a FULL engine with
+    one bucket of 2; a good one's answer is its logits or tokens."""
     _, engine = _engine(mod, "FULL", [2])
     if kind.startswith("step"):
         args = {"step-lengths": ([1, 2], [0, 1], [0]), "step-padding-slot": ([1], [0], [8]),
-                "step-position": ([1], [64], [0])}[kind]
-        engine.step(*_rows("cpu", *args))
-    else:
-        prompts, new = {"generate-too-many": ([[1]] * 9, 1), "generate-empty": ([[1], []], 1),
-                        "generate-zero-new": ([[1]], 0), "generate-too-long": ([[1] * 60], 10)}[kind]
-        engine.generate(prompts, new)
-    return "accepted"
+                "step-position": ([1], [64], [0]),
+                "step-largest": ([token, token], [63, 63], [7, 0])}[kind]
+        logits = call(engine.step, *_rows("cpu", *args))
+        return logits.float()
+    prompts, new = {"generate-too-many": ([[1]] * 9, 1), "generate-empty": ([[1], []], 1),
+                    "generate-zero-new": ([[1]], 0), "generate-too-long": ([[1] * 60], 10),
+                    "generate-largest": ([[token] * 55] + [[token]] * 7, [10, 1, 1, 1, 1, 1, 1, 2])}[kind]
+    out = call(engine.generate, prompts, new)
+    return [[int(t) for t in seq] for seq in out]

@@ -2,10 +2,13 @@
 
 Only the exercise module files are taken (``launch_model.py``, ``buckets.py``, ...), as bytes, in
 memory: never ``conftest.py``, ini or toml files, ``.pth``, ``__pycache__`` or any other name,
-never a symlink, nothing larger than ``MAX_FILE_BYTES``. Zip members are read, never extracted,
-so a member named ``../../x`` (zip-slip) writes nothing anywhere. A notebook contributes the code
-cells that start with ``%%writefile <module>.py`` (see ``writefile_module``), the way a notebook
-writes module files.
+nothing larger than ``MAX_FILE_BYTES``. Only regular files are read, opened without following a
+symbolic link anywhere below the submission (a link to a classmate's folder or to the source
+notebook is refused with a reason), and never a FIFO, socket or device, which could block the
+judge. Zip members are read, never extracted, so a member named ``../../x`` (zip-slip) writes
+nothing anywhere; a zip with two members for one module is refused, since what is graded must be
+what any extraction shows. A notebook contributes the code cells that start with
+``%%writefile <module>.py`` (see ``writefile_module``), the way a notebook writes module files.
 """
 
 from __future__ import annotations
@@ -50,19 +53,39 @@ def load(path: str | Path) -> Submission:
         raise ValueError(f"SUBMISSION: {path} is a symlink; give the folder, notebook or zip itself")
     if path.is_dir():
         return _from_folder(path)
-    if path.suffix == ".zip" and path.is_file():
-        return _from_zip(path)
-    if path.suffix == ".ipynb" and path.is_file():
+    if path.suffix in (".zip", ".ipynb") and path.exists():
         submission = Submission(str(path))
-        _take_notebook(submission, _read_capped(path, MAX_NOTEBOOK_BYTES + 1), path.name)
+        try:
+            data = read_regular(path, MAX_NOTEBOOK_BYTES + 1)
+            if len(data) > MAX_NOTEBOOK_BYTES:
+                raise ValueError(f"{path.name} is larger than {MAX_NOTEBOOK_BYTES} bytes: refused")
+        except ValueError as exc:
+            submission.unreadable = str(exc)
+            submission.problems.append(str(exc))
+            return submission
+        if path.suffix == ".zip":
+            _take_zip(submission, data)
+        else:
+            _take_notebook(submission, data, path.name)
         return submission
     raise ValueError(f"SUBMISSION: expected a folder of module files, a .ipynb notebook or a .zip, "
                      f"got {str(path)!r}")
 
 
-def _read_capped(path: Path, cap: int) -> bytes:
-    """At most ``cap`` bytes of a file: a huge (or sparse) file is never read whole."""
-    with open(path, "rb") as f:
+def read_regular(path: Path, cap: int) -> bytes:
+    """At most ``cap`` bytes of a regular file, opened without following a symbolic link and
+    without blocking (a FIFO is refused, not waited on): a huge or sparse file is never read
+    whole. ``ValueError`` says why a path is not readable."""
+    import os
+
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        kind = "a symbolic link" if path.is_symlink() else exc.strerror
+        raise ValueError(f"{path.name} cannot be read ({kind}): refused") from None
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise ValueError(f"{path.name} is not a regular file: refused")
         return f.read(cap)
 
 
@@ -74,35 +97,70 @@ def _take(submission: Submission, name: str, data: bytes, where: str) -> None:
     submission.files[name] = data
 
 
+def _refuse(submission: Submission, name: str | None, why: str) -> None:
+    if name is not None:
+        submission.refused[name] = why
+    submission.problems.append(why)
+
+
 def _from_folder(folder: Path) -> Submission:
     submission = Submission(str(folder))
     for name in MODULE_NAMES:
         path = folder / f"{name}.py"
         if path.is_symlink():
-            submission.refused[name] = f"{name}.py is a symlink: ignored (submit the file itself)"
-            submission.problems.append(submission.refused[name])
-        elif path.is_file():
-            _take(submission, name, _read_capped(path, MAX_FILE_BYTES + 1), f"{name}.py")
+            _refuse(submission, name, f"{name}.py is a symlink: refused, not followed (submit the file itself)")
+        elif path.exists():
+            try:
+                _take(submission, name, read_regular(path, MAX_FILE_BYTES + 1), f"{name}.py")
+            except ValueError as exc:
+                _refuse(submission, name, str(exc))
     # nbgrader's submitted/<student>/ holds the notebook one level down: <assignment>/<name>.ipynb
-    notebooks = sorted(folder.glob("*.ipynb")) or sorted(folder.glob("*/*.ipynb"))
-    if not submission.files and len(notebooks) == 1 and not notebooks[0].is_symlink():
-        _take_notebook(submission, _read_capped(notebooks[0], MAX_NOTEBOOK_BYTES + 1), notebooks[0].name)
+    notebooks = _entries(folder, ".ipynb", submission)
+    if not notebooks:
+        for sub in sorted(folder.iterdir()):
+            if sub.is_symlink():
+                _refuse(submission, None, f"{sub.name}/ is a symlink: refused, not followed")
+            elif sub.is_dir():
+                notebooks += _entries(sub, ".ipynb", submission)
+    if not submission.files and len(notebooks) == 1:
+        try:
+            data = read_regular(notebooks[0], MAX_NOTEBOOK_BYTES + 1)
+        except ValueError as exc:
+            submission.unreadable = str(exc)
+            submission.problems.append(str(exc))
+        else:
+            _take_notebook(submission, data, notebooks[0].name)
     return submission
 
 
-def _from_zip(path: Path) -> Submission:
-    submission = Submission(str(path))
+def _entries(folder: Path, suffix: str, submission: Submission) -> list[Path]:
+    """The regular files named ``*suffix`` in ``folder``; symlinks and other kinds refused."""
+    found = []
+    for path in sorted(folder.iterdir()):
+        if not path.name.endswith(suffix):
+            continue
+        if path.is_symlink():
+            _refuse(submission, None, f"{path.name} is a symlink: refused, not followed")
+        elif path.is_file():
+            found.append(path)
+        elif not path.is_dir():
+            _refuse(submission, None, f"{path.name} is not a regular file: refused")
+    return found
+
+
+def _take_zip(submission: Submission, data: bytes) -> None:
+    import io
+
     try:
-        archive = zipfile.ZipFile(path)
+        archive = zipfile.ZipFile(io.BytesIO(data))
     except Exception as exc:  # noqa: BLE001 - BadZipFile, NotImplementedError (version), EOFError...
         submission.problems.append(f"not a readable zip: {type(exc).__name__}: {exc}")
-        return submission
+        return
     with archive:
         members = archive.infolist()[:MAX_ZIP_MEMBERS]
-        # The shallowest copy of each module wins (a folder zipped whole has them one level down).
-        by_depth = sorted(members, key=lambda m: (len(PurePosixPath(m.filename).parts), m.filename))
+        by_module: dict[str, list[zipfile.ZipInfo]] = {}
         notebooks = []
-        for member in by_depth:
+        for member in members:
             name = PurePosixPath(member.filename).name
             if stat.S_ISLNK(member.external_attr >> 16) or member.is_dir():
                 continue
@@ -110,14 +168,23 @@ def _from_zip(path: Path) -> Submission:
                 notebooks.append(member)
                 continue
             module = name.removesuffix(".py")
-            if not name.endswith(".py") or module not in MODULE_NAMES or module in submission.files:
+            if not name.endswith(".py") or module not in MODULE_NAMES:
                 continue
-            if any(part in ("__pycache__", "..") for part in PurePosixPath(member.filename).parts):
+            if "__pycache__" in PurePosixPath(member.filename).parts:
                 continue
+            by_module.setdefault(module, []).append(member)
+        doubled = {m: ms for m, ms in by_module.items() if len(ms) > 1}
+        if doubled:
+            listed = "; ".join(f"{m}.py: {', '.join(x.filename for x in ms)}" for m, ms in sorted(doubled.items()))
+            submission.problems.append(
+                f"the zip holds two or more members for one module ({listed}): refused, since "
+                "what is graded must be what any extraction shows; submit one copy of each module")
+            submission.unreadable = "the zip is ambiguous (see the notes)"
+            return
+        for module, (member,) in sorted(by_module.items()):
             _take(submission, module, _read_member(archive, member), member.filename)
         if not submission.files and len(notebooks) == 1:
             _take_notebook(submission, _read_member(archive, notebooks[0]), notebooks[0].filename)
-    return submission
 
 
 def _read_member(archive: zipfile.ZipFile, member: zipfile.ZipInfo) -> bytes:

@@ -1,21 +1,34 @@
-"""What crosses between the judge and a worker: plain JSON, nothing else.
+"""What crosses between the judge and a worker: plain JSON in length-prefixed frames, nothing else.
 
 The worker turns whatever a submission returned into plain data with ``encode``; only exact
 built-in types survive as themselves (a subclass of ``int`` or ``float`` with a rigged ``__eq__``
-becomes ``{"__object__": "Evil"}``, which never equals a number). Tensors travel as dtype, shape
-and a flat list of values. The judge reads it back with ``decode``: ``json`` builds only dicts,
-lists, strings, numbers, booleans and None, and tensors are rebuilt from those, so nothing the
-submission defined ever runs in the judge.
+becomes ``{"__object__": "Evil"}``, which never equals a number). A tensor travels as its dtype,
+shape and raw little-endian bytes in base64, so a large one costs the judge one buffer, not one
+Python object per element. The judge reads it back with ``loads`` and ``decode``: ``json`` builds
+only dicts, lists, strings, numbers, booleans and None, tensors are rebuilt from bytes, and
+nothing the submission defined ever runs in the judge.
+
+The judge's side is bounded whatever a worker sends: a frame is at most ``MAX_FRAME_BYTES`` and
+holds at most ``MAX_VALUES`` JSON values (the largest real answer needs a fraction of both), so
+millions of tiny objects never reach ``json.loads``; anything malformed raises ``ValueError``.
+
+A frame is ``<decimal length>\\n<payload>``. The judge writes request frames on the worker's
+command pipe; the worker writes one answer frame per request frame on its result pipe.
 """
 
 from __future__ import annotations
 
+import base64
 import json
 import math
 from typing import Any
 
 TENSOR, TUPLE, OBJECT = "__tensor__", "__tuple__", "__object__"
 _MAX_DEPTH = 20
+MAX_FRAME_BYTES = 8 << 20
+MAX_VALUES = 200_000
+_DTYPES = ("float32", "float64", "float16", "bfloat16", "int64", "int32", "int16", "int8", "uint8",
+           "bool")
 
 
 def encode(value: Any, _depth: int = 0) -> Any:
@@ -35,11 +48,19 @@ def encode(value: Any, _depth: int = 0) -> Any:
         return {k: encode(v, _depth + 1) for k, v in value.items()}
     torch = _torch()
     if torch is not None and kind is torch.Tensor:
-        t = value.detach().to("cpu")
-        flat = t.reshape(-1).tolist() if t.dtype != torch.bfloat16 else t.float().reshape(-1).tolist()
-        return {TENSOR: {"dtype": str(t.dtype).removeprefix("torch."), "shape": list(t.shape),
-                         "data": [encode(v) for v in flat]}}
+        return {TENSOR: _tensor_bytes(torch, value)}
     return {OBJECT: f"{kind.__module__}.{kind.__qualname__}"}
+
+
+def _tensor_bytes(torch, value) -> dict:
+    import ctypes
+
+    t = value.detach().to("cpu").contiguous().clone()
+    dtype = str(t.dtype).removeprefix("torch.")
+    if dtype not in _DTYPES:
+        return {"dtype": dtype, "shape": list(t.shape), "b64": ""}
+    raw = ctypes.string_at(t.data_ptr(), t.numel() * t.element_size()) if t.numel() else b""
+    return {"dtype": dtype, "shape": list(t.shape), "b64": base64.b64encode(raw).decode("ascii")}
 
 
 def decode(data: Any) -> Any:
@@ -48,10 +69,13 @@ def decode(data: Any) -> Any:
     if isinstance(data, list):
         return [decode(v) for v in data]
     if isinstance(data, dict):
-        if set(data) == {TUPLE}:
+        if set(data) == {TUPLE} and isinstance(data[TUPLE], list):
             return tuple(decode(v) for v in data[TUPLE])
         if set(data) == {"__float__"}:
-            return float(data["__float__"])
+            try:
+                return float(data["__float__"])
+            except (TypeError, ValueError):
+                return Opaque("malformed float")
         if set(data) == {OBJECT}:
             return Opaque(str(data[OBJECT]))
         if set(data) == {TENSOR}:
@@ -64,7 +88,7 @@ class Opaque:
     """Something the worker could not send as plain data; it equals nothing."""
 
     def __init__(self, type_name: str):
-        self.type_name = type_name
+        self.type_name = type_name[:200]
 
     def __eq__(self, other: object) -> bool:
         return False
@@ -80,23 +104,79 @@ def dumps(data: Any) -> str:
 
 
 def loads(text: str | bytes) -> Any:
-    return json.loads(text)
+    """``json.loads`` with the judge's bounds: ``ValueError`` for a payload over
+    ``MAX_FRAME_BYTES`` or with more than ``MAX_VALUES`` values (counted before parsing)."""
+    raw = text.encode("utf-8", "surrogatepass") if isinstance(text, str) else bytes(text)
+    if len(raw) > MAX_FRAME_BYTES:
+        raise ValueError(f"larger than {MAX_FRAME_BYTES} bytes")
+    # Every JSON value but the first is preceded by ',' or ':' or opens a container.
+    if raw.count(b",") + raw.count(b"[") + raw.count(b"{") > MAX_VALUES:
+        raise ValueError(f"more than {MAX_VALUES} values")
+    try:
+        return json.loads(raw)
+    except RecursionError:
+        raise ValueError("nested too deep") from None
 
 
-def _tensor(spec: dict):
+def frame(payload: bytes) -> bytes:
+    return b"%d\n" % len(payload) + payload
+
+
+class FrameReader:
+    """Splits a byte stream into frames; ``error`` says why it stopped trusting the stream."""
+
+    def __init__(self, cap: int = MAX_FRAME_BYTES):
+        self.cap, self.buffer, self.frames, self.error = cap, bytearray(), [], None
+
+    def feed(self, chunk: bytes) -> list[bytes]:
+        """Add bytes; return the frames they completed."""
+        if self.error:
+            return []
+        self.buffer += chunk
+        done = []
+        while True:
+            head, newline, _ = self.buffer[:24].partition(b"\n")
+            if not newline:
+                if len(self.buffer) >= 24:
+                    self.error = "a malformed frame header"
+                break
+            if not head.isdigit():
+                self.error = "a malformed frame header"
+                break
+            size = int(head)
+            if size > self.cap:
+                self.error = f"a frame larger than {self.cap} bytes"
+                break
+            start = len(head) + 1
+            if len(self.buffer) < start + size:
+                break
+            done.append(bytes(self.buffer[start:start + size]))
+            del self.buffer[:start + size]
+        self.frames += done
+        return done
+
+
+def _tensor(spec: Any):
     import torch
 
-    dtype = getattr(torch, str(spec["dtype"]), None)
-    if not isinstance(dtype, torch.dtype):
-        return Opaque(f"tensor of dtype {spec['dtype']!r}")
-    values = [decode(v) for v in spec["data"]]
-    if not all(type(v) in (bool, int, float) for v in values):
-        return Opaque("tensor with non-numeric data")
+    if not isinstance(spec, dict) or not isinstance(spec.get("shape"), list):
+        return Opaque("malformed tensor")
+    name = spec.get("dtype")
+    if name not in _DTYPES:
+        return Opaque(f"tensor of dtype {str(name)[:40]!r}")
+    dtype = getattr(torch, name)
     try:
         shape = [int(s) for s in spec["shape"]]
-        build_dtype = torch.float32 if dtype == torch.bfloat16 else dtype
-        return torch.tensor(values, dtype=build_dtype).reshape(shape).to(dtype)
-    except (TypeError, ValueError, RuntimeError, OverflowError):
+        if any(s < 0 for s in shape) or len(shape) > 8:
+            raise ValueError("bad shape")
+        raw = base64.b64decode(spec.get("b64", ""), validate=True)
+        count = math.prod(shape)
+        if len(raw) != count * torch.empty((), dtype=dtype).element_size():
+            raise ValueError("size does not match the shape")
+        if count == 0:
+            return torch.empty(shape, dtype=dtype)
+        return torch.frombuffer(bytearray(raw), dtype=dtype).reshape(shape).clone()
+    except (TypeError, ValueError, RuntimeError, OverflowError, base64.binascii.Error):
         return Opaque("malformed tensor")
 
 

@@ -1,16 +1,27 @@
 """The worker: imports one exercise module of a submission, runs the judge's probes on it and
 sends back plain data. It runs in a sandbox (grader/sandbox.py) as
-``python -I -B worker.py REQUEST RESULT_FD``, next to copies of ``wire.py``, ``probes.py`` and the
-course's support package, never the repository.
+``python -I -B worker.py COMMAND_FD RESULT_FD``, next to copies of ``wire.py``, ``probes.py`` and
+the course's support package, never the repository.
+
+The judge speaks in frames (``grader/wire.py``): it writes a request frame on the command pipe,
+the worker answers with one frame on the result pipe, and only then may the judge send the next
+request. The first request holds the public probes; the module is imported before it is answered.
+The second, if any, holds the hidden probes: it is sent only after the public answers are in, so
+nothing the submission says while it knows the hidden inputs can reach a public reason.
 
 Nothing it prints counts, and it decides nothing: every answer goes to the judge, which compares
 it with the reference. It ends with ``os._exit`` so that nothing the submission registered (atexit
-hooks, threads) runs after the result is sent.
+hooks, threads) runs after the last answer is sent.
 
-The limit of this design: the submission runs in this process, so code written to attack this
-file (patching a probe's helpers during one of its own calls, writing to the result pipe found in
-/proc/self/fd) could still forge the yes/no facts a probe reports about it (a buffer that did not
-move, an output left unchanged). Values are safe: the judge compares them with the reference.
+Before any submission code runs it also installs a seccomp filter that refuses the kernel keyring
+calls (``add_key``, ``request_key``, ``keyctl``): keyrings outlive a process and are shared by a
+uid, so they could carry data from one student's worker to the next one's.
+
+The limit of this design: the submission runs in this process. Code written against this file
+(patching the probes' captured helpers, writing to the result pipe found in /proc/self/fd) could
+still forge the yes/no facts a probe reports about it (a buffer that did not move). Values cannot
+be forged that way: the judge compares them with the reference's answers to inputs the
+submission could not know in advance. See the README's threat model.
 """
 
 import json
@@ -19,7 +30,7 @@ import sys
 import traceback
 
 # Our own references, taken before any submission code runs.
-_write, _exit, _dumps = os.write, os._exit, json.dumps
+_write, _read, _exit, _dumps = os.write, os.read, os._exit, json.dumps
 # -I leaves the script's folder off the path; it holds only the runtime (wire, probes, coursekit).
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
@@ -38,10 +49,9 @@ _MISSING = object()
 class _Namespaces:
     """What the worker's own code (the probes, the wire format, this file) looks up as it runs,
     as it was before any submission code ran. ``restore`` puts back what a submission replaced
-    (``torch.equal = lambda *a: True`` at import, ``probes.len = ...``), so that the worker's
-    own checks (``torch.equal(x, before)``, ``type(result) is float``) mean what they say. It runs
-    after the import and before and after every probe; what a submission patches in the middle
-    of one of its own calls is not undone until the probe ends.
+    (``torch.equal = lambda *a: True``, ``probes.len = ...``), so that the worker's own checks
+    mean what they say. It runs after the import, before and after every probe, and right after
+    every call a probe makes into the submission (``probes.call``).
 
     Library modules (``torch``, ``math``...) get back the functions and classes they had;
     attributes they gain (a lazily imported submodule) are left alone. The worker's own modules
@@ -68,18 +78,129 @@ class _Namespaces:
                         pass
 
 
-def main(request_path: str, result_fd: int) -> None:
-    with open(request_path, encoding="utf-8") as f:
-        request = json.load(f)
-    # The result pipe moves to a number nobody was told, and leaves argv: a submission has to
-    # search /proc/self/fd to write a forged answer, not just read the command line.
+# ----------------------------------------------------------------------------- keyrings
+
+#: (audit arch, syscall numbers of add_key, request_key, keyctl) per machine.
+_KEYRING_CALLS = {"x86_64": (0xC000003E, (248, 249, 250)), "aarch64": (0xC00000B7, (217, 218, 219))}
+
+
+def deny_keyrings() -> str | None:
+    """Install a seccomp filter: the keyring system calls fail with EPERM, calls of another ABI
+    (x32, 32-bit) fail with ENOSYS, everything else is allowed. Returns None when installed, else
+    why not. Irreversible, and inherited by every child."""
+    import ctypes
+    import platform
+
+    machine = platform.machine()
+    if machine not in _KEYRING_CALLS or not sys.platform.startswith("linux"):
+        return f"no seccomp filter for {machine} / {sys.platform}"
+    arch, calls = _KEYRING_CALLS[machine]
+
+    class Instruction(ctypes.Structure):
+        _fields_ = [("code", ctypes.c_ushort), ("jt", ctypes.c_ubyte), ("jf", ctypes.c_ubyte),
+                    ("k", ctypes.c_uint)]
+
+    class Program(ctypes.Structure):
+        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.POINTER(Instruction))]
+
+    load, jeq, jge, ret = 0x20, 0x15, 0x35, 0x06
+    allow, eperm, enosys = 0x7FFF0000, 0x00050000 | 1, 0x00050000 | 38
+    n = len(calls)
+    code = [(load, 0, 0, 4),  # the caller's ABI
+            (jeq, 1, 0, arch),
+            (ret, 0, 0, enosys),  # another ABI (32-bit calls from a 64-bit process)
+            (load, 0, 0, 0)]  # the system call number
+    if machine == "x86_64":
+        code.append((jge, n + 1, 0, 0x40000000))  # x32 calls -> ENOSYS below
+    code += [(jeq, n - i, 0, nr) for i, nr in enumerate(calls)]  # -> EPERM
+    code += [(ret, 0, 0, allow), (ret, 0, 0, eperm)]
+    if machine == "x86_64":
+        code.append((ret, 0, 0, enosys))
+    filters = (Instruction * len(code))(*[Instruction(*c) for c in code])
+    program = Program(len(code), filters)
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(38, 1, 0, 0, 0) != 0:  # PR_SET_NO_NEW_PRIVS
+        return f"prctl(PR_SET_NO_NEW_PRIVS) failed: {os.strerror(ctypes.get_errno())}"
+    if libc.prctl(22, 2, ctypes.byref(program), 0, 0) != 0:  # PR_SET_SECCOMP, FILTER
+        return f"seccomp refused the filter: {os.strerror(ctypes.get_errno())}"
+    return None
+
+
+# ----------------------------------------------------------------------------- frames
+
+
+class _Pipe:
+    def __init__(self, command_fd: int, result_fd: int):
+        self.command_fd, self.result_fd, self.buffer = command_fd, result_fd, b""
+
+    def receive(self):
+        """The next request frame, decoded; None when the judge has nothing more to ask."""
+        while True:
+            head, newline, rest = self.buffer.partition(b"\n")
+            if newline and len(rest) >= int(head):
+                size = int(head)
+                payload, self.buffer = rest[:size], rest[size:]
+                return json.loads(payload)
+            chunk = _read(self.command_fd, 1 << 16)
+            if not chunk:
+                return None
+            self.buffer += chunk
+
+    def send(self, answer: dict) -> None:
+        data = _dumps(answer, allow_nan=False).encode()
+        view = memoryview(b"%d\n" % len(data) + data)
+        while view:
+            view = view[_write(self.result_fd, view):]
+
+
+def _hide(fd: int) -> int:
+    """Move ``fd`` to a number nobody was told (a submission has to search /proc/self/fd)."""
     import fcntl
     import random
 
-    hidden_fd = fcntl.fcntl(result_fd, fcntl.F_DUPFD_CLOEXEC, random.SystemRandom().randint(64, 200))
-    os.close(result_fd)
-    result_fd = hidden_fd
+    hidden = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, random.SystemRandom().randint(64, 200))
+    os.close(fd)
+    return hidden
+
+
+def _canary(request: dict, keyrings: str | None) -> dict:
+    """What a worker that runs no submission code finds: the sandbox's facts, for the judge."""
+    import getpass
+    import time
+
+    start = time.monotonic()
+    import torch
+
+    facts = {"keyrings_denied": keyrings is None, "keyring_problem": keyrings or "",
+             "import_torch_s": time.monotonic() - start, "uid": os.getuid(),
+             "cuda": torch.cuda.is_available()}
+    with open("/proc/self/status", encoding="ascii", errors="replace") as f:
+        for line in f:
+            if line.startswith("VmPeak:"):
+                facts["vm_peak_bytes"] = int(line.split()[1]) * 1024
+    try:
+        facts["user"] = getpass.getuser()
+    except Exception as exc:  # noqa: BLE001 - reported, not raised
+        facts["user"] = f"<{type(exc).__name__}: {exc}>"
+    if request.get("dynamo"):
+        try:
+            import torch._dynamo  # noqa: F401 - inductor reads the user name on import
+            facts["dynamo"] = "ok"
+        except Exception as exc:  # noqa: BLE001
+            facts["dynamo"] = f"{type(exc).__name__}: {exc}"[:500]
+    return facts
+
+
+def main(command_fd: int, result_fd: int) -> None:
+    keyrings = deny_keyrings()
+    pipe = _Pipe(_hide(command_fd), _hide(result_fd))
     del sys.argv[1:]
+    request = pipe.receive()
+    if request is None:
+        return
+    if request.get("canary"):
+        pipe.send(_canary(request, keyrings))
+        return
     import builtins
     import math
     import time
@@ -94,45 +215,48 @@ def main(request_path: str, result_fd: int) -> None:
     import wire
     from coursekit import standin
 
+    held = []
+    probes.bind(lambda: held[0].restore())  # before the snapshot: restoring keeps the binding
     namespaces = _Namespaces(
         libraries=(builtins, math, time, json, torch, standin),
         own=(probes, wire, sys.modules[__name__], torch.Tensor, standin.CapturedGraph,
              standin.StandInGraph),
     )
+    held.append(namespaces)
     table = dict(probes.PROBES)
     sys.path.append(request["submission_dir"])
-    answer: dict = {"probes": []}
+    module, import_error = None, None
     try:
         import importlib
 
         module = importlib.import_module(f"{request['package']}.{request['module']}")
     except BaseException as exc:  # noqa: BLE001 - SystemExit, pytest.exit... all count
         namespaces.restore()
-        answer["import_error"] = _error(exc)
-        answer["import_traceback"] = traceback.format_exc(limit=-3)[-2000:]
-        module = None
-    if module is not None:
-        for item in request["probes"]:
-            namespaces.restore()
-            fn = table[item["probe"]]
-            try:
-                value = fn(module, **wire.decode(item.get("args", {})))
+        import_error = _error(exc)
+    while request is not None:
+        answer: dict = {"probes": []}
+        if import_error is not None:
+            answer["import_error"] = import_error
+        else:
+            for item in request["probes"]:
                 namespaces.restore()
-                answer["probes"].append({"ok": True, "value": wire.encode(value)})
-            except BaseException as exc:  # noqa: BLE001 - whatever the submission raised
-                namespaces.restore()
-                answer["probes"].append({"ok": False, "error": _error(exc)})
-    namespaces.restore()
-    data = _dumps(answer, allow_nan=False).encode()
-    view = memoryview(data)
-    while view:
-        view = view[_write(result_fd, view):]
+                fn = table[item["probe"]]
+                try:
+                    value = fn(module, **wire.decode(item.get("args", {})))
+                    namespaces.restore()
+                    answer["probes"].append({"ok": True, "value": wire.encode(value)})
+                except BaseException as exc:  # noqa: BLE001 - whatever the submission raised
+                    namespaces.restore()
+                    answer["probes"].append({"ok": False, "error": _error(exc)})
+        namespaces.restore()
+        pipe.send(answer)
+        request = pipe.receive()
 
 
 if __name__ == "__main__":
     status = 0
     try:
-        main(sys.argv[1], int(sys.argv[2]))
+        main(int(sys.argv[1]), int(sys.argv[2]))
     except BaseException:  # noqa: BLE001 - the worker's own failure: say it, then leave
         traceback.print_exc()
         status = 3

@@ -1,7 +1,9 @@
-"""``python -m grader``: grade, grade-all and their outputs, run as a student or a TA would."""
+"""``python -m grader``: grade, grade-all, merge, secret and their outputs, run as a student or a
+TA would."""
 
 import csv
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -16,13 +18,30 @@ from coursekit.impl import EXERCISES, REPO_ROOT
 MARKERS = [f"ex{n}" for n, _ in EXERCISES]
 
 
-def grader(*args, timeout=300):
+def grader(*args, timeout=600, env=None):
     return subprocess.run([sys.executable, "-m", "grader", *args], cwd=REPO_ROOT,
-                          capture_output=True, text=True, timeout=timeout)
+                          capture_output=True, text=True, timeout=timeout,
+                          env={**os.environ, **(env or {})})
 
 
 def rows(stdout):
     return {line.split()[0]: line for line in stdout.splitlines() if re.match(r"ex\d ", line)}
+
+
+def exercise_scores(result):
+    scores = {}
+    for test in result["tests"]:
+        exercise = test["name"].split(" ", 1)[0]
+        scores[exercise] = scores.get(exercise, 0) + test["score"]
+    return scores
+
+
+@pytest.fixture(scope="module")
+def secret_file(tmp_path_factory):
+    path = tmp_path_factory.mktemp("secret") / "grading-secret"
+    run = grader("secret", "new", str(path))
+    assert run.returncode == 0 and "seed id" in run.stdout, run.stderr
+    return path
 
 
 def test_fresh_exercises_score_zero_and_say_what_is_left(tmp_path):
@@ -31,35 +50,68 @@ def test_fresh_exercises_score_zero_and_say_what_is_left(tmp_path):
     table = rows(run.stdout)
     assert sorted(table) == MARKERS, run.stdout
     assert all(re.search(r" 0/\d+", line) for line in table.values()), run.stdout
-    assert "not implemented yet (exercise 1" in table["ex1"], run.stdout
+    assert "not implemented yet (exercise 1" in run.stdout, run.stdout
+    assert "PRACTICE MODE" in run.stdout
     result = json.loads((tmp_path / "r.json").read_text())
-    assert result["score"] == 0
+    assert result["score"] == 0 and result["extra_data"]["mode"] == "practice"
 
 
-def test_reference_gets_every_point_and_gradescope_json(tmp_path):
+def test_the_report_lists_every_lost_check_with_its_whole_rule(tmp_path):
+    folder = tmp_path / "half"
+    shutil.copytree(REPO_ROOT / "solutions", folder)
+    shutil.copy(REPO_ROOT / "exercises" / "dispatch.py", folder / "dispatch.py")
+    run = grader("grade", str(folder), "--only", "ex6")
+    assert run.returncode == 0, run.stderr
+    from grader.checks import public_checks
+
+    for check in [c for c in public_checks() if c.exercise == "ex6"]:
+        assert f"- {check.name} (-" in run.stdout, run.stdout
+    assert "rule: NONE unpadded for NONE or oversized batches" in " ".join(run.stdout.split())
+    brief = grader("grade", str(folder), "--only", "ex6", "--brief")
+    assert len([line for line in brief.stdout.splitlines() if line.startswith("ex6 ")]) == 1
+    assert "- mode_table" not in brief.stdout
+
+
+def test_reference_gets_every_point_and_one_test_per_check(tmp_path):
     run = grader("grade", "solutions", "--json", str(tmp_path / "results.json"))
     assert run.returncode == 0, run.stderr
     result = json.loads((tmp_path / "results.json").read_text())
-    assert [t["name"] for t in result["tests"]] == MARKERS
+    from grader.judge import all_checks, load_rubric
+
+    points = load_rubric()
+    assert [t["extra_data"]["check"] for t in result["tests"]] == [c.id for c in sorted(
+        all_checks(), key=lambda c: (c.exercise, list(points).index(c.id)))]
     for test in result["tests"]:
-        assert set(test) >= {"name", "score", "max_score", "status", "output", "visibility"}
-        assert test["score"] == test["max_score"] > 0 and test["status"] == "passed", test
-    assert result["score"] == sum(t["max_score"] for t in result["tests"])
+        exercise, name = test["name"].split(" · ")
+        assert test["extra_data"]["check"] == f"{exercise}.{name}"
+        if test["extra_data"]["state"] == "pending":
+            assert test["score"] == test["max_score"] == 0 and "gpu" in test["tags"]
+            assert "not run: needs a GPU, graded in the GPU pass" in test["output"]
+        else:
+            assert test["score"] == test["max_score"] == points[test["extra_data"]["check"]], test
+    assert result["score"] == sum(t["max_score"] for t in result["tests"]) == result["extra_data"]["max_score"]
     if not torch.cuda.is_available():
-        assert "GPU checks not run" in result["output"], result["output"]
+        assert result["extra_data"]["pending"] == 21 and "21 points pending" in result["output"]
 
 
-def test_grading_is_reproducible(tmp_path):
+def test_official_grading_is_reproducible_and_draws_other_inputs(tmp_path, secret_file):
     folder = tmp_path / "half"
     shutil.copytree(REPO_ROOT / "solutions", folder)
     shutil.copy(REPO_ROOT / "exercises" / "buckets.py", folder / "buckets.py")
     outputs = []
     for i in range(2):
-        assert grader("grade", str(folder), "--json", str(tmp_path / f"{i}.json")).returncode == 0
+        run = grader("grade", str(folder), "--json", str(tmp_path / f"{i}.json"),
+                     env={"LAUNCH_TAX_SECRET_FILE": str(secret_file)})
+        assert run.returncode == 0, run.stderr
         outputs.append(json.loads((tmp_path / f"{i}.json").read_text()))
-    assert outputs[0] == outputs[1]
-    scores = {t["name"]: t["score"] for t in outputs[0]["tests"]}
+    assert outputs[0]["tests"] == outputs[1]["tests"]
+    assert outputs[0]["extra_data"]["mode"] == "official" and "official grading" in outputs[0]["output"]
+    scores = exercise_scores(outputs[0])
     assert scores["ex5"] == 0 and scores["ex6"] > 0, scores  # dispatch still works: its own module
+    practice = grader("grade", str(folder), "--json", str(tmp_path / "p.json"), "--only", "ex5")
+    labels = {t["output"].splitlines()[0] for t in json.loads((tmp_path / "p.json").read_text())["tests"]}
+    official = {t["output"].splitlines()[0] for t in outputs[0]["tests"] if t["name"].startswith("ex5")}
+    assert practice.returncode == 0 and labels != official  # other inputs than the release's
 
 
 def test_a_notebook_and_a_zip_are_graded_like_a_folder(tmp_path):
@@ -80,7 +132,7 @@ def test_a_notebook_and_a_zip_are_graded_like_a_folder(tmp_path):
         assert all(t["score"] == t["max_score"] for t in result["tests"]), (submission, result)
 
 
-def test_grade_all_writes_a_gradebook(tmp_path):
+def test_grade_all_writes_a_gradebook_and_a_summary(tmp_path):
     submissions = tmp_path / "class"
     shutil.copytree(REPO_ROOT / "solutions", submissions / "alice")
     shutil.copytree(REPO_ROOT / "exercises", submissions / "bob", ignore=shutil.ignore_patterns("tests"))
@@ -94,17 +146,32 @@ def test_grade_all_writes_a_gradebook(tmp_path):
     assert book["alice"]["score"] == book["alice"]["max_score"] and float(book["bob"]["score"]) == 0
     assert float(book["carol"]["score"]) == 0 and "not a readable notebook" in book["carol"]["notes"]
     for student in book:
-        result = json.loads((tmp_path / "out" / student / "results.json").read_text())
-        assert [t["name"] for t in result["tests"]] == MARKERS
+        result = json.loads((tmp_path / "out" / "students" / student / "results.json").read_text())
+        assert sorted({t["name"].split(" ")[0] for t in result["tests"]}) == MARKERS
+    summary = (tmp_path / "out" / "summary.md").read_text()
+    for heading in ("Score distribution", "Pass rate per check (worst first)",
+                    "Most common first lost point", "Refused or not gradable", "Slowest submissions"):
+        assert heading in summary, summary
+    assert "not implemented yet" in summary and (tmp_path / "out" / "scores.svg").read_text().startswith("<?xml")
 
 
 @pytest.mark.parametrize("args, needle", [
     (["grade", "no/such/folder"], "SUBMISSION"),
     (["grade-all", "no/such/folder", "--out", "x"], "DIR"),
+    (["grade", "solutions", "--secret-file", "/no/such/secret"], "--secret-file"),
+    (["secret", "new", "solutions/secret"], "inside the repository"),
 ])
 def test_bad_arguments_exit_2(args, needle):
     run = grader(*args)
     assert run.returncode == 2 and needle in run.stderr, (run.returncode, run.stderr)
+
+
+def test_a_secret_is_made_once_and_kept_private(tmp_path):
+    path = tmp_path / "deep" / "secret"
+    assert grader("secret", "new", str(path)).returncode == 0
+    assert oct(path.stat().st_mode & 0o777) == "0o600" and len(path.read_text().strip()) == 64
+    again = grader("secret", "new", str(path))
+    assert again.returncode == 2 and "exists" in again.stderr
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the error without CUDA")

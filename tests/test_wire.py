@@ -1,9 +1,10 @@
 """grader/wire.py: only exact built-in types cross from a worker to the judge, and nothing the
-worker sends can make the judge run code or crash."""
+worker sends can make the judge run code, crash or hold much memory."""
 
 import json
 import math
 
+import pytest
 import torch
 
 from grader import wire
@@ -24,7 +25,7 @@ class SneakyFloat(float):
 
 
 def roundtrip(value):
-    return wire.decode(json.loads(wire.dumps(wire.encode(value))))
+    return wire.decode(wire.loads(wire.dumps(wire.encode(value))))
 
 
 def test_plain_values_round_trip_exactly():
@@ -43,10 +44,18 @@ def test_numeric_subclasses_never_equal_anything():
 
 def test_tensors_round_trip_with_dtype_shape_nan_and_bfloat16():
     for t in (torch.tensor([[1.5, math.nan], [math.inf, -2.0]]), torch.arange(6).reshape(2, 3),
-              torch.tensor([0.1, 0.2], dtype=torch.bfloat16), torch.tensor([True, False])):
+              torch.tensor([0.1, 0.2], dtype=torch.bfloat16), torch.tensor([True, False]),
+              torch.zeros(0, 3), torch.arange(12.0).reshape(3, 4).t()):
         back = roundtrip(t)
         assert back.dtype == t.dtype and back.shape == t.shape
         assert torch.equal(back.nan_to_num(7.0), t.nan_to_num(7.0))
+
+
+def test_a_large_tensor_travels_as_bytes_not_as_numbers():
+    t = torch.rand(512, 512)
+    encoded = wire.dumps(wire.encode(t))
+    assert len(encoded) < 1.5 * t.numel() * 4 and encoded.count(",") < 10
+    assert torch.equal(roundtrip(t), t)
 
 
 def test_tensor_subclasses_and_unknown_objects_are_opaque():
@@ -57,10 +66,59 @@ def test_tensor_subclasses_and_unknown_objects_are_opaque():
     assert isinstance(roundtrip(object()), wire.Opaque)
 
 
+@pytest.mark.parametrize("spec", [
+    {"dtype": "float32", "shape": [3], "b64": "AAAAAA=="},  # 4 bytes for 3 floats
+    {"dtype": "float32", "shape": [-1], "b64": ""},
+    {"dtype": "evil", "shape": [1], "b64": "AAAAAA=="},
+    {"dtype": "float32", "shape": [1], "b64": "!!!!"},
+    {"dtype": "float32", "shape": "x"},
+    {"dtype": "float32", "shape": [10**12, 10**12], "b64": ""},
+])
+def test_malformed_tensors_are_opaque(spec):
+    assert isinstance(wire.decode({wire.TENSOR: spec}), wire.Opaque)
+
+
+def test_payloads_past_the_bounds_are_refused_before_parsing():
+    with pytest.raises(ValueError, match="values"):
+        wire.loads(b"[" + b"[]," * (wire.MAX_VALUES + 1) + b"0]")
+    with pytest.raises(ValueError, match="larger"):
+        wire.loads(b'"' + b"x" * (wire.MAX_FRAME_BYTES + 1) + b'"')
+    with pytest.raises(ValueError, match="deep"):
+        wire.loads(b"[" * 100_000 + b"]" * 100_000)
+
+
+def test_frames_are_split_and_bad_headers_stop_the_reader():
+    reader = wire.FrameReader(cap=100)
+    data = wire.frame(b"abc") + wire.frame(b"") + wire.frame(b"hello")
+    got = []
+    for i in range(len(data)):  # byte by byte
+        got += reader.feed(data[i:i + 1])
+    assert got == [b"abc", b"", b"hello"] and reader.error is None
+    for bad in (b"12x\nabc", b"9" * 30, wire.frame(b"y" * 101)):
+        reader = wire.FrameReader(cap=100)
+        reader.feed(bad)
+        assert reader.error, bad[:20]
+
+
+def run_with(*frames):
+    return Run(answers=[json.dumps(f).encode() if not isinstance(f, bytes) else f for f in frames],
+               returncode=0)
+
+
 def test_malformed_results_are_reported_not_raised():
     bad = [b"not json", b"[1, 2]", b'{"probes": "x"}', b"[" * 50000 + b"]" * 50000,
            json.dumps({"probes": [{"ok": True, "value": {"__tensor__": {"dtype": "float32",
-                                                                         "shape": [2], "data": [1]}}}]}).encode()]
+                                                                         "shape": [2], "b64": "AA=="}}}]}).encode(),
+           b'{"probes": [{"ok": false, "error": {"types": "x", "message": "\\ud800\\u001b[2J"}}]}',
+           b'{"probes": [1e400]}', b'{"probes": [' + b"9" * 5000 + b"]}"]
     for data in bad:
-        problem, answers = _read_answers(Run(result=data, returncode=0), 1)
-        assert problem or isinstance(answers[0].value, wire.Opaque), data[:40]
+        problem, answers = _read_answers(run_with(data), 0, 1)
+        assert problem or isinstance(answers[0].value, wire.Opaque) or not answers[0].ok, data[:40]
+        if not problem and not answers[0].ok:
+            assert "\x1b" not in answers[0].error["message"] and "\ud800" not in answers[0].error["message"]
+
+
+def test_a_missing_phase_is_reported_with_the_run_failure():
+    problem, _ = _read_answers(Run(answers=[b'{"probes": []}'], returncode=None, timed_out=True,
+                                   timeout_s=12), 1, 0)
+    assert problem == "worker timed out (after 12 s)"

@@ -1,0 +1,122 @@
+"""What a grading run writes: Gradescope's ``results.json`` (one test per check) and the terminal
+report.
+
+``results.json`` follows Gradescope's specification: top-level ``score``, ``execution_time``,
+``output``, ``visibility``, ``stdout_visibility``, ``extra_data`` and ``tests``; one test per check,
+named ``exN · check_name``, numbered in rubric order (``5.2``: exercise 5, second check), tagged
+with its exercise and ``gpu`` / ``hidden`` where they apply. A public check's ``output`` says what
+was expected, what came back and the rule; a hidden one's says only its rule and is visible
+``after_published`` by default. A GPU check that could not run here is *pending*: listed, worth 0
+of 0 in this pass (so it is not counted in this pass's maximum), ``extra_data.state`` =
+``"pending"``; ``python -m grader merge`` fills it in from the GPU pass. ``extra_data`` at the top
+holds the grading fingerprint (grader version, torch, CUDA, GPU, seed id, isolation).
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+import textwrap
+
+from grader.text import safe
+
+VISIBILITIES = ("visible", "hidden", "after_due_date", "after_published")
+
+
+def check_number(exercise: str, index: int) -> str:
+    return f"{exercise.removeprefix('ex')}.{index + 1}"
+
+
+def test_entry(exercise: str, index: int, result, hidden_visibility: str = "after_published") -> dict:
+    """One check's test, from a ``judge.CheckResult``."""
+    check = result.check
+    tags = [exercise] + (["gpu"] if check.gpu else []) + (["hidden"] if check.hidden else [])
+    pending = result.status == "pending"
+    if result.status == "passed":
+        output = f"passed\n  rule: {check.rule}"
+    elif pending:
+        output = f"{result.reason}\n  rule: {check.rule}"
+    else:
+        output = result.reason if result.reason else f"rule: {check.rule}"
+    return {
+        "name": f"{exercise} · {check.name}",
+        "number": check_number(exercise, index),
+        "tags": tags,
+        "score": 0.0 if pending else result.earned,
+        "max_score": 0.0 if pending else result.points,
+        "status": "failed" if result.status == "failed" else "passed",
+        "output": safe(output, 4000, lines=True),
+        "output_format": "text",
+        "visibility": hidden_visibility if check.hidden else "visible",
+        "extra_data": {"check": check.id, "state": result.status, "points": result.points,
+                       "gpu": check.gpu, "hidden": check.hidden},
+    }
+
+
+def gradescope(report, hidden_visibility: str = "after_published") -> dict:
+    """Gradescope's results.json for a ``judge.Report``."""
+    tests = []
+    for ex in report.exercises:
+        for index, result in enumerate(ex.checks):
+            tests.append(test_entry(ex.exercise, index, result, hidden_visibility))
+    pending = report.pending
+    summary = f"{report.score:g} of {report.max_score:g} points in this pass"
+    if pending:
+        summary += f"; {pending:g} points pending (GPU checks, graded in the GPU pass)"
+    return {
+        "score": report.score,
+        "execution_time": round(report.wall_s, 2),
+        "output": safe("\n".join([summary] + report.notes), 8000, lines=True),
+        "output_format": "text",
+        "visibility": "visible",
+        "stdout_visibility": "hidden",
+        "extra_data": {**report.fingerprint, "submission": report.submission,
+                       "max_score": report.max_score, "pending": pending},
+        "tests": tests,
+    }
+
+
+# ----------------------------------------------------------------------------- the terminal
+
+
+def _width() -> int:
+    if sys.stdout.isatty():
+        return max(60, min(shutil.get_terminal_size((100, 24)).columns, 160))
+    return 100  # stable plain text when not a terminal
+
+
+def table(report, brief: bool = False) -> str:
+    """The report: a line per exercise; unless ``brief``, every lost check under it with its
+    whole reason, wrapped to the terminal."""
+    width = _width()
+    lines = [f"launch-tax grade: {safe(report.submission)}", ""]
+    lines.append(f"{'exercise':<9} {'module':<14} {'score':>9}   " + ("first lost point" if brief else ""))
+    for ex in report.exercises:
+        lost = [c for c in ex.checks if c.status == "failed"]
+        pending = f"   (+{ex.pending:g} pending: GPU pass)" if ex.pending else ""
+        head = f"{ex.exercise:<9} {ex.module:<14} {ex.score:>4g}/{ex.max_score:<4g}"
+        if brief:
+            first = f"{lost[0].check.name}: {lost[0].reason.splitlines()[0]}" if lost else "-"
+            lines.append(f"{head}   {safe(first, width - len(head) - 3)}{pending}")
+            continue
+        lines.append(head + ("   all checks passed" if not lost and ex.max_score else "") + pending)
+        for c in lost:
+            lines += _wrapped(f"- {c.check.name} (-{c.points:g}): ", c.reason, width)
+    total = f"{'total':<24} {report.score:>4g}/{report.max_score:<4g}"
+    if report.pending:
+        total += f"   (+{report.pending:g} pending: GPU pass)"
+    lines += [total, ""]
+    for note in report.notes:
+        lines += _wrapped("note: ", note, width, indent=6)
+    lines.append(f"({report.wall_s:.1f} s)")
+    return "\n".join(lines)
+
+
+def _wrapped(first: str, text: str, width: int, indent: int = 4) -> list[str]:
+    out = []
+    for i, paragraph in enumerate(safe(text, lines=True).splitlines() or [""]):
+        lead = "  " + first if i == 0 else " " * (indent + 2)
+        rest = " " * (indent + 4)
+        out += textwrap.wrap(paragraph.strip(), width=width, initial_indent=lead,
+                             subsequent_indent=rest, break_on_hyphens=False) or [lead.rstrip()]
+    return out
