@@ -230,7 +230,9 @@ def predict(impl: Implementation, fitted: dict, kernels: int) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--impl", default="solutions", help="exercises, solutions or a folder")
+    # The reference where there is one (the staff repository), else your own exercises.
+    parser.add_argument("--impl", default="solutions" if (ROOT / "solutions").is_dir() else "exercises",
+                        help="exercises, solutions or a folder")
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--configs", default="all", help="comma-separated: toy, qwen7b; or all")
     parser.add_argument("--quick", action="store_true", help="few iterations, small sweeps")
