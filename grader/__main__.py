@@ -234,6 +234,8 @@ def main(argv: list[str] | None = None) -> int:
                           help="gradebook.csv, summary.md and students/STUDENT/results.json")
     everyone.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
                           help="submissions graded side by side (default: all cores)")
+    everyone.add_argument("--only", metavar="EXERCISES",
+                          help="grade only these exercises, e.g. ex5 or ex5,ex6 (default: all)")
     everyone.add_argument("--allow-unisolated", action="store_true",
                           help="grade even though workers cannot be isolated here (not root): "
                                "a submission could then read and write what you can")

@@ -1,10 +1,15 @@
 """The grader against hostile submissions (``tests/adversarial/cases.py``).
 
 Each case is graded with ``python -m grader grade SUBMISSION --json PATH --gpu off --only ...``
-from the repository root, as a grading server would, on the attacked exercise and a bystander
-(``graded``). It must get exactly its expected points for the attacked exercise and full points
-for the bystander, finish in bounded time with exit status 0,
-leave no process behind and change no file of the repository.
+from the repository root, as a grading server would (officially, with a grading secret, unless
+the case says otherwise), on the attacked exercise and a bystander (``graded``). It must get
+exactly its expected points for the attacked exercise and full points for the bystander, finish
+in bounded time with exit status 0, leave no process behind and change no file of the repository
+(and, where the case says so, keep hidden checks quiet, keep hidden inputs out of every report,
+keep control characters out of the terminal).
+
+A case with a ``defence`` is graded a second time in a copy of the repository with that defence
+switched off (``tests/adversarial/defences.py``): there it must fail, or it proves nothing.
 
 The grader runs with ``TMPDIR`` set to a folder named after the case's marker, so every box (and
 so every worker's command line and environment) carries the marker: a process still mentioning it
@@ -27,7 +32,8 @@ from pathlib import Path
 import pytest
 
 from coursekit.impl import REPO_ROOT
-from tests.adversarial.cases import CASES, FULL, Case
+from tests.adversarial.cases import CASES, EXERCISES, FULL, Case
+from tests.adversarial.defences import DEFENCES, off
 
 WATCHED = ("solutions", "grader", "exercises")
 
@@ -37,14 +43,24 @@ ROOT_ONLY = {"read-solutions", "network", "fork-bomb", "worker-leaves-group", "e
              "disk-filler"}
 
 
-def repo_state() -> tuple[str, dict[str, str]]:
-    status = subprocess.run(["git", "status", "--porcelain", "--untracked-files=all"], cwd=REPO_ROOT,
-                            capture_output=True, text=True, timeout=60).stdout
+@pytest.fixture(scope="session")
+def secret_file(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("grading-secret") / "secret"
+    subprocess.run([sys.executable, "-m", "grader", "secret", "new", str(path)], cwd=REPO_ROOT,
+                   check=True, capture_output=True)
+    return path
+
+
+def repo_state(root: Path) -> tuple[str, dict[str, str]]:
+    status = ""
+    if (root / ".git").exists():
+        status = subprocess.run(["git", "status", "--porcelain", "--untracked-files=all"], cwd=root,
+                                capture_output=True, text=True, timeout=60).stdout
     hashes = {}
     for top in WATCHED:
-        for path in sorted((REPO_ROOT / top).rglob("*")):
+        for path in sorted((root / top).rglob("*")):
             if path.is_file() and "__pycache__" not in path.parts:
-                hashes[str(path.relative_to(REPO_ROOT))] = hashlib.sha256(path.read_bytes()).hexdigest()
+                hashes[str(path.relative_to(root))] = hashlib.sha256(path.read_bytes()).hexdigest()
     return status, hashes
 
 
@@ -78,20 +94,26 @@ def leftover_processes(marker: str) -> dict[int, str]:
 def graded(case: Case) -> list[str]:
     """The attacked exercise and one bystander (an exercise no other imports, so an attack on
     its neighbours cannot reach it): enough to see the attack costs nothing else."""
+    if case.exercise == "all":
+        return sorted(EXERCISES)
     bystander = "ex1" if case.exercise != "ex1" else "ex2"
     return sorted({case.exercise, bystander})
 
 
-def grade(submission: Path, out: Path, case: Case, tmpdir: Path) -> dict:
+def grade(submission: Path, out: Path, case: Case, tmpdir: Path, root: Path,
+          secret: Path | None) -> dict:
     """Run the grader; return its exit status, output, wall time and peak memory."""
-    bound = 90 + 3 * case.timeout
+    bound = 120 + 5 * case.timeout
     command = [sys.executable, "-m", "grader", "grade", str(submission), "--json", str(out),
                "--timeout", str(case.timeout), "--gpu", "off", "--only", ",".join(graded(case))]
+    if secret is not None:
+        command += ["--secret-file", str(secret)]
+    env = {k: v for k, v in os.environ.items() if k != "LAUNCH_TAX_SECRET_FILE"}
     with open(out.with_suffix(".log"), "w+b") as log:
         start = time.monotonic()
-        proc = subprocess.Popen(command, cwd=REPO_ROOT, stdout=log, stderr=subprocess.STDOUT,
+        proc = subprocess.Popen(command, cwd=root, stdout=log, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, start_new_session=True,
-                                env={**os.environ, "TMPDIR": str(tmpdir)})
+                                env={**env, "TMPDIR": str(tmpdir)})
         while True:
             pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
             if pid:
@@ -99,30 +121,47 @@ def grade(submission: Path, out: Path, case: Case, tmpdir: Path) -> dict:
             if time.monotonic() - start > bound:
                 os.killpg(proc.pid, signal.SIGKILL)
                 os.wait4(proc.pid, 0)
-                pytest.fail(f"grading {case.name} did not finish within {bound:.0f} s")
+                return {"returncode": "killed", "output": f"did not finish within {bound:.0f} s",
+                        "raw_output": b"", "wall_s": bound, "max_rss_mb": 0}
             time.sleep(0.05)
         proc.returncode = os.waitstatus_to_exitcode(status)
         log.seek(0)
-        return {"returncode": proc.returncode, "output": log.read().decode(errors="replace"),
+        raw = log.read()
+        return {"returncode": proc.returncode, "output": raw.decode(errors="replace"), "raw_output": raw,
                 "wall_s": time.monotonic() - start, "max_rss_mb": usage.ru_maxrss / 1024}
 
 
-@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
-def test_hostile_submission_gets_exactly_its_points(case: Case, tmp_path: Path):
-    if case.name in ROOT_ONLY and os.geteuid() != 0:
-        pytest.skip("this protection needs the judge to run as root (see grader/sandbox.py)")
+def hidden_inputs(submission: Path, case: Case, secret: Path | None) -> list[str]:
+    """The inputs of the hidden probes this submission is asked (the judge's own draw)."""
+    from grader import secret as secrets, wire
+    from grader.judge import Judge
+    from grader.submission import load
+
+    judge = Judge(gpu="off", exercises=tuple(graded(case)),
+                  secret=secrets.load(str(secret)) if secret else None)
+    found = []
+    for check in judge.checks_for(load(submission)):
+        if check.hidden and not check.gpu:
+            found += [wire.dumps(wire.encode(p.args))[:80] for p in check.probes if len(p.args)]
+    return found
+
+
+def evaluate(case: Case, tmp_path: Path, root: Path, secret: Path | None) -> list[str]:
+    """Grade ``case`` with the grader at ``root``; return every way it failed (none: it held)."""
     marker = f"ltadv{uuid.uuid4().hex[:12]}"
     tmpdir = Path("/tmp") / f"{marker}-boxes"  # world-traversable, like /tmp itself
     tmpdir.mkdir()
     os.chmod(tmpdir, 0o755)
     cleanups: list = []
-    before = repo_state()
-    leftovers, run = {}, None
+    before = repo_state(root)
+    leftovers, run, problems = {}, None, []
+    results_path = tmp_path / "results.json"
     try:
         sub = case.build(tmp_path / "submission", marker, cleanups)
-        run = grade(sub, tmp_path / "results.json", case, tmpdir)
+        run = grade(sub, results_path, case, tmpdir, root, secret)
         time.sleep(0.2)
         leftovers = leftover_processes(marker)
+        hidden = hidden_inputs(sub, case, secret) if case.hidden_inputs_absent else []
     finally:
         for pid in leftovers:  # processes this case started: end them, then report them
             try:
@@ -132,35 +171,91 @@ def test_hostile_submission_gets_exactly_its_points(case: Case, tmp_path: Path):
         for cleanup in reversed(cleanups):
             cleanup()
         shutil.rmtree(tmpdir, ignore_errors=True)
-    after = repo_state()
-
-    context = f"{case.name}: {case.why}\n--- grader output ---\n{run['output'][-3000:]}"
-    assert run["returncode"] == 0, context
-    results = json.loads((tmp_path / "results.json").read_text())
-    tests = {t["name"]: t for t in results["tests"]}
-    assert sorted(tests) == graded(case), context
-    got = {name: t["score"] for name, t in tests.items()}
+    after = repo_state(root)
+    context = f"--- grader output ---\n{run['output'][-3000:]}"
+    if run["returncode"] != 0:
+        return [f"exit status {run['returncode']}\n{context}"]
+    try:
+        raw = results_path.read_bytes()
+        results = json.loads(raw.decode("utf-8"))
+    except (OSError, ValueError) as exc:
+        return [f"no readable results.json ({exc})\n{context}"]
+    scores = {}
+    for test in results["tests"]:
+        exercise = test["name"].split(" ", 1)[0]
+        scores[exercise] = scores.get(exercise, 0.0) + test["score"]
     expected = {ex: (FULL[ex] if case.others == "full" else 0.0) for ex in graded(case)}
-    expected[case.exercise] = case.expected
-    _log(case, expected[case.exercise], got[case.exercise], run)
-    assert got == expected, f"points: expected {expected}, got {got}\n{context}"
-    if case.others == "full":
-        assert all(tests[ex]["max_score"] == FULL[ex] for ex in graded(case)), context
+    if case.exercise != "all":
+        expected[case.exercise] = case.expected
+    _log(case, expected, scores, run)
+    if sorted(scores) != graded(case):
+        problems.append(f"graded {sorted(scores)}, expected {graded(case)}")
+    elif scores != expected:
+        problems.append(f"points: expected {expected}, got {scores}")
     if case.reason:
-        said = tests[case.exercise]["output"] + "\n" + results["output"]
-        assert case.reason in said, f"{case.reason!r} not in the reasons:\n{said[:2000]}\n{context}"
-    assert not leftovers, f"processes left running after grading: {leftovers}\n{context}"
+        said = "\n".join(t["output"] for t in results["tests"] if case.exercise in ("all", t["name"][:3]))
+        said += "\n" + results["output"]
+        if case.reason not in said:
+            problems.append(f"{case.reason!r} not in the reasons:\n{said[:2000]}")
+    if case.hidden_quiet:
+        noisy = [t["name"] for t in results["tests"] if "hidden" in t["tags"]
+                 and t["extra_data"]["state"] == "failed" and not t["output"].startswith("rule: ")]
+        if noisy:
+            problems.append(f"hidden checks said more than their rule: {noisy}")
+    if hidden:
+        text = raw.decode("utf-8", "replace") + run["output"]
+        seen = [h for h in hidden if h in text or json.dumps(h)[1:-1] in text]
+        if seen:
+            problems.append(f"hidden inputs reached the report: {seen[:3]}")
+    if case.clean_output:
+        controls = sorted({hex(b) for b in run["raw_output"] if b < 32 and b not in (9, 10)})
+        if controls or b"\xed\xa0\x80" in run["raw_output"]:
+            problems.append(f"control characters or a lone surrogate in the terminal: {controls}")
+    if leftovers:
+        problems.append(f"processes left running after grading: {leftovers}")
     for path in case.leftovers:
-        assert not Path(path.replace("MARKER", marker)).exists(), f"{path} was written\n{context}"
-    strays = [str(p) for p in REPO_ROOT.rglob(f"*{marker}*")]
-    assert not strays, f"files written into the repository: {strays}"
-    assert after == before, f"the repository changed while grading {case.name}"
-    if case.max_rss_mb is not None:
-        assert run["max_rss_mb"] < case.max_rss_mb, \
-            f"the judge peaked at {run['max_rss_mb']:.0f} MB (limit {case.max_rss_mb})\n{context}"
+        if Path(path.replace("MARKER", marker)).exists():
+            problems.append(f"{path} was written")
+    strays = [str(p) for p in root.rglob(f"*{marker}*")]
+    if strays:
+        problems.append(f"files written into the repository: {strays}")
+    if after != before:
+        problems.append("the repository changed while grading")
+    if case.max_rss_mb is not None and run["max_rss_mb"] >= case.max_rss_mb:
+        problems.append(f"the judge peaked at {run['max_rss_mb']:.0f} MB (limit {case.max_rss_mb})")
+    return [f"{p}\n{context}" for p in problems]
 
 
-def _log(case: Case, expected: float, got: float, run: dict) -> None:
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_hostile_submission_gets_exactly_its_points(case: Case, tmp_path: Path, secret_file: Path):
+    if case.name in ROOT_ONLY and os.geteuid() != 0:
+        pytest.skip("this protection needs the judge to run as root (see grader/sandbox.py)")
+    problems = evaluate(case, tmp_path, REPO_ROOT, secret_file if case.secret else None)
+    assert not problems, f"{case.name}: {case.why}\n" + "\n".join(problems)
+
+
+DEFENDED = [c for c in CASES if c.defence]
+
+
+@pytest.mark.parametrize("case", DEFENDED, ids=[c.name for c in DEFENDED])
+def test_the_case_fails_with_its_defence_switched_off(case: Case, tmp_path: Path, secret_file: Path):
+    defence = DEFENCES[case.defence]
+    root = off(case.defence, tmp_path / "repository")
+    secret = None if defence.no_secret or not case.secret else secret_file
+    problems = evaluate(case, tmp_path, root, secret)
+    assert problems, (f"{case.name} still holds with the defence {defence.name!r} ({defence.what}) "
+                      "switched off: it does not prove that defence")
+
+
+def test_every_defence_has_a_case():
+    covered = {c.defence for c in CASES}
+    from tests import test_adversarial_class
+
+    covered |= set(test_adversarial_class.DEFENDED)
+    assert covered >= set(DEFENCES), f"defences without a corpus case: {set(DEFENCES) - covered}"
+
+
+def _log(case: Case, expected: dict, got: dict, run: dict) -> None:
     """One JSON line per case when LAUNCH_TAX_ADVERSARIAL_LOG names a file (for a summary table)."""
     path = os.environ.get("LAUNCH_TAX_ADVERSARIAL_LOG")
     if path:

@@ -62,7 +62,7 @@ FULL = {ex: full(ex) for ex in EXERCISES}
 @dataclass(frozen=True)
 class Case:
     name: str
-    exercise: str  # the attacked exercise
+    exercise: str  # the attacked exercise ("all": every module is attacked)
     #: ``build(folder, marker, cleanups) -> the submission to grade`` (a folder, zip or notebook);
     #: it may append callables to ``cleanups`` (run after grading, whatever happened)
     build: Callable[[Path, str, list], Path]
@@ -73,6 +73,13 @@ class Case:
     others: str = "full"  # "full": every other exercise keeps all its points; "zero": none submitted
     leftovers: tuple[str, ...] = ()  # paths (with MARKER) that must not exist after grading
     max_rss_mb: int | None = None  # the judge process's peak memory
+    #: The defence that makes this case hold: switched off (``tests/adversarial/defences.py``),
+    #: the case must fail. None: an old case whose defence is the sandbox as a whole.
+    defence: str | None = None
+    secret: bool = True  # graded officially (with a grading secret), as a course grades
+    hidden_quiet: bool = False  # every hidden check's output must be its rule, nothing more
+    hidden_inputs_absent: bool = False  # no hidden probe's inputs anywhere in what is reported
+    clean_output: bool = False  # no control character in the terminal, results.json strict UTF-8
 
 
 # ----------------------------------------------------------------------------- source helpers
@@ -322,27 +329,128 @@ for _path in ("results.json", _os.path.expanduser("~/results.json"), "/autograde
         pass
 '''
 
-FORGED_RESULT = '''
+WORKER_FRAME = '''
 import json as _json
 import os as _os
 import sys as _sys
 
-# Answer every probe of the request on the worker's own result pipe, then leave before the worker
-# can send the real answers: made-up values, and a tensor whose shape does not match its data.
-with open(_sys.argv[1]) as _f:
-    _request = _json.load(_f)
-_answers = []
-for _i, _p in enumerate(_request["probes"]):
-    if _i % 3 == 0:
-        _answers.append({"ok": True, "value": {"__tensor__": {"dtype": "float32", "shape": [3],
-                                                               "data": [1]}}})
-    elif _i % 3 == 1:
-        _answers.append({"ok": True, "value": 0})
-    else:
-        _answers.append({"ok": False, "error": {"types": ["ValueError"], "message": str(_p["args"])}})
-_os.write(int(_sys.argv[2]), _json.dumps({"probes": _answers}).encode())
+
+def _worker():
+    """The worker's own locals (its request and its pipe to the judge), found up the stack."""
+    frame = _sys._getframe()
+    while frame is not None:
+        if "pipe" in frame.f_locals and "request" in frame.f_locals:
+            return frame.f_locals
+        frame = frame.f_back
+    raise ImportError("no worker frame found: this attack needs updating")
+'''
+
+FORGED_RESULT = WORKER_FRAME + '''
+# Answer every probe of every request on the worker's own result pipe, then leave before the
+# worker can send the real answers: made-up values and a tensor whose bytes do not match its shape.
+_w = _worker()
+_pipe, _request = _w["pipe"], _w["request"]
+_sent = 0
+while _request is not None:
+    _answers = []
+    for _i, _p in enumerate(_request["probes"]):
+        if _i % 3 == 0:
+            _answers.append({"ok": True, "value": {"__tensor__": {"dtype": "float32", "shape": [3],
+                                                                   "b64": "AAAA"}}})
+        elif _i % 3 == 1:
+            _answers.append({"ok": True, "value": 0})
+        else:
+            _answers.append({"ok": False, "error": {"types": ["ValueError"], "message": str(_p["args"])}})
+    _answers.append({"ok": True, "value": "one answer too many"})
+    _pipe.send({"probes": _answers})
+    _sent += 1
+    _request = _pipe.receive()
 _os._exit(0)
 '''
+
+REPLAY = WORKER_FRAME + '''
+# The release's recorded answers (grader/expected.json, for practice inputs), looked up by the
+# probe and its arguments, sent on the worker's own pipe: no code of the exercise at all.
+_RECORDED = _json.loads(RECORDED_JSON)
+_w = _worker()
+_pipe, _request = _w["pipe"], _w["request"]
+while _request is not None:
+    _answers = []
+    for _p in _request["probes"]:
+        _key = "EXERCISE " + _json.dumps([_p["probe"], _p["args"]], sort_keys=True)
+        _answers.append(_RECORDED.get(_key, {"ok": False, "error": {"types": ["KeyError"],
+                                                                      "message": "not recorded"}}))
+    _pipe.send({"probes": _answers})
+    _request = _pipe.receive()
+_os._exit(0)
+'''
+
+LEAK_HIDDEN_INPUTS = WORKER_FRAME + '''
+# Raise at import with what the request asks, the last probe first (hidden checks come last):
+# whatever the judge shows of an import error must never hold a hidden check's inputs.
+_request = _worker()["request"]
+raise ImportError(" | ".join(_json.dumps(_p["args"], separators=(",", ":"))
+                             for _p in reversed(_request["probes"])))
+'''
+
+# A message that would redraw the terminal (clear the screen, print a fake row), with a lone
+# surrogate the judge's print and CSV writer would choke on, and a right-to-left override.
+ANSI = "\\u001b[2J\\u001b[Hex1       launch_model     13/13     -\\r\\ud800\\u202e"
+
+FORGED_TEXT = WORKER_FRAME + '''
+_w = _worker()
+_pipe, _request = _w["pipe"], _w["request"]
+_text = _json.loads(r'"ANSI"')
+while _request is not None:
+    _answers = [{"ok": False, "error": {"types": [_text, "ValueError"], "message": _text}}
+                if _i % 2 else {"ok": True, "value": {"k": _text, _text: [_text]}}
+                for _i, _p in enumerate(_request["probes"])]
+    _data = _json.dumps({"probes": _answers}).encode()  # ASCII: the escapes stay escapes
+    _os.write(_pipe.result_fd, b"%d\\n" % len(_data) + _data)
+    _request = _pipe.receive()
+_os._exit(0)
+'''.replace("ANSI", ANSI)
+
+FORGED_NUMBERS = WORKER_FRAME + '''
+_w = _worker()
+_pipe, _request = _w["pipe"], _w["request"]
+_values = [b"1e400", b"-1e400", b"NaN", b"1" + b"0" * 400, b"9" * 5000, b"-0",
+           b'{"__float__": "nan-ish"}', b'{"__tuple__": 7}']
+while _request is not None:
+    _items = [b'{"ok": true, "value": ' + _values[_i % len(_values)] + b"}"
+              for _i, _p in enumerate(_request["probes"])]
+    _data = b'{"probes": [' + b",".join(_items) + b"]}"
+    _os.write(_pipe.result_fd, b"%d\\n" % len(_data) + _data)
+    _request = _pipe.receive()
+_os._exit(0)
+'''
+
+FORGED_OBJECTS = WORKER_FRAME + '''
+# Millions of tiny JSON objects in one frame: 60 MiB of empty lists (20 million of them).
+_w = _worker()
+_count = 20 << 20
+_data = b'{"probes": [' + b"[]," * _count + b"[]]}"
+_os.write(_w["pipe"].result_fd, b"%d\\n" % len(_data))
+_view = memoryview(_data)
+while _view:
+    _view = _view[_os.write(_w["pipe"].result_fd, _view):]
+_os._exit(0)
+'''
+
+PATCH_EQUAL_DURING_CALL = '''
+import torch as _torch
+
+_call = BucketedGraphRunner.__call__
+
+
+def _patched_call(self, x):
+    _torch.equal = lambda *args, **kwargs: True  # during its own call: "first output unchanged"
+    return _call(self, x)
+
+
+BucketedGraphRunner.__call__ = _patched_call
+'''
+
 
 # ----------------------------------------------------------------------------- reaching out
 
@@ -569,7 +677,7 @@ def build_symlink(folder: Path, marker: str, cleanups: list) -> Path:
 
 def build_zip_slip(folder: Path, marker: str, cleanups: list) -> Path:
     """Correct modules at the top of a zip, with members that would land outside any folder they
-    were extracted to (relative, absolute) and a stub that tries to win through ``..``."""
+    were extracted to (relative, absolute)."""
     folder.mkdir(parents=True)
     path = folder / "submission.zip"
     with zipfile.ZipFile(path, "w") as archive:
@@ -579,7 +687,6 @@ def build_zip_slip(folder: Path, marker: str, cleanups: list) -> Path:
         archive.writestr(f"../../{marker}-evil.py", evil)
         archive.writestr(f"../../../../../../tmp/{marker}-slip.py", evil)
         archive.writestr(f"/tmp/{marker}-abs.py", evil)
-        archive.writestr("../launch_model.py", stub("launch_model"))
         archive.writestr(f"__pycache__/launch_model.{sys.implementation.cache_tag}.pyc", b"\0" * 32)
     return path
 
@@ -616,6 +723,62 @@ def build_zip_version(folder: Path, marker: str, cleanups: list) -> Path:
     entry = data.index(b"PK\x01\x02")
     data[entry + 6: entry + 8] = (127).to_bytes(2, "little")
     path.write_bytes(bytes(data))
+    return path
+
+
+_RECORDED: dict = {}
+
+
+def recorded(exercise: str) -> dict:
+    """What a release ships in grader/expected.json for ``exercise``: the reference's answers to
+    the practice inputs of its public probes."""
+    if not _RECORDED:
+        from grader.release import recorded_answers
+
+        _RECORDED.update(recorded_answers())
+    return {k: v for k, v in _RECORDED.items() if k.startswith(exercise + " ")}
+
+
+def build_replay(module: str, exercise: str):
+    def build(folder: Path, marker: str, cleanups: list) -> Path:
+        source = (stub(module) + "\n" + REPLAY.replace("RECORDED_JSON", repr(json.dumps(recorded(exercise))))
+                  .replace('"EXERCISE "', repr(exercise + " ")))
+        return submission(folder, **{module: source})
+
+    return build
+
+
+def _every_name_a_check_asks_for() -> str:
+    from grader.checks import public_checks
+
+    names = sorted({n for c in public_checks() for p in c.probes for n in p.raises})
+    return " ".join(names)
+
+
+def raising(module: str, error: str) -> str:
+    """The stub with each ``raise NotImplementedError(...)`` turned into ``error``."""
+    import re
+
+    source, count = re.subn(r'raise NotImplementedError\("exercise [^"]*"\)', f"raise {error}", stub(module))
+    assert count, module
+    return source
+
+
+def build_raising(error: Callable[[], str]):
+    def build(folder: Path, marker: str, cleanups: list) -> Path:
+        return submission(folder, **{m: raising(m, error()) for m in EXERCISES.values()})
+
+    return build
+
+
+def build_two_copies(folder: Path, marker: str, cleanups: list) -> Path:
+    """A zip with the reference at its top and a second launch_model.py, the stub, one folder
+    down: which one an extraction keeps depends on the tool."""
+    folder.mkdir(parents=True)
+    path = folder / "submission.zip"
+    _zip_of_reference(path)
+    with zipfile.ZipFile(path, "a") as archive:
+        archive.writestr("old/launch_model.py", stub("launch_model"))
     return path
 
 
@@ -720,10 +883,64 @@ CASES = [
          "the dispatch stub printing a Gradescope-like JSON, a result-like JSON and a table row, "
          "and writing results.json files wherever it can: nothing printed or written counts",
          leftovers=("/tmp/MARKER-results.json", "/var/tmp/MARKER-results.json")),
-    Case("forged-result-pipe", "ex1", hostile(LM, FORGED_RESULT, base=stub), 0,
-         "the launch_model stub writes its own answers to every probe on the worker's result pipe "
-         "(made-up values, a tensor whose shape does not match its data) and exits: the judge "
-         "reads them as answers that match nothing and does not crash"),
+    Case("forged-result-pipe", "ex1", hostile(LM, FORGED_RESULT, base=stub, end=True), 0,
+         "the launch_model stub finds the worker's pipe up the stack and answers every request "
+         "itself (made-up values, a tensor whose bytes do not match its shape, one answer too "
+         "many) before the worker can: the judge reads a malformed result and does not crash",
+         reason="malformed", defence="malformed-answers-caught"),
+    Case("replay-recorded-answers", "ex1", build_replay(LM, "ex1"), 0,
+         "the launch_model stub answers every probe from the release's recorded answers "
+         "(grader/expected.json, embedded in the module), looked up by probe and arguments and "
+         "sent on the worker's pipe: under a grading secret no input is the release's, so it gets "
+         "nothing (in practice mode it gets every public point)", defence="grading-secret"),
+    Case("replay-recorded-answers-dispatch", "ex6", build_replay("dispatch", "ex6"), 0,
+         "the same replay for the dispatcher, whose answers are tables a student could copy",
+         defence="grading-secret"),
+    Case("hidden-checks-quiet", "ex6",
+         module_case("dispatch", lambda m: raising("dispatch", 'ValueError("LEAKMARKER " + repr(locals()))')), 0,
+         "every function raises a ValueError carrying its arguments: public reasons show them (they "
+         "are the public inputs), hidden checks show their rule and nothing the worker said",
+         hidden_quiet=True, defence="hidden-reason-is-the-rule"),
+    Case("hidden-inputs-at-import", "ex6", hostile("dispatch", LEAK_HIDDEN_INPUTS, end=True), 0,
+         "the module raises at import with the arguments of every probe in the request, the last "
+         "first: the hidden probes are not in that request (they are asked only once the public "
+         "answers are in), so no hidden input reaches any report", hidden_inputs_absent=True,
+         defence="hidden-second-frame"),
+    Case("raise-valueerror-everywhere", "all",
+         build_raising(lambda: f"ValueError({_every_name_a_check_asks_for()!r})"), 0,
+         "every function of every module raises a ValueError naming every argument any check asks "
+         "about: each check that expects an error also has a valid input, so it gets nothing",
+         others="zero", defence="valid-inputs-in-rejection-checks"),
+    Case("cuda-needed-everywhere", "all",
+         build_raising(lambda: 'RuntimeError("a CUDA device is needed: torch.cuda.is_available() is False")'),
+         0, "every function of every module says a CUDA device is needed: the no-CUDA checks also "
+         "ask something valid on the CPU (or a ValueError first), so it gets nothing",
+         others="zero", defence="valid-inputs-in-rejection-checks"),
+    Case("patch-equal-during-call", "ex5",
+         module_case("buckets", lambda m: edit(reference("buckets"), ("return out[:n].clone()", "return out[:n]"))
+                     + PATCH_EQUAL_DURING_CALL),
+         FULL["ex5"] - points("ex5.runner_returns_fn_of_real_rows"),
+         "BucketedGraphRunner returns a view of the graph's static output (overwritten by the next "
+         "replay) and replaces torch.equal during its own __call__: the worker restores it before "
+         "looking at the first output again, so runner_returns_fn_of_real_rows is still lost",
+         defence="restore-after-call"),
+    Case("forged-terminal-text", "ex1", hostile(LM, FORGED_TEXT, base=stub, end=True), 0,
+         "answers whose messages, type names, strings and dict keys hold ANSI escapes (clear the "
+         "screen, print a fake 13/13 row), a carriage return, a lone surrogate and a right-to-left "
+         "override: the judge escapes them everywhere it prints or writes, exits 0",
+         clean_output=True, defence="escaped-text"),
+    Case("forged-huge-numbers", "ex1", hostile(LM, FORGED_NUMBERS, base=stub, end=True), 0,
+         "answers of 1e400, -1e400, NaN, a 401-digit and a 5000-digit integer, -0 and malformed "
+         "markers where floats are expected: the judge neither crashes nor credits them",
+         reason="malformed", defence="malformed-answers-caught"),
+    Case("forged-million-objects", "ex1", hostile(LM, FORGED_OBJECTS, base=stub, end=True), 0,
+         "a 60 MiB answer of 20 million empty lists: refused before parsing (frame and value caps), "
+         "the judge's memory stays small", reason="malformed", max_rss_mb=1000,
+         defence="bounded-decoding"),
+    Case("zip-two-copies", "ex1", build_two_copies, 0,
+         "a zip of the reference with a second launch_model.py (the stub) one folder down: what an "
+         "extraction keeps depends on the tool, so the zip is refused with the reason",
+         reason="two or more members", others="zero", defence="one-member-per-module"),
     Case("read-solutions", "ex1", build_read_solutions, 0,
          "the stub looks for the reference on disk (the repository path, walking up from __file__, "
          "the installed grader package, /proc, copies in /tmp such as another box or a checkout "
@@ -770,9 +987,8 @@ CASES = [
          "launch_model.py is a symlink to solutions/launch_model.py: refused, with the reason",
          reason="symlink"),
     Case("zip-slip", "ex1", build_zip_slip, FULL["ex1"],
-         "a zip with the correct modules at its top and members named ../../x.py, an absolute "
-         "/tmp path and ../launch_model.py (a stub): members are read, never extracted, the "
-         "shallowest plain module wins, nothing is written anywhere",
+         "a zip with the correct modules at its top and members named ../../x.py and an absolute "
+         "/tmp path: members are read, never extracted, nothing is written anywhere",
          leftovers=("/tmp/MARKER-ran", "/tmp/MARKER-slip.py", "/tmp/MARKER-abs.py")),
     Case("zip-corrupt-member", "ex1", build_corrupt_member, 0,
          "a zip of the reference whose launch_model.py does not inflate (zlib.error while reading): "

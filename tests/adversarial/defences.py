@@ -1,0 +1,124 @@
+"""The grader's defences, and how to switch each one off in a copy of the repository.
+
+A corpus case proves a defence only if it fails when that defence is gone: a case that passes
+for another reason proves nothing. ``off(name, root)`` copies the repository to ``root`` with
+the defence switched off by a small text edit of the grader (like a mutant of the grader), or
+says how to grade without it (``no_secret``); the corpus tests grade the case again there and
+expect it to fail. Each edit must match the grader's source exactly once, so a defence that
+moves fails loudly here instead of passing silently.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from coursekit.impl import REPO_ROOT
+
+
+@dataclass(frozen=True)
+class Defence:
+    name: str
+    what: str
+    edits: tuple[tuple[str, str, str], ...] = ()  # (file, old, new)
+    no_secret: bool = False  # switched off by grading without the grading secret
+
+
+DEFENCES = {d.name: d for d in [
+    Defence("grading-secret", "every input drawn from the instructor's secret and the submission",
+            no_secret=True),
+    Defence("hidden-second-frame", "hidden probes sent only after the public answers are in",
+            (("grader/judge.py", "phases = [[c for c in checks if not c.hidden], [c for c in checks if c.hidden]]",
+              "phases = [list(checks), []]"),)),
+    Defence("hidden-reason-is-the-rule", "a hidden check's reason is its rule, never worker text",
+            (("grader/judge.py",
+              'reason = f"rule: {check.rule}" if check.hidden else f"{why}\\n  rule: {check.rule}"',
+              'reason = f"{why}\\n  rule: {check.rule}"'),)),
+    Defence("valid-inputs-in-rejection-checks", "checks that expect errors carry valid inputs too",
+            (("grader/judge.py",
+              "        return [c for c in checks if c.gpu] if self.gpu_only else checks",
+              "        checks = [c if all(p.needs_reference for p in c.probes) else "
+              "__import__('dataclasses').replace(c, probes=[p for p in c.probes if not p.needs_reference]) "
+              "for c in checks]\n"
+              "        return [c for c in checks if c.gpu] if self.gpu_only else checks"),)),
+    Defence("restore-after-call", "the worker undoes a submission's patches right after each call",
+            (("grader/probes.py", "    finally:\n        _restore()\n", "    finally:\n        pass\n"),)),
+    Defence("escaped-text", "worker text escaped before it is printed or written",
+            (("grader/text.py", "    if not isinstance(text, str):\n        try:",
+              "    return str(text)\n    if not isinstance(text, str):\n        try:"),)),
+    Defence("malformed-answers-caught", "whatever a worker sends, the judge goes on",
+            (("grader/judge.py",
+              "    except Exception as exc:  # noqa: BLE001 - whatever an untrusted worker sent, the judge goes on",
+              "    except ZeroDivisionError as exc:"),)),
+    Defence("bounded-decoding", "answer frames capped in bytes and in values before parsing",
+            (("grader/wire.py", "MAX_FRAME_BYTES = 8 << 20", "MAX_FRAME_BYTES = 64 << 20"),
+             ("grader/wire.py", "MAX_VALUES = 200_000", "MAX_VALUES = 10**12"))),
+    Defence("ipc-namespace", "each worker in its own IPC namespace",
+            (("grader/sandbox.py", '"--pid", "--ipc", "--fork"', '"--pid", "--fork"'),)),
+    Defence("keyring-filter", "the worker's seccomp filter refuses the keyring calls",
+            (("grader/worker.py", "    keyrings = deny_keyrings()\n", "    keyrings = 'switched off'\n"),)),
+    Defence("students-folder", "per-student outputs in students/, apart from class-level files",
+            (("grader/classbook.py", 'folder = staging / "students" / name', 'folder = staging / name'),
+             ("grader/classbook.py", 'students = out / "students"', 'students = out'),
+             ("grader/classbook.py", '    for folder in sorted((staging / "students").iterdir()) if (staging / "students").exists() else []:',
+              '    for folder in [f for f in sorted(staging.iterdir()) if f.is_dir()]:'))),
+    Defence("no-symlinks-followed", "symbolic links in a submission are refused, not followed",
+            (("grader/classbook.py", "        if entry.is_symlink():\n            refused[entry]",
+              "        if False:\n            refused[entry]"),
+             ("grader/submission.py", "            if sub.is_symlink():\n                _refuse",
+              "            if False:\n                _refuse"))),
+    Defence("regular-files-only", "only regular files are read; a FIFO is never opened for reading",
+            (("grader/submission.py", "os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC",
+              "os.O_RDONLY | os.O_CLOEXEC"),
+             ("grader/submission.py", "        elif not path.is_dir():\n            _refuse(submission, None, f\"{path.name} is not a regular file: refused\")",
+              "        elif not path.is_dir():\n            found.append(path)"))),
+    Defence("one-member-per-module", "a zip with two members for one module is refused",
+            (("grader/submission.py", "        doubled = {m: ms for m, ms in by_module.items() if len(ms) > 1}",
+              "        doubled = {}\n        by_module = {m: sorted(ms, key=lambda x: len(x.filename))[:1] for m, ms in by_module.items()}"),)),
+    Defence("reference-first", "the reference answers before any worker starts; its failure stops the run",
+            (("grader/judge.py",
+              "            raise ReferenceFailure(f\"the reference failed probe {exercise} {probe.label}: \"\n"
+              "                                   f\"{type(exc).__name__}: {exc}\") from exc",
+              "            return Answer(False, error={\"types\": [type(exc).__name__], \"message\": str(exc)})"),
+             ("grader/checks.py",
+              "        if not expected.ok:\n            raise RuntimeError(f\"the reference failed probe {probe.label}: {expected.error}\")",
+              "        if not expected.ok:\n            return f\"{probe.label}: the reference failed\""))),
+    Defence("canary", "a bare worker must run before anyone is graded",
+            (("grader/judge.py", "            if not isinstance(facts, dict):\n                tail",
+              "            if not isinstance(facts, dict):\n                facts = {}\n            if False:\n                tail"),)),
+    Defence("timeout-retry", "a worker that timed out gets a second try with twice the time",
+            (("grader/judge.py", "        for attempt in range(2):", "        for attempt in range(1):"),)),
+    Defence("load-scaled-limits", "time limits grow with the canary's and the reference's times",
+            (("grader/judge.py", "        timeout = max(self.timeout_s, 3 * canary.wall_s + 20 * reference_s)",
+              "        timeout = self.timeout_s"),)),
+    Defence("class-needs-isolation", "grade-all refuses to run without isolation",
+            (("grader/__main__.py", "    if not sandbox.is_root() and not args.allow_unisolated:",
+              "    if False:"),)),
+    Defence("notebook-needs-isolation", "a notebook's checks refuse to grade without isolation",
+            (("grader/notebook_checks.py",
+              '        if not sandbox.is_root() and os.environ.get("LAUNCH_TAX_ALLOW_UNISOLATED") != "1":',
+              "        if False:"),)),
+]}
+
+
+def off(name: str | None, root: Path) -> Path:
+    """A copy of the repository at ``root`` with the defence ``name`` switched off (None: a
+    plain copy, to break something else in it)."""
+    defence = DEFENCES[name] if name else Defence("none", "nothing switched off")
+    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=REPO_ROOT,
+                           capture_output=True, check=True).stdout.decode().split("\0")
+    for rel in filter(None, files):
+        source = REPO_ROOT / rel
+        if rel.startswith(("course/", "tests/", ".ci/")) or not source.is_file() or source.is_symlink():
+            continue
+        target = root / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(source, target)
+    for rel, old, new in defence.edits:
+        path = root / rel
+        text = path.read_text(encoding="utf-8")
+        assert text.count(old) == 1, f"defence {name}: {old!r} is not in {rel} exactly once; update it"
+        path.write_text(text.replace(old, new), encoding="utf-8")
+    return root

@@ -1,0 +1,435 @@
+"""The grader against hostile classes: what one submission can do to another, to the gradebook,
+or to a grading run, and what the judge does when the fault is its own.
+
+Each test grades with the real command line (``grade-all``, officially, with a grading secret)
+and states what must hold; each is run again in a copy of the repository with its defence
+switched off (``tests/adversarial/defences.py``), where it must fail.
+"""
+
+from __future__ import annotations
+
+import csv
+import ctypes
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+import uuid
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from coursekit.impl import REPO_ROOT
+from tests.adversarial.cases import FULL, reference, stub
+from tests.adversarial.defences import DEFENCES, off
+from tests.harness import submission
+
+ROOT = os.geteuid() == 0
+
+#: defence -> the test below that proves it (run here with the defence on and off).
+DEFENDED = {
+    "ipc-namespace": "ipc_colluders",
+    "keyring-filter": "keyring_colluders",
+    "students-folder": "hostile_class",
+    "no-symlinks-followed": "hostile_class",
+    "regular-files-only": "fifo_in_a_folder",
+    "reference-first": "reference_failure",
+    "canary": "no_worker",
+    "class-needs-isolation": "isolation",
+    "notebook-needs-isolation": "isolation",
+    "timeout-retry": "load",
+    "load-scaled-limits": "load",
+}
+
+
+@pytest.fixture(scope="module")
+def secret_file(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("grading-secret") / "secret"
+    subprocess.run([sys.executable, "-m", "grader", "secret", "new", str(path)], cwd=REPO_ROOT,
+                   check=True, capture_output=True)
+    return path
+
+
+def grade_all(root: Path, folder: Path, out: Path, secret: Path, *extra: str, bound: float = 240,
+              env: dict | None = None) -> subprocess.CompletedProcess | None:
+    """``grade-all`` run by the grader at ``root``; None when it did not finish within ``bound``."""
+    command = [sys.executable, "-m", "grader", "grade-all", str(folder), "--out", str(out),
+               "--gpu", "off", "--secret-file", str(secret), "--timeout", "20", *extra]
+    try:
+        return subprocess.run(command, cwd=root, capture_output=True, text=True, timeout=bound,
+                              env={**os.environ, **(env or {})})
+    except subprocess.TimeoutExpired:
+        return None
+
+
+def book(out: Path) -> dict[str, dict]:
+    with open(out / "gradebook.csv", encoding="utf-8") as f:
+        return {row["student"]: row for row in csv.DictReader(f)}
+
+
+def both_ways(name: str, tmp_path: Path, scenario) -> None:
+    """``scenario(root) -> problems`` holds with the defence on, and fails with it off."""
+    problems = scenario(REPO_ROOT, tmp_path / "on")
+    assert not problems, "\n".join(problems)
+    root = off(name, tmp_path / "repository")
+    problems = scenario(root, tmp_path / "off")
+    print(f"[{name} switched off] " + " | ".join(p.splitlines()[0][:300] for p in problems))
+    assert problems, (f"the scenario still holds with the defence {name!r} "
+                      f"({DEFENCES[name].what}) switched off: it does not prove it")
+
+
+# ----------------------------------------------------------------------------- colluders
+
+SHM = '''
+import ctypes as _ctypes
+
+_libc = _ctypes.CDLL(None, use_errno=True)
+_libc.shmat.restype = _ctypes.c_void_p
+_libc.shmat.argtypes = [_ctypes.c_int, _ctypes.c_void_p, _ctypes.c_int]
+_KEY, _SIZE = KEY, 1 << 20
+'''
+
+SHM_WRITER = SHM + '''
+# Alice's module is right: it leaves its own source in System V shared memory for a classmate,
+# and a segment far larger than it needs, past every limit of its worker.
+_segment = _libc.shmget(_KEY, _SIZE, 0o1666)  # IPC_CREAT | 0666
+if _segment >= 0:
+    _address = _libc.shmat(_segment, None, 0)
+    _source = open(__file__, "rb").read()
+    _ctypes.memmove(_address, len(_source).to_bytes(8, "little") + _source, 8 + len(_source))
+_libc.shmget(_KEY + 1, 1 << 30, 0o1666)
+'''
+
+SHM_READER = SHM + '''
+# Bob's module is the stub: it takes Alice's source from shared memory and runs it.
+_segment = _libc.shmget(_KEY, 0, 0)
+if _segment < 0:
+    raise ImportError("no shared memory from a classmate")
+_address = _libc.shmat(_segment, None, 0o10000)  # SHM_RDONLY
+_size = int.from_bytes(_ctypes.string_at(_address, 8), "little")
+exec(compile(_ctypes.string_at(_address + 8, _size).decode(), "alice", "exec"), globals())
+'''
+
+KEYS = '''
+import ctypes as _ctypes
+
+_libc = _ctypes.CDLL(None, use_errno=True)
+_DESCRIPTION = b"launch-tax-MARKER"
+'''
+
+KEY_WRITER = KEYS + '''
+# Alice's module is right: it leaves its own source in a kernel key that anyone may read, linked
+# to its uid's keyring (which outlives the process) and to the persistent keyring.
+_source = open(__file__, "rb").read()
+for _ring in (-4, -5):  # KEY_SPEC_USER_KEYRING, KEY_SPEC_USER_SESSION_KEYRING
+    _key = _libc.syscall(248 if _ctypes.sizeof(_ctypes.c_void_p) == 8 else 286, b"user", _DESCRIPTION,
+                         _source, len(_source), _ctypes.c_int(_ring))
+    if _key > 0:
+        _libc.syscall(250, 5, _key, _ctypes.c_uint(0x3f3f3f3f))  # KEYCTL_SETPERM: all, for all
+'''
+
+KEY_READER = KEYS + '''
+# Bob's module is the stub: it finds Alice's key in /proc/keys and runs what it holds.
+for _line in open("/proc/keys"):
+    if _DESCRIPTION.decode() in _line:
+        _buffer = _ctypes.create_string_buffer(1 << 20)
+        _size = _libc.syscall(250, 11, int(_line.split()[0], 16), _buffer, 1 << 20)  # KEYCTL_READ
+        if _size > 0:
+            exec(compile(_buffer.raw[:_size].decode(), "alice", "exec"), globals())
+            break
+else:
+    raise ImportError("no key from a classmate")
+'''
+
+
+def _segments(key: int) -> list[str]:
+    out = subprocess.run(["ipcs", "-m"], capture_output=True, text=True).stdout
+    return [line for line in out.splitlines() if line.lower().startswith(f"0x{key:08x}")
+            or line.lower().startswith(f"0x{key + 1:08x}")]
+
+
+def _remove_segments(key: int) -> None:
+    for line in _segments(key):
+        subprocess.run(["ipcrm", "-m", line.split()[1]], capture_output=True)
+
+
+def _keys(description: str) -> list[int]:
+    with open("/proc/keys") as f:
+        return [int(line.split()[0], 16) for line in f if description in line]
+
+
+def _remove_keys(description: str) -> None:
+    libc = ctypes.CDLL(None, use_errno=True)
+    for serial in _keys(description):
+        libc.syscall(250, 21, serial)  # KEYCTL_INVALIDATE
+
+
+def colluders(writer: str, reader: str, leftover, cleanup, secret: Path):
+    def scenario(root: Path, tmp: Path) -> list[str]:
+        marker = uuid.uuid4().hex[:12]
+        key = int(marker[:7], 16)
+        fill = lambda s: s.replace("MARKER", marker).replace("KEY", str(key))  # noqa: E731
+        folder = tmp / "class"
+        submission(folder / "alice", launch_model=reference("launch_model") + fill(writer))
+        submission(folder / "bob", launch_model=stub("launch_model") + fill(reader))
+        try:
+            run = grade_all(root, folder, tmp / "out", secret, "--only", "ex1", "--jobs", "1")
+            left = leftover(marker, key)
+        finally:
+            cleanup(marker, key)
+        if run is None or run.returncode != 0:
+            return [f"grade-all failed: {run and run.stderr[-2000:]}"]
+        grades = book(tmp / "out")
+        problems = []
+        if float(grades["alice"]["score"]) != FULL["ex1"]:
+            problems.append(f"alice (right, and sharing) lost points: {grades['alice']}")
+        if float(grades["bob"]["score"]) != 0:
+            problems.append(f"bob (the stub) got {grades['bob']['score']} points from alice's worker")
+        if left:
+            problems.append(f"left on the host after grading: {left}")
+        return problems
+
+    return scenario
+
+
+@pytest.mark.skipif(not ROOT, reason="IPC namespaces need the judge to run as root")
+def test_ipc_colluders_share_nothing(tmp_path, secret_file):
+    both_ways("ipc-namespace", tmp_path, colluders(
+        SHM_WRITER, SHM_READER, lambda m, key: _segments(key), lambda m, key: _remove_segments(key),
+        secret_file))
+
+
+@pytest.mark.skipif(not ROOT, reason="workers run as other uids only when the judge is root")
+def test_keyring_colluders_share_nothing(tmp_path, secret_file):
+    both_ways("keyring-filter", tmp_path, colluders(
+        KEY_WRITER, KEY_READER, lambda m, key: _keys(f"launch-tax-{m}"),
+        lambda m, key: _remove_keys(f"launch-tax-{m}"), secret_file))
+
+
+# ----------------------------------------------------------------------------- a hostile class
+
+
+def _notebook_of_reference(path: Path) -> None:
+    cells = [{"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": None,
+              "source": f"%%writefile student/{p.name}\n" + p.read_text()}
+             for p in sorted((REPO_ROOT / "solutions").glob("[a-z]*.py"))]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"cells": cells, "metadata": {}, "nbformat": 4, "nbformat_minor": 5}))
+
+
+def hostile_class(folder: Path, outside: Path) -> None:
+    """Names that collide with the class-level outputs, links to a classmate and to the
+    instructor's notebook, a FIFO, a socket, a folder named like a notebook, an unreadable name."""
+    submission(folder / "alice")
+    submission(folder / "gradebook.csv")
+    submission(folder / "summary.md")
+    submission(folder / "students")
+    (folder / "carol").symlink_to(folder / "alice")
+    _notebook_of_reference(outside / "source" / "launch_tax" / "launch_tax.ipynb")
+    (folder / "dave").mkdir()
+    (folder / "dave" / "launch_tax").symlink_to(outside / "source" / "launch_tax")
+    os.mkfifo(folder / "erin.ipynb")
+    submission(folder / "frank.ipynb")
+    with socket.socket(socket.AF_UNIX) as s:  # bound at a short path, then moved in place
+        short = f"/tmp/lt-{uuid.uuid4().hex[:8]}"
+        s.bind(short)
+        os.rename(short, folder / "kim.zip")
+    (folder / "notes.txt").write_text("not a submission")
+    weird = os.fsencode(folder) + b"/l\xffo"
+    os.mkdir(weird)
+    os.symlink(b"/etc/passwd", weird + b"/bad\xfe.ipynb")
+
+
+def test_a_hostile_class_is_graded_whole(tmp_path, secret_file):
+    def scenario(root: Path, tmp: Path) -> list[str]:
+        folder, outside = tmp / "class", tmp / "instructor"
+        hostile_class(folder, outside)
+        run = grade_all(root, folder, tmp / "out", secret_file, "--only", "ex1", "--jobs", "2", bound=300)
+        if run is None or run.returncode != 0:
+            return [f"grade-all failed: {run and (run.stdout[-1000:] + run.stderr[-3000:])}"]
+        out = tmp / "out"
+        problems = []
+        if not (out / "gradebook.csv").is_file():
+            return ["gradebook.csv is not a file"]
+        grades = book(out)
+        want = {"alice": FULL["ex1"], "gradebook.csv": FULL["ex1"], "summary.md": FULL["ex1"],
+                "students": FULL["ex1"], "frank": FULL["ex1"], "carol": 0, "dave": 0,
+                "erin": 0, "kim": 0, "notes.txt": 0, "l_o": 0}
+        for student, points in want.items():
+            row = grades.get(student)
+            if row is None:
+                problems.append(f"{student} missing from the gradebook: {sorted(grades)}")
+            elif float(row["score"]) != points:
+                problems.append(f"{student}: expected {points}, got {row['score']} ({row['notes'][:300]})")
+            elif not (out / "students" / student / "results.json").is_file():
+                problems.append(f"no students/{student}/results.json")
+        for student, words in {"carol": "symbolic link", "dave": "symlink", "erin": "not a regular file",
+                               "kim": "not a regular file", "notes.txt": "not a submission",
+                               "l_o": "symlink"}.items():
+            if student in grades and words not in grades[student]["notes"]:
+                problems.append(f"{student}: the reason does not say {words!r}: {grades[student]['notes'][:300]}")
+        if not (out / "summary.md").is_file():
+            problems.append("summary.md is not a file")
+        return problems
+
+    for name in ("students-folder", "no-symlinks-followed"):
+        both_ways(name, tmp_path / name, scenario)
+
+
+def test_a_fifo_in_a_folder_is_refused_not_waited_on(tmp_path, secret_file):
+    def scenario(root: Path, tmp: Path) -> list[str]:
+        folder = tmp / "class"
+        submission(folder / "alice")
+        (folder / "gina").mkdir()
+        os.mkfifo(folder / "gina" / "answers.ipynb")  # nobody ever writes it
+        run = grade_all(root, folder, tmp / "out", secret_file, "--only", "ex1", bound=90)
+        if run is None:
+            return ["grade-all hung on a FIFO"]
+        grades = book(tmp / "out")
+        if "not a regular file" not in grades.get("gina", {}).get("notes", ""):
+            return [f"gina's FIFO was not refused: {grades.get('gina')}"]
+        return [] if float(grades["alice"]["score"]) == FULL["ex1"] else ["alice lost points"]
+
+    both_ways("regular-files-only", tmp_path, scenario)
+
+
+# ----------------------------------------------------------------------------- the judge's faults
+
+
+def _break(root: Path, rel: str, old: str, new: str) -> None:
+    path = root / rel
+    text = path.read_text()
+    assert text.count(old) == 1, (rel, old)
+    path.write_text(text.replace(old, new))
+
+
+def test_a_failing_reference_grades_nobody(tmp_path, secret_file):
+    def scenario(root: Path, tmp: Path) -> list[str]:
+        # A reference that fails on some inputs (long chains), as a bug in it would.
+        copy = root if root != REPO_ROOT else off(None, tmp / "repository")
+        _break(copy, "solutions/launch_model.py", "    end_us = 0.0\n",
+               "    end_us = 0.0\n    if len(kernel_us) > 20:\n        raise OverflowError('a bug')\n")
+        folder = tmp / "class"
+        submission(folder / "alice")
+        submission(folder / "bob")
+        run = grade_all(copy, folder, tmp / "out", secret_file, "--only", "ex1,ex2")
+        problems = []
+        if run is None or run.returncode != 3:
+            problems.append(f"exit status {run and run.returncode}, expected 3")
+        elif "reference failed" not in run.stderr:
+            problems.append(f"the error does not say the reference failed: {run.stderr[-500:]}")
+        if (tmp / "out" / "gradebook.csv").exists() or (tmp / "out" / "students").exists():
+            problems.append("something was written although nobody could be graded")
+        return problems
+
+    both_ways("reference-first", tmp_path, scenario)
+
+
+def test_no_worker_means_no_grades(tmp_path, secret_file):
+    def scenario(root: Path, tmp: Path) -> list[str]:
+        copy = root if root != REPO_ROOT else off(None, tmp / "repository")
+        _break(copy, "grader/worker.py", "def main(command_fd: int, result_fd: int) -> None:\n",
+               "def main(command_fd: int, result_fd: int) -> None:\n    os._exit(5)\n")
+        folder = tmp / "class"
+        submission(folder / "alice")
+        run = grade_all(copy, folder, tmp / "out", secret_file, "--only", "ex1")
+        if run is None or run.returncode != 3 or "cannot run on this machine" not in run.stderr:
+            return [f"expected exit 3 saying no worker can run, got {run and (run.returncode, run.stderr[-800:])}"]
+        return ["something was written"] if (tmp / "out" / "gradebook.csv").exists() else []
+
+    both_ways("canary", tmp_path, scenario)
+
+
+DRIVER = """
+import sys
+import grader.sandbox as sandbox
+sandbox.is_root = lambda: False
+import grader.__main__ as cli
+code = cli.main(sys.argv[1:-1])
+import os
+os.environ.pop("LAUNCH_TAX_ALLOW_UNISOLATED", None)
+import grader.notebook_checks as nc
+nc.start_fresh(sys.argv[-1] + "-notebook")
+try:
+    nc.verdicts("ex1")
+    print("NOTEBOOK GRADED")
+except nc.GradingRefused as exc:
+    print("NOTEBOOK REFUSED", exc)
+sys.exit(code)
+"""
+
+
+def test_without_isolation_a_class_is_refused(tmp_path, secret_file):
+    def scenario(root: Path, tmp: Path) -> list[str]:
+        folder = tmp / "class"
+        submission(folder / "alice")
+        run = subprocess.run([sys.executable, "-c", DRIVER, "grade-all", str(folder), "--out",
+                              str(tmp / "out"), "--gpu", "off", "--only", "ex1", str(tmp / "nb")],
+                             cwd=root, capture_output=True, text=True, timeout=300)
+        problems = []
+        if run.returncode != 2 or "--allow-unisolated" not in run.stderr:
+            problems.append(f"grade-all without isolation: exit {run.returncode}, {run.stderr[-500:]}")
+        if "NOTEBOOK REFUSED" not in run.stdout:
+            problems.append(f"a notebook check graded without isolation: {run.stdout[-500:]}")
+        return problems
+
+    for name in ("class-needs-isolation", "notebook-needs-isolation"):
+        both_ways(name, tmp_path / name, scenario)
+
+
+SLOW = """
+import time as _time
+_time.sleep(SECONDS)  # right, but slow to start: a loaded machine
+"""
+
+
+def test_load_is_not_a_wrong_answer(tmp_path, secret_file):
+    """A right module that needs more than the base time limit, and more than twice it, still
+    gets every point: the limit grows with this machine's own pace (the canary and the
+    reference), and a timed-out worker gets a second try."""
+    def scenario(root: Path, tmp: Path) -> list[str]:
+        folder = tmp / "class"
+        source = reference("dispatch") + SLOW.replace("SECONDS", "3.5")
+        submission(folder / "alice", dispatch=source)
+        run = grade_all(root, folder, tmp / "out", secret_file, "--only", "ex6", "--timeout", "1")
+        if run is None or run.returncode != 0:
+            return [f"grade-all failed: {run and run.stderr[-1500:]}"]
+        row = book(tmp / "out")["alice"]
+        return [] if float(row["score"]) == FULL["ex6"] else [f"a slow right module lost points: {row}"]
+
+    both_ways("load-scaled-limits", tmp_path, scenario)
+
+
+def test_a_timed_out_worker_gets_a_second_try(tmp_path):
+    """With the worker timing out on its first run only, the exercise keeps its points; the
+    second run had twice the time."""
+    code = textwrap.dedent("""
+        import sys
+        from grader import sandbox
+        from grader.judge import Judge
+        from grader.submission import load
+        real, limits = sandbox.run, []
+        def flaky(box, lim, requests, **kw):
+            limits.append(lim.timeout_s)
+            if len(limits) == 1:
+                return sandbox.Run(answers=[], returncode=None, timed_out=True, timeout_s=lim.timeout_s)
+            return real(box, lim, requests, **kw)
+        judge = Judge(gpu="off", exercises=("ex6",))
+        judge.canary(False)
+        sandbox.run = flaky
+        result = judge.grade_exercise(load("solutions"), "ex6")
+        print("SCORE", result.score, result.max_score, "LIMITS", limits)
+        sys.exit(0 if result.score == result.max_score and limits[1] == 2 * limits[0] else 1)
+    """)
+
+    def scenario(root: Path, tmp: Path) -> list[str]:
+        run = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True,
+                             timeout=300)
+        return [] if run.returncode == 0 else [f"{run.stdout[-500:]}{run.stderr[-1500:]}"]
+
+    both_ways("timeout-retry", tmp_path, scenario)
