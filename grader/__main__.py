@@ -29,11 +29,15 @@ NOT_GRADED = 3
 
 
 def _say(text: str) -> None:
-    """Print, whatever the terminal's encoding (reasons are already escaped: grader/text.py)."""
+    """Print, whatever the terminal's encoding (reasons are already escaped: grader/text.py);
+    a reader that went away (``| head``) ends the printing, not the run."""
     try:
-        print(text)
-    except UnicodeEncodeError:
-        print(text.encode("ascii", "backslashreplace").decode("ascii"))
+        try:
+            print(text, flush=True)
+        except UnicodeEncodeError:
+            print(text.encode("ascii", "backslashreplace").decode("ascii"), flush=True)
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
 def _judge(args, hide=(), jobs=None):

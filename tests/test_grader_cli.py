@@ -178,3 +178,12 @@ def test_a_secret_is_made_once_and_kept_private(tmp_path):
 def test_gpu_on_without_cuda_is_an_error():
     run = grader("grade", "solutions", "--gpu", "on")
     assert run.returncode == 2 and "CUDA" in run.stderr, run.stderr
+
+
+def test_results_are_written_before_the_report_and_a_closed_pipe_is_no_failure(tmp_path):
+    out = tmp_path / "r.json"
+    proc = subprocess.Popen([sys.executable, "-m", "grader", "grade", "--only", "ex6", "--json", str(out)],
+                            cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    proc.stdout.close()  # the reader is gone before the first line (as with `| head -c 0`)
+    assert proc.wait(timeout=600) == 0
+    assert json.loads(out.read_text())["tests"]

@@ -191,9 +191,12 @@ def test_unreadable_notebook_is_a_clear_error(tmp_path, judge):
     report = judge.grade(load(bad))
     assert report.score == 0
     for exercise in report.exercises:
-        reasons = [c.reason for c in exercise.checks if c.status == "failed"]
+        reasons = [c.reason for c in exercise.checks if c.status == "failed" and not c.check.hidden]
         assert reasons and all("broken.ipynb is not a readable notebook (JSONDecodeError" in r
                                for r in reasons), reasons
+        hidden = [c.reason for c in exercise.checks if c.status == "failed" and c.check.hidden]
+        assert all(r == f"rule: {c.check.rule}" for r, c in zip(hidden, [c for c in exercise.checks
+                   if c.status == "failed" and c.check.hidden])), hidden  # the rule, nothing more
     other = tmp_path / "other.ipynb"
     other.write_text(json.dumps({"cells": [{"cell_type": "code", "source": "print(1)"}]}))
     reason = next(c.reason for c in judge.grade_exercise(load(other), "ex5").checks
