@@ -4,6 +4,7 @@
     python -m grader grade-all DIR --out OUTDIR [--secret-file F] [--jobs N] [--only-gpu]
     python -m grader merge CPU_OUT GPU_OUT --out FINAL
     python -m grader secret new PATH
+    python -m grader gradescope OUT.zip [--secret-file F]
     python -m grader release OUTDIR
     python -m grader doctor
     python -m grader notebook build [--check]
@@ -139,6 +140,28 @@ def cmd_secret(args) -> int:
     return 0
 
 
+def cmd_gradescope(args) -> int:
+    from grader import gradescope, secret
+
+    try:
+        made = secret.load(args.secret_file)
+        if made is None:
+            raise ValueError("--secret-file: the bundle grades officially and needs the grading "
+                             "secret (make one with `python -m grader secret new PATH`)")
+        if not (REPO_ROOT / "solutions").is_dir():
+            raise ValueError("the bundle needs the reference: build it from the staff repository")
+        out = Path(args.out)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        count = gradescope.bundle(out, Path(made.path), args.torch)
+    except (ValueError, OSError) as exc:
+        print(f"grader: {exc}", file=sys.stderr)
+        return 2
+    print(f"wrote {out} ({count} files, grading secret {made.id}): upload it as the autograder "
+          "(see the README for Gradescope's settings); it holds the secret and the reference, so "
+          "never give it to students")
+    return 0
+
+
 def cmd_release(args) -> int:
     from grader.release import release
 
@@ -252,6 +275,10 @@ def main(argv: list[str] | None = None) -> int:
     sec_actions = sec.add_subparsers(dest="action", required=True)
     new = sec_actions.add_parser("new", help="write a new random secret, readable only by you")
     new.add_argument("path", help="where (outside the repository), e.g. ~/.config/launch-tax/grading-secret")
+    gs = commands.add_parser("gradescope", help="write the autograder bundle for Gradescope")
+    gs.add_argument("out", help="the zip to write, e.g. autograder.zip")
+    gs.add_argument("--secret-file", metavar="F", help="the grading secret (default: $LAUNCH_TAX_SECRET_FILE)")
+    gs.add_argument("--torch", default="==2.13.0", help="the torch version setup.sh installs (default: ==2.13.0)")
     rel = commands.add_parser("release", help="write the student repository")
     rel.add_argument("out", help="an empty or new folder")
     doc = commands.add_parser("doctor", help="what this machine can do (paste it into a help request)")
@@ -268,7 +295,7 @@ def main(argv: list[str] | None = None) -> int:
     fill.add_argument("--out", required=True, help="where to write the filled notebook")
     args = parser.parse_args(argv)
     return {"grade": cmd_grade, "grade-all": cmd_grade_all, "merge": cmd_merge, "secret": cmd_secret,
-            "release": cmd_release, "doctor": cmd_doctor, "notebook": cmd_notebook}[args.command](args)
+            "gradescope": cmd_gradescope, "release": cmd_release, "doctor": cmd_doctor, "notebook": cmd_notebook}[args.command](args)
 
 
 if __name__ == "__main__":

@@ -353,7 +353,8 @@ def merge_student(cpu: dict | None, gpu: dict | None) -> dict:
             check = test.get("extra_data", {}).get("check")
             tests.append(by_check.pop(check) if test["extra_data"].get("state") == "pending"
                          and check in by_check else test)
-        tests += list(by_check.values())  # GPU-pass checks the CPU pass did not list
+        listed = {t.get("extra_data", {}).get("check") for t in cpu.get("tests", [])}
+        tests += [t for c, t in by_check.items() if c not in listed]  # checks only the GPU pass has
         base["tests"] = sorted(tests, key=lambda t: [int(x) for x in t["number"].split(".")])
         statuses = {cpu["extra_data"].get("status"), gpu["extra_data"].get("status")}
         base["extra_data"]["status"] = "graded" if statuses == {"graded"} else \

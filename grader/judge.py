@@ -319,7 +319,9 @@ class Judge:
         return {"grader": grader_version(), "torch": torch.__version__, "cuda": cuda, "gpu": gpu,
                 "mode": "official" if self.secret else "practice",
                 "seed_id": self.secret.id if self.secret else "practice",
-                "isolation": "on" if not off else "off", "protections_off": off,
+                "isolation": "namespaces" if sandbox.is_root() else
+                "separate user only" if sandbox.drops_privileges() else "none",
+                "protections_off": off,
                 "pass": "gpu" if self.gpu_only else ("cpu+gpu" if self.gpu else "cpu")}
 
     # ------------------------------------------------------------------------- the reference

@@ -28,7 +28,11 @@ When the judge runs as root (a grading server, CI) the worker also gets, through
 A worker that leaves the process group (``setsid``) and forgets its environment is still ended:
 the judge kills the PID namespace's first process by its id, which ends the whole namespace.
 
-Without root those protections are off and ``protections()`` says so, for the report.
+As root where namespaces cannot be made (a container without CAP_SYS_ADMIN, as on Gradescope),
+or when ``LAUNCH_TAX_SANDBOX=user`` asks for it, the worker still runs as its own unprivileged
+uid without capabilities (``setpriv``): it cannot read what only root may read (the grading
+secret, the reference, the results file, when their owner keeps them mode 700). Without root
+those protections are off. ``protections()`` says which are on, for the report.
 """
 
 from __future__ import annotations
@@ -119,13 +123,19 @@ def is_root() -> bool:
             if hasattr(os, "geteuid") and os.geteuid() == 0 and shutil.which("unshare") \
                     and shutil.which("setpriv"):
                 try:
-                    trial = subprocess.run(["unshare", "--mount", "--net", "--pid", "--fork", "true"],
-                                           capture_output=True, timeout=30)
+                    trial = subprocess.run(["unshare", "--mount", "--net", "--pid", "--ipc", "--fork",
+                                            "true"], capture_output=True, timeout=30)
                     works = trial.returncode == 0
                 except (OSError, subprocess.TimeoutExpired):
                     pass
-            _NAMESPACES_WORK = works
+            _NAMESPACES_WORK = works and os.environ.get("LAUNCH_TAX_SANDBOX") != "user"
         return _NAMESPACES_WORK
+
+
+def drops_privileges() -> bool:
+    """Workers run as an unprivileged uid of their own: root, with ``setpriv`` (with or without
+    namespaces)."""
+    return hasattr(os, "geteuid") and os.geteuid() == 0 and shutil.which("setpriv") is not None
 
 
 def protections() -> dict[str, bool]:
@@ -135,7 +145,8 @@ def protections() -> dict[str, bool]:
     return {"timeout and process-group kill": True, "resource limits": _has_prlimit(),
             "output and result caps": True, "daemon sweep (PID namespace)": root,
             "no network": root, "repository hidden": root, "read-only filesystem": root,
-            "separate unprivileged user": root, "private IPC (System V, POSIX queues)": root}
+            "separate unprivileged user": drops_privileges(),
+            "private IPC (System V, POSIX queues)": root}
 
 
 def make_box(runtime: dict[str, bytes], submission: dict[str, bytes]) -> Path:
@@ -278,6 +289,13 @@ def run(box: Path, limits: Limits, requests: list[bytes], *, gpu: bool = False,
         command = ["unshare", "--mount", "--net", "--pid", "--ipc", "--fork", "--kill-child",
                    "--mount-proc", "sh", "-c", _ENTER, "enter", str(box), str(uid)]
         env = env_for_enter
+    elif drops_privileges():  # no namespaces (a container): only its own uid protects the rest
+        rlimits.append(f"--nproc={limits.processes}")
+        uid, lease = _lease_uid(slot)
+        os.chown(box / "work", uid, uid)
+        os.chmod(box / "work", 0o700)
+        command = ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--no-new-privs",
+                   "--bounding-set=-all", "--inh-caps=-all"]
     else:
         # RLIMIT_NPROC counts every task of the uid, the judge's and the desktop's included.
         rlimits.append(f"--nproc={_tasks_of(os.getuid()) + 4 * limits.processes}")

@@ -130,6 +130,13 @@ def _from_folder(folder: Path) -> Submission:
             submission.problems.append(str(exc))
         else:
             _take_notebook(submission, data, notebooks[0].name)
+    zips = _entries(folder, ".zip", submission) if not submission.files and not notebooks else []
+    if len(zips) == 1:  # an upload of one zip (Gradescope's submission folder)
+        try:
+            _take_zip(submission, read_regular(zips[0], MAX_NOTEBOOK_BYTES + 1))
+        except ValueError as exc:
+            submission.unreadable = str(exc)
+            submission.problems.append(str(exc))
     return submission
 
 

@@ -220,7 +220,7 @@ def main(command_fd: int, result_fd: int) -> None:
     namespaces = _Namespaces(
         libraries=(builtins, math, time, json, torch, standin),
         own=(probes, wire, sys.modules[__name__], torch.Tensor, standin.CapturedGraph,
-             standin.StandInGraph),
+             standin.StandInGraph, _Pipe),
     )
     held.append(namespaces)
     table = dict(probes.PROBES)

@@ -1,5 +1,7 @@
 """grader/sandbox.py on its own: limits the adversarial corpus cannot reach safely."""
 
+import os
+
 import pytest
 
 from grader import sandbox, wire
@@ -64,3 +66,59 @@ def test_every_thread_sees_the_same_answer_about_namespaces(monkeypatch):
     with ThreadPoolExecutor(8) as pool:
         answers = list(pool.map(lambda _: sandbox.is_root(), range(16)))
     assert len(set(answers)) == 1 and answers[0] == sandbox.is_root(), answers
+
+
+def canary(request: dict) -> dict:
+    box = sandbox.make_box(runtime_files(), {})
+    try:
+        run = sandbox.run(box, sandbox.Limits(timeout_s=120, memory_bytes=None),
+                          [wire.dumps(request).encode()])
+    finally:
+        sandbox.remove_box(box)
+    assert run.answers, run
+    return wire.loads(run.answers[0])
+
+
+def test_a_worker_without_a_passwd_entry_can_import_dynamo():
+    # torch's inductor asks getpass.getuser() on import; the worker's uid has no passwd entry.
+    facts = canary({"canary": True, "dynamo": True})
+    assert facts["user"] == "launch-tax-worker" and facts["dynamo"] == "ok", facts
+    if sandbox.drops_privileges():
+        assert facts["uid"] != 0
+    assert facts["keyrings_denied"], facts["keyring_problem"]
+
+
+SHM = b"""
+import os
+names = os.listdir("/dev/shm")
+with open("/dev/shm/mine", "w") as f:  # inductor and multiprocessing want a writable /dev/shm
+    f.write("x")
+raise ImportError("SHM " + repr(names))
+"""
+
+
+@pytest.mark.skipif(not sandbox.is_root(), reason="a private /dev/shm needs the mount namespace")
+def test_dev_shm_is_writable_and_private(tmp_path):
+    marker = "/dev/shm/launch-tax-host-file"
+    with open(marker, "w") as f:
+        f.write("the host's")
+    try:
+        run = run_module(SHM, sandbox.Limits(timeout_s=30))
+    finally:
+        os.remove(marker)
+    message = wire.loads(run.answers[0])["import_error"]["message"]
+    assert message == "SHM []", message  # nothing of the host's, and the write succeeded
+
+
+def test_the_address_space_limit_follows_what_import_torch_maps(monkeypatch):
+    from grader.judge import Canary, Judge
+
+    judge = Judge(gpu="off", exercises=("ex1",))
+    for peak, limit in ((500 << 20, 4 << 30), (5 << 30, 8 << 30)):
+        judge._canaries[False] = Canary(1.0, {"vm_peak_bytes": peak})
+        assert judge._limits("ex1", False).memory_bytes == limit
+
+
+def test_without_root_the_process_cap_leaves_room_for_the_users_own_tasks():
+    tasks = sandbox._tasks_of(os.getuid())
+    assert tasks >= 1 + len(os.listdir(f"/proc/{os.getpid()}/task")) - 1

@@ -1,0 +1,102 @@
+"""``python -m grader gradescope OUT.zip``: the autograder bundle to upload to Gradescope.
+
+Gradescope builds one image from the bundle (``setup.sh``), then for every submission copies the
+student's files to ``/autograder/submission/``, runs ``/autograder/run_autograder`` as root and
+shows ``/autograder/results/results.json``. The bundle holds:
+
+* ``setup.sh``: installs exactly what grading needs (a CPU build of torch, numpy, hypothesis,
+  and util-linux's ``setpriv``/``prlimit``/``unshare``);
+* ``run_autograder``: grades ``submission/`` (module files, a notebook, or one zip of either)
+  with the grading secret and writes ``results/results.json``; if grading itself fails, it
+  still writes a results.json that says so (a fault of the grader is not a wrong answer);
+* ``source/``: the grader, the course's support package, the reference and the grading secret.
+
+Gradescope's containers may not allow namespaces. The judge then runs each worker as an
+unprivileged user of its own (``grader/sandbox.py``), and ``run_autograder`` makes the source
+(reference, secret) and the results folder readable by root only, so a worker cannot read or
+forge them; the report's ``extra_data`` says which protections were on. ``AUTOGRADER_ROOT``
+moves the whole layout (the tests run the bundle in a temporary folder laid out like
+Gradescope's).
+
+GPU checks are pending on Gradescope (no GPU); grade them in a GPU pass and ``merge``.
+"""
+
+from __future__ import annotations
+
+import stat
+import zipfile
+from pathlib import Path
+
+from coursekit.impl import REPO_ROOT
+
+SOURCES = ("grader", "coursekit", "solutions")
+NEVER = ("__pycache__", "expected.json", "notebook.py", "nbgrader_bridge.py", "release.py")
+
+SETUP = """#!/usr/bin/env bash
+# Gradescope runs this once, as root, to build the autograder image.
+set -euo pipefail
+apt-get update -qq && apt-get install -y -qq python3 python3-pip util-linux >/dev/null
+python3 -m pip install --quiet --break-system-packages --index-url https://download.pytorch.org/whl/cpu \\
+  "torch{torch}" 2>/dev/null || python3 -m pip install --quiet --index-url \\
+  https://download.pytorch.org/whl/cpu "torch{torch}"
+python3 -m pip install --quiet --break-system-packages numpy "hypothesis>=6.100" 2>/dev/null \\
+  || python3 -m pip install --quiet numpy "hypothesis>=6.100"
+"""
+
+RUN = """#!/usr/bin/env bash
+# Gradescope runs this for every submission, as root. AUTOGRADER_ROOT moves the layout (tests).
+set -u
+root=${AUTOGRADER_ROOT:-/autograder}
+source="$root/source"
+results="$root/results"
+mkdir -p "$results"
+# Workers run as other users: the reference, the secret and the results are root's alone.
+chmod 700 "$source" "$results"
+chmod 600 "$source/grading-secret"
+cd "$source"
+python3 -m grader grade "$root/submission" --json "$results/results.json" --gpu off \\
+  --secret-file "$source/grading-secret" --brief
+status=$?
+if [ "$status" -ne 0 ] || [ ! -s "$results/results.json" ]; then
+  cat > "$results/results.json" <<EOF
+{"score": 0, "output": "This submission could not be graded: the autograder itself failed (exit status $status). This is not a wrong answer; your instructor will regrade it.", "visibility": "visible", "stdout_visibility": "visible", "extra_data": {"status": "not gradable", "exit_status": $status}, "tests": []}
+EOF
+fi
+exit 0
+"""
+
+
+def bundle(out: Path, secret_path: Path, torch_spec: str = "==2.13.0") -> int:
+    """Write the autograder zip to ``out``; return how many files it holds."""
+    secret = Path(secret_path).read_bytes()
+    written = 0
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as archive:
+        def add(name: str, data: bytes, mode: int = 0o644) -> None:
+            nonlocal written
+            info = zipfile.ZipInfo(name)
+            info.external_attr = (stat.S_IFREG | mode) << 16
+            info.compress_type = zipfile.ZIP_DEFLATED
+            archive.writestr(info, data)
+            written += 1
+
+        add("setup.sh", SETUP.format(torch=torch_spec).encode(), 0o755)
+        add("run_autograder", RUN.encode(), 0o755)
+        add("source/grading-secret", secret, 0o600)
+        for top in SOURCES:
+            for path in sorted((REPO_ROOT / top).rglob("*")):
+                rel = path.relative_to(REPO_ROOT)
+                if path.is_file() and not any(part in NEVER for part in rel.parts):
+                    add(f"source/{rel.as_posix()}", path.read_bytes())
+    return written
+
+
+def unpack(archive: Path, root: Path) -> None:
+    """Lay ``archive`` out as Gradescope does (``root/source``, ``root/run_autograder``...)."""
+    with zipfile.ZipFile(archive) as z:
+        for info in z.infolist():
+            target = root / info.filename
+            if not target.resolve().is_relative_to(root.resolve()):
+                raise ValueError(f"unsafe member {info.filename!r}")
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(z.read(info))
+            target.chmod((info.external_attr >> 16) & 0o777 or 0o644)

@@ -1,0 +1,270 @@
+"""Gradescope: results.json against Gradescope's specification, the autograder bundle run end to
+end in a folder laid out like Gradescope's, and the two-pass (CPU, GPU) merge."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from coursekit.impl import REPO_ROOT
+from grader import gradescope, sandbox
+from grader.judge import all_checks, load_rubric
+from tests.harness import submission
+
+VISIBILITY = {"enum": ["hidden", "after_due_date", "after_published", "visible"]}
+FORMAT = {"enum": ["text", "html", "simple_format", "md", "ansi"]}
+#: Gradescope's results.json (https://gradescope-autograders.readthedocs.io/en/latest/specs/),
+#: strict: a field Gradescope does not know fails.
+SCHEMA = {
+    "type": "object",
+    "additionalProperties": False,
+    "properties": {
+        "score": {"type": "number"},
+        "execution_time": {"type": "number", "minimum": 0},
+        "output": {"type": "string"},
+        "output_format": FORMAT,
+        "test_output_format": FORMAT,
+        "test_name_format": FORMAT,
+        "visibility": VISIBILITY,
+        "stdout_visibility": VISIBILITY,
+        "extra_data": {"type": "object"},
+        "leaderboard": {"type": "array"},
+        "tests": {"type": "array", "items": {
+            "type": "object",
+            "additionalProperties": False,
+            "required": ["name", "score", "max_score"],
+            "properties": {
+                "score": {"type": "number"},
+                "max_score": {"type": "number", "minimum": 0},
+                "status": {"enum": ["passed", "failed"]},
+                "name": {"type": "string"},
+                "name_format": FORMAT,
+                "number": {"type": "string", "pattern": r"^\d+(\.\d+)*$"},
+                "output": {"type": "string"},
+                "output_format": FORMAT,
+                "tags": {"type": "array", "items": {"type": "string"}},
+                "visibility": VISIBILITY,
+                "extra_data": {"type": "object"},
+            },
+        }},
+    },
+    "anyOf": [{"required": ["score"]}, {"required": ["tests"]}],
+}
+CPU_POINTS = sum(p for c, p in load_rubric().items() if not next(
+    x for x in all_checks() if x.id == c).gpu)
+
+
+def validate(data: dict) -> None:
+    jsonschema.validate(data, SCHEMA)
+
+
+def test_the_schema_can_fail():
+    good = {"score": 1, "tests": [{"name": "ex1 · x", "score": 1, "max_score": 1, "number": "1.1"}]}
+    validate(good)
+    for bad in ({**good, "grade": 3}, {"tests": [{"name": "x", "score": 1, "max_score": 1, "status": "ok"}]},
+                {"tests": [{"name": "x", "score": 1}]}, {"score": 1, "visibility": "everyone"}):
+        with pytest.raises(jsonschema.ValidationError):
+            validate(bad)
+
+
+# ----------------------------------------------------------------------------- the bundle
+
+
+@pytest.fixture(scope="module")
+def autograder(tmp_path_factory) -> Path:
+    """The bundle, unpacked as Gradescope lays it out under a root of our own."""
+    base = tmp_path_factory.mktemp("gradescope")
+    secret = base / "secret"
+    run = subprocess.run([sys.executable, "-m", "grader", "secret", "new", str(secret)], cwd=REPO_ROOT,
+                         capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    archive = base / "autograder.zip"
+    run = subprocess.run([sys.executable, "-m", "grader", "gradescope", str(archive), "--secret-file",
+                          str(secret)], cwd=REPO_ROOT, capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    root = base / "autograder"
+    gradescope.unpack(archive, root)
+    return root
+
+
+def test_the_bundle_holds_what_grading_needs_and_nothing_else(autograder):
+    names = {p.relative_to(autograder).as_posix() for p in autograder.rglob("*") if p.is_file()}
+    assert {"setup.sh", "run_autograder", "source/grading-secret", "source/solutions/engine.py",
+            "source/grader/hidden.py", "source/grader/rubric.toml"} <= names
+    assert not any(n.startswith(("source/tests", "source/course", "source/exercises")) for n in names)
+    assert not any("expected.json" in n or "__pycache__" in n for n in names)
+    setup = (autograder / "setup.sh").read_text()
+    assert "torch==2.13.0" in setup and "download.pytorch.org/whl/cpu" in setup and "hypothesis" in setup
+    assert os.access(autograder / "run_autograder", os.X_OK)
+
+
+def gradescope_shell(command: list[str]) -> list[str]:
+    """``command`` in a mount namespace where the Python under /root can be run by other users,
+    as on Gradescope's images (Python in /usr): the workers run as other uids there."""
+    inside = [d for d in sandbox._python_dirs(["/root"]) if d.startswith("/root/")]
+    if not inside or os.stat("/root").st_mode & 0o001:
+        return command
+    script = ("set -e; mount --make-rprivate /; i=0; for d in $PY; do mkdir -p /run/lt-park-$$-$i; "
+              "mount --bind $d /run/lt-park-$$-$i; i=$((i+1)); done; mount -t tmpfs -o mode=755 tmpfs /root; "
+              "i=0; for d in $PY; do mkdir -p $d; mount --move /run/lt-park-$$-$i $d; i=$((i+1)); done; "
+              'exec "$@"')
+    return ["env", f"PY={' '.join(inside)}", "unshare", "--mount", "sh", "-c", script, "gs", *command]
+
+
+def run_autograder(root: Path, files: dict[str, bytes], mode: str = "user") -> dict:
+    sub = root / "submission"
+    shutil.rmtree(sub, ignore_errors=True)
+    sub.mkdir()
+    for name, data in files.items():
+        (sub / name).write_bytes(data)
+    shutil.rmtree(root / "results", ignore_errors=True)
+    env = {**os.environ, "AUTOGRADER_ROOT": str(root), "LAUNCH_TAX_SANDBOX": mode}
+    env.pop("LAUNCH_TAX_SECRET_FILE", None)
+    done = subprocess.run(gradescope_shell(["bash", str(root / "run_autograder")]), env=env,
+                          capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    data = json.loads((root / "results" / "results.json").read_text())
+    validate(data)
+    return data
+
+
+def reference_files() -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in (REPO_ROOT / "solutions").glob("[a-z]*.py")}
+
+
+def notebook_of(files: dict[str, bytes]) -> bytes:
+    cells = [{"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": None,
+              "source": f"%%writefile student/{name}\n" + data.decode()} for name, data in files.items()]
+    return json.dumps({"cells": cells, "metadata": {}, "nbformat": 4, "nbformat_minor": 5}).encode()
+
+
+READ_THE_SOURCE = '''
+import os as _os
+_source = "ROOT/source"
+_secret = open(_source + "/grading-secret").read()  # read it, and fail if we cannot
+exec(compile(open(_source + "/solutions/launch_model.py").read(), "reference", "exec"), globals())
+'''
+
+
+@pytest.mark.skipif(not sandbox.drops_privileges(), reason="Gradescope runs the autograder as root")
+def test_the_bundle_grades_like_gradescope(autograder):
+    ref = run_autograder(autograder, reference_files())
+    assert ref["score"] == CPU_POINTS == ref["extra_data"]["max_score"], ref["output"]
+    pending = [t for t in ref["tests"] if t["extra_data"]["state"] == "pending"]
+    assert pending and all("gpu" in t["tags"] and t["max_score"] == 0 for t in pending)
+    assert ref["extra_data"]["mode"] == "official" and ref["extra_data"]["isolation"] == "separate user only"
+    assert "separate unprivileged user" not in ref["extra_data"]["protections_off"]
+    stubs = run_autograder(autograder, {p.name: p.read_bytes() for p in (REPO_ROOT / "exercises").glob("[a-z]*.py")})
+    assert stubs["score"] == 0
+    notebook = run_autograder(autograder, {"launch_tax.ipynb": notebook_of(reference_files())})
+    assert notebook["score"] == CPU_POINTS
+    empty = run_autograder(autograder, {})
+    assert empty["score"] == 0 and "not in submission" in json.dumps(empty["tests"])
+    attack = READ_THE_SOURCE.replace("ROOT", str(autograder))
+    files = {**reference_files(), "launch_model.py": (REPO_ROOT / "exercises" / "launch_model.py").read_bytes()
+             + attack.encode()}
+    attacked = run_autograder(autograder, files)
+    ex1 = [t for t in attacked["tests"] if t["name"].startswith("ex1 ")]
+    assert sum(t["score"] for t in ex1) == 0 and "Permission denied" in json.dumps(ex1)
+    assert attacked["score"] == CPU_POINTS - sum(t["max_score"] for t in ex1)
+    # The defence: run_autograder keeps the source root's. Without it the attack wins.
+    script = autograder / "run_autograder"
+    text = script.read_text()
+    script.write_text(text.replace('chmod 700 "$source" "$results"', ":").replace(
+        'chmod 600 "$source/grading-secret"', "chmod 644 \"$source/grading-secret\""))
+    os.chmod(autograder / "source", 0o755)
+    try:
+        undefended = run_autograder(autograder, files)
+    finally:
+        script.write_text(text)
+    assert undefended["score"] == CPU_POINTS, "the attack should win without the defence"
+
+
+def test_a_failing_autograder_still_writes_results(tmp_path):
+    root = tmp_path / "autograder"
+    (root / "source").mkdir(parents=True)
+    (root / "source" / "grading-secret").write_text("x" * 64)
+    (root / "run_autograder").write_text(gradescope.RUN)
+    data = run_autograder(root, {})  # no grader in source/: python -m grader fails
+    assert data["score"] == 0 and data["extra_data"]["status"] == "not gradable"
+    assert "not a wrong answer" in data["output"]
+
+
+# ----------------------------------------------------------------------------- two passes
+
+
+def _write_pass(folder: Path, students: dict[str, dict]) -> None:
+    for name, data in students.items():
+        (folder / "students" / name).mkdir(parents=True)
+        (folder / "students" / name / "results.json").write_text(json.dumps(data))
+
+
+def gpu_pass(seed_id: str, passed: bool, extra_cpu_check: bool = False) -> dict:
+    """A GPU pass's results.json as grade-all --only-gpu writes it, with every GPU check passed
+    (the reference's points) or failed."""
+    points = load_rubric()
+    tests, numbers = [], {}
+    for check in all_checks():
+        numbers[check.exercise] = numbers.get(check.exercise, 0) + 1
+        if not check.gpu and not (extra_cpu_check and check.id == "ex1.decode_step_formulas"):
+            continue
+        state = "passed" if passed and check.gpu else "failed"
+        tests.append({"name": f"{check.exercise} · {check.name}", "number": f"{check.exercise[2:]}.{numbers[check.exercise]}",
+                      "tags": [check.exercise, "gpu"], "score": points[check.id] if state == "passed" else 0.0,
+                      "max_score": points[check.id], "status": state, "output": "", "visibility": "visible",
+                      "extra_data": {"check": check.id, "state": state, "points": points[check.id],
+                                     "gpu": check.gpu, "hidden": check.hidden}})
+    return {"score": sum(t["score"] for t in tests), "output": "gpu pass", "execution_time": 1.0,
+            "tests": tests, "extra_data": {"seed_id": seed_id, "status": "graded", "gpu": "NVIDIA H200",
+                                           "pass": "gpu"}}
+
+
+def test_merge_joins_the_passes_per_student_and_per_check(tmp_path):
+    submissions = tmp_path / "class"
+    submission(submissions / "alice")
+    shutil.copytree(REPO_ROOT / "exercises", submissions / "bob", ignore=shutil.ignore_patterns("tests"))
+    submission(submissions / "carol")
+    secret = tmp_path / "secret"
+    subprocess.run([sys.executable, "-m", "grader", "secret", "new", str(secret)], cwd=REPO_ROOT, check=True,
+                   capture_output=True)
+    cpu = tmp_path / "cpu"
+    run = subprocess.run([sys.executable, "-m", "grader", "grade-all", str(submissions), "--out", str(cpu),
+                          "--gpu", "off", "--secret-file", str(secret), "--jobs", "2"],
+                         cwd=REPO_ROOT, capture_output=True, text=True, timeout=1200)
+    assert run.returncode == 0, run.stderr
+    seed = json.loads((cpu / "students" / "alice" / "results.json").read_text())["extra_data"]["seed_id"]
+    gpu = tmp_path / "gpu"
+    _write_pass(gpu, {"alice": gpu_pass(seed, True, extra_cpu_check=True), "bob": gpu_pass(seed, False),
+                      "dave": gpu_pass(seed, True)})
+    final = tmp_path / "final"
+    merged = subprocess.run([sys.executable, "-m", "grader", "merge", str(cpu), str(gpu), "--out", str(final)],
+                            cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)
+    assert merged.returncode == 0, merged.stderr
+    with open(final / "gradebook.csv") as f:
+        book = {row["student"]: row for row in csv.DictReader(f)}
+    assert sorted(book) == ["alice", "bob", "carol", "dave"]  # nobody dropped
+    assert float(book["alice"]["score"]) == 100 == float(book["alice"]["max_score"])
+    assert float(book["alice"]["pending"]) == 0
+    assert float(book["bob"]["score"]) == 0 and float(book["bob"]["max_score"]) == 100
+    assert float(book["carol"]["pending"]) == 100 - CPU_POINTS and "missing from the GPU pass" in book["carol"]["notes"]
+    assert "missing from the CPU pass" in book["dave"]["notes"]
+    for student in book:
+        data = json.loads((final / "students" / student / "results.json").read_text())
+        validate(data)
+    alice = json.loads((final / "students" / "alice" / "results.json").read_text())
+    checks = [t["extra_data"]["check"] for t in alice["tests"]]
+    assert len(checks) == len(set(checks)) == len(all_checks())  # each check once, from its pass
+    assert (final / "summary.md").is_file()
+    other = tmp_path / "gpu-other"
+    _write_pass(other, {"alice": gpu_pass("another-secret", True)})
+    refused = subprocess.run([sys.executable, "-m", "grader", "merge", str(cpu), str(other), "--out",
+                              str(tmp_path / "x")], cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)
+    assert refused.returncode == 2 and "different secrets" in refused.stderr
