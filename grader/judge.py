@@ -6,9 +6,12 @@ It holds the rubric, the checks and the reference, and decides every point. For 
    name and the submission's content; in practice mode, the release's fixed inputs);
 2. it computes the reference's answers to all of them, here, before any worker starts; if the
    reference itself fails, grading stops with ``ReferenceFailure`` and nobody is graded;
-3. for each exercise it starts a fresh worker in a sandbox (``grader/sandbox.py``) with the
-   submission's module files, sends it the public probes, and only once those are answered the
-   hidden ones (``grader/worker.py``), reads back plain data (``grader/wire.py``) and compares.
+3. it starts a worker in a sandbox (``grader/sandbox.py``) with the submission's module files;
+   each exercise runs in a process of its own that no other exercise's code has touched (the
+   CPU checks of all exercises share one sandboxed worker that imports torch once and forks a
+   child per exercise; GPU checks, and any exercise whose child failed, get a fresh worker each);
+   it sends the public probes, and only once those are answered the hidden ones
+   (``grader/worker.py``), reads back plain data (``grader/wire.py``) and compares.
 
 A worker that times out is tried once more with twice the time; the limit itself grows with how
 long the reference and a bare worker (the judge's canary) took on this machine in this run, so a
@@ -266,12 +269,18 @@ class Judge:
     def grade(self, submission: Submission) -> Report:
         start = time.monotonic()
         checks = self.checks_for(submission)
-        answers = self._reference_answers(checks)  # before any worker: a failure grades nobody
-        self.canary(False)
+        with ThreadPoolExecutor(1) as early:  # the canary runs no submission code: meanwhile...
+            canary = early.submit(self.canary, False)
+            answers = self._reference_answers(checks)  # ...before any worker: a failure grades nobody
+            canary.result()
         if self.gpu:
             self.canary(True)
+        cpu_groups = {ex: group for ex in self.exercises if MODULES[ex] in submission.files
+                      and (group := [c for c in checks if c.exercise == ex and not c.gpu])}
+        shared = self._run_shared(submission, cpu_groups, answers) if len(cpu_groups) > 1 else {}
         with ThreadPoolExecutor(self.jobs) as pool:
-            results = list(pool.map(lambda ex: self._grade_exercise(submission, ex, checks, answers),
+            results = list(pool.map(lambda ex: self._grade_exercise(submission, ex, checks, answers,
+                                                                    shared.get(ex)),
                                     self.exercises))
         results = [r for r in results if r.checks]
         return Report(safe(submission.label, 300), results, self.notes(submission, results),
@@ -279,8 +288,10 @@ class Judge:
 
     def grade_exercise(self, submission: Submission, exercise: str) -> ExerciseResult:
         checks = [c for c in self.checks_for(submission) if c.exercise == exercise]
-        answers = self._reference_answers(checks)
-        self.canary(False)
+        with ThreadPoolExecutor(1) as early:
+            canary = early.submit(self.canary, False)
+            answers = self._reference_answers(checks)
+            canary.result()
         if self.gpu and any(c.gpu for c in checks):
             self.canary(True)
         return self._grade_exercise(submission, exercise, checks, answers)
@@ -389,7 +400,9 @@ class Judge:
         return sandbox.Limits(timeout_s=timeout, memory_bytes=memory)
 
     def _grade_exercise(self, submission: Submission, exercise: str, checks: list[Check],
-                        answers: dict) -> ExerciseResult:
+                        answers: dict, shared: ExerciseResult | float | None = None) -> ExerciseResult:
+        """``shared``: what the shared CPU worker found for this exercise (its CPU checks'
+        results), or the seconds it timed out after, or None (not tried there)."""
         module = MODULES[exercise]
         checks = [c for c in checks if c.exercise == exercise]
         result = ExerciseResult(exercise, module)
@@ -404,8 +417,14 @@ class Judge:
         else:
             for gpu in (False, True):
                 group = [c for c in runnable if c.gpu == gpu]
-                if group:
-                    self._run_group(submission, exercise, group, gpu, answers, result)
+                if not group:
+                    continue
+                if not gpu and isinstance(shared, ExerciseResult):
+                    result.checks += shared.checks
+                    result.problem = shared.problem
+                    continue
+                tried_s = shared if not gpu and isinstance(shared, float) else 0.0
+                self._run_group(submission, exercise, group, gpu, answers, result, tried_s)
         order = {c.id: i for i, c in enumerate(checks)}
         result.checks.sort(key=lambda r: order[r.check.id])
         return result
@@ -414,8 +433,10 @@ class Judge:
         reason = f"rule: {check.rule}" if check.hidden else f"{why}\n  rule: {check.rule}"
         return CheckResult(check, self.points[check.id], "failed", reason)
 
-    def _run_group(self, submission: Submission, exercise: str, checks: list[Check], gpu: bool,
-                   answers: dict, result: ExerciseResult) -> None:
+    @staticmethod
+    def _plan(exercise: str, checks: list[Check]) -> tuple[list[list[Check]], list[dict], list[tuple[dict, int]]]:
+        """The phases of one exercise's worker (public checks, then hidden ones), the request
+        frame of each phase, and where each probe's answer lies in that phase's answer frame."""
         phases = [[c for c in checks if not c.hidden], [c for c in checks if c.hidden]]
         if not phases[1]:
             phases.pop()
@@ -429,11 +450,13 @@ class Judge:
                         probes.append(probe)
             probes.sort(key=lambda p: p.last)  # a failing capture disturbs what follows it
             index = {p.key(): i for i, p in enumerate(probes)}
-            requests.append(wire.dumps({
-                "package": "submission", "module": MODULES[exercise], "submission_dir": "",
-                "probes": [{"probe": p.probe, "args": wire.encode(p.args)} for p in probes]}))
+            requests.append({"package": "submission", "module": MODULES[exercise], "submission_dir": "",
+                             "probes": [{"probe": p.probe, "args": wire.encode(p.args)} for p in probes]})
             indexes.append((index, len(probes)))
-        run = self._run_worker(submission, exercise, gpu, requests)
+        return phases, requests, indexes
+
+    def _apply(self, run: sandbox.Run, exercise: str, phases: list[list[Check]],
+               indexes: list[tuple[dict, int]], answers: dict, result: ExerciseResult) -> None:
         for number, phase in enumerate(phases):
             index, count = indexes[number]
             problem, got = _read_answers(run, number, count)
@@ -446,12 +469,77 @@ class Judge:
                 result.checks.append(self._judge(check, exercise, [got[index[p.key()]] for p in check.probes],
                                                  answers))
 
+    def _run_group(self, submission: Submission, exercise: str, checks: list[Check], gpu: bool,
+                   answers: dict, result: ExerciseResult, tried_s: float = 0.0) -> None:
+        phases, requests, indexes = self._plan(exercise, checks)
+        run = self._run_worker(submission, exercise, gpu, [wire.dumps(r) for r in requests], tried_s)
+        self._apply(run, exercise, phases, indexes, answers, result)
+
+    def _run_shared(self, submission: Submission, groups: dict[str, list[Check]],
+                    answers: dict) -> dict[str, ExerciseResult | float]:
+        """The CPU checks of several exercises in one worker (``worker.py``'s shared mode: one
+        ``import torch``, then a forked child per exercise). Returns each exercise's result, or,
+        where the shared worker could not answer for it, the seconds its child was given when it
+        timed out (0.0 otherwise): that exercise is then graded in a worker of its own."""
+        frames, plans, limits = [], {}, {}
+        for exercise, checks in groups.items():
+            phases, requests, indexes = self._plan(exercise, checks)
+            limits[exercise] = self._limits(exercise, False)
+            plans[exercise] = (len(frames), phases, indexes)
+            for phase, request in enumerate(requests):
+                frames.append({**request, "group": exercise, "phase": phase,
+                               "timeout_s": limits[exercise].timeout_s})
+        frames[0].update(shared=True, cap=wire.MAX_FRAME_BYTES)
+        files = {"submission/__init__.py": b""}
+        files.update({f"submission/{name}.py": data for name, data in submission.files.items()})
+        box = sandbox.make_box(self.runtime, files)
+        directory = str(box / "submission")
+        for frame in frames:
+            frame["submission_dir"] = directory
+        first = next(iter(limits.values()))
+        total = sandbox.Limits(timeout_s=sum(lim.timeout_s for lim in limits.values()) + 30,
+                               memory_bytes=first.memory_bytes,
+                               result_bytes=2 * wire.MAX_FRAME_BYTES * len(frames))
+        slot = self._slots.get()
+        try:
+            run = sandbox.run(box, total, [wire.dumps(f).encode() for f in frames], gpu=False,
+                              hide=self.hide, slot=slot)
+        finally:
+            self._slots.put(slot)
+            sandbox.remove_box(box)
+        out: dict[str, ExerciseResult | float] = {}
+        for exercise, (start, phases, indexes) in plans.items():
+            mine = run.answers[start:start + len(phases)]
+            fallback = None
+            if len(mine) < len(phases):
+                fallback = "unanswered"
+            for raw in mine:
+                try:
+                    data = wire.loads(raw)
+                except ValueError:
+                    fallback = fallback or "malformed"
+                    continue
+                if isinstance(data, dict) and "fallback" in data:
+                    fallback = fallback or str(data["fallback"])
+            if fallback is not None:
+                out[exercise] = limits[exercise].timeout_s if fallback == "timeout" else 0.0
+                continue
+            result = ExerciseResult(exercise, MODULES[exercise])
+            self._apply(sandbox.Run(answers=list(mine), returncode=0), exercise, phases, indexes,
+                        answers, result)
+            out[exercise] = result
+        return out
+
     def _run_worker(self, submission: Submission, exercise: str, gpu: bool,
-                    requests: list[str]) -> sandbox.Run:
+                    requests: list[str], tried_s: float = 0.0) -> sandbox.Run:
+        """``tried_s``: this exercise already timed out once (in a shared worker) after that
+        many seconds; this is then its second try, with twice the time."""
         files = {"submission/__init__.py": b""}
         files.update({f"submission/{name}.py": data for name, data in submission.files.items()})
         limits = self._limits(exercise, gpu)
-        for attempt in range(2):
+        if tried_s:
+            limits = sandbox.Limits(timeout_s=2 * tried_s, memory_bytes=limits.memory_bytes)
+        for attempt in range(1 if tried_s else 0, 2):
             box = sandbox.make_box(self.runtime, files)
             directory = str(box / "submission")
             frames = [r.replace('"submission_dir":""', f'"submission_dir":{json.dumps(directory)}', 1).encode()

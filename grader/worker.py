@@ -147,7 +147,9 @@ class _Pipe:
             self.buffer += chunk
 
     def send(self, answer: dict) -> None:
-        data = _dumps(answer, allow_nan=False).encode()
+        self.send_raw(_dumps(answer, allow_nan=False).encode())
+
+    def send_raw(self, data: bytes) -> None:
         view = memoryview(b"%d\n" % len(data) + data)
         while view:
             view = view[_write(self.result_fd, view):]
@@ -201,14 +203,28 @@ def main(command_fd: int, result_fd: int) -> None:
     if request.get("canary"):
         pipe.send(_canary(request, keyrings))
         return
-    import builtins
-    import math
-    import time
-
     import torch  # the real one, before any submission code
 
     torch.manual_seed(0)
     torch.set_num_threads(1)
+    import probes  # noqa: F401 - imported once here, so that a forked child starts warm
+    import wire  # noqa: F401
+    from coursekit import standin  # noqa: F401
+
+    if request.get("shared"):
+        _serve_shared(pipe, request)
+    else:
+        _serve(pipe, request)
+
+
+def _serve(pipe: "_Pipe", request: dict) -> None:
+    """One exercise: import its module, then answer each request frame until there is none."""
+    import builtins
+    import math
+    import time
+
+    import torch
+
     if torch.cuda.is_available():  # GPU workers share the device: none may take all its memory
         torch.cuda.set_per_process_memory_fraction(0.5)
     import probes
@@ -220,7 +236,7 @@ def main(command_fd: int, result_fd: int) -> None:
     namespaces = _Namespaces(
         libraries=(builtins, math, time, json, torch, standin),
         own=(probes, wire, sys.modules[__name__], torch.Tensor, standin.CapturedGraph,
-             standin.StandInGraph, _Pipe),
+             standin.StandInGraph, _Pipe, _Child),
     )
     held.append(namespaces)
     table = dict(probes.PROBES)
@@ -251,6 +267,163 @@ def main(command_fd: int, result_fd: int) -> None:
         namespaces.restore()
         pipe.send(answer)
         request = pipe.receive()
+
+
+# ----------------------------------------------------------------------------- shared worker
+
+
+class _Child:
+    """One exercise of a shared worker, in a process forked from the warm parent (torch already
+    imported, no submission code run yet). The parent relays its request frames and its answers;
+    it never runs submission code itself."""
+
+    def __init__(self, group: str, parent: "_Pipe"):
+        import fcntl
+
+        from_parent, to_child = os.pipe()  # (read end, write end)
+        from_child, to_parent = os.pipe()
+        self.group, self.buffer, self.pid = group, b"", None
+        self.pid = os.fork()
+        if self.pid == 0:  # the child: it never returns from here
+            status = 0
+            try:
+                os.close(to_child)
+                os.close(from_child)
+                os.close(parent.command_fd)
+                os.close(parent.result_fd)
+                own = _Pipe(_hide(from_parent), _hide(to_parent))
+                first = own.receive()
+                if first is not None:
+                    _serve(own, first)
+            except BaseException:  # noqa: BLE001 - the child's own failure: said, then gone
+                traceback.print_exc()
+                status = 3
+            try:
+                sys.stdout.flush()
+                sys.stderr.flush()
+            except BaseException:  # noqa: BLE001
+                pass
+            _exit(status)
+        os.close(from_parent)
+        os.close(to_parent)
+        for fd in (to_child, from_child):
+            fcntl.fcntl(fd, fcntl.F_SETFD, fcntl.FD_CLOEXEC)
+        self.to_child, self.from_child = to_child, from_child
+
+    def ask(self, payload: bytes, timeout_s: float, cap: int) -> tuple[bytes | None, str]:
+        """Send one request frame, wait for one answer frame: ``(answer, "")`` or
+        ``(None, why not)``."""
+        import select
+        import time
+
+        try:
+            data = memoryview(b"%d\n" % len(payload) + payload)
+            while data:
+                data = data[_write(self.to_child, data):]
+        except OSError:
+            return None, "died"
+        deadline = time.monotonic() + timeout_s
+        while True:
+            head, newline, rest = self.buffer.partition(b"\n")
+            if newline:
+                if not head.isdigit() or int(head) > cap:
+                    return None, "malformed"
+                if len(rest) >= int(head):
+                    size = int(head)
+                    self.buffer = rest[size:]
+                    return rest[:size], ""
+            elif len(self.buffer) > 32:
+                return None, "malformed"
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return None, "timeout"
+            ready, _, _ = select.select([self.from_child], [], [], min(left, 1.0))
+            if ready:
+                chunk = _read(self.from_child, 1 << 16)
+                if not chunk:
+                    return None, "died"
+                self.buffer += chunk
+
+    def end(self, grace_s: float = 2.0) -> None:
+        """Close its pipes (it finishes), wait ``grace_s`` for it, then kill it."""
+        import signal
+        import time
+
+        for fd in (self.to_child, self.from_child):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        deadline = time.monotonic() + grace_s
+        while True:
+            try:
+                done, _ = os.waitpid(self.pid, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if done or time.monotonic() > deadline:
+                break
+            time.sleep(0.01)
+        if not done:
+            try:
+                os.kill(self.pid, signal.SIGKILL)
+                os.waitpid(self.pid, 0)
+            except (ProcessLookupError, ChildProcessError):
+                pass
+
+
+def _clear(folder: str) -> None:
+    """Empty the worker's writable folder between exercises (what one left is not the next's)."""
+    import shutil
+
+    try:
+        for entry in os.scandir(folder):
+            if entry.is_dir(follow_symlinks=False):
+                shutil.rmtree(entry.path, ignore_errors=True)
+            else:
+                try:
+                    os.unlink(entry.path)
+                except OSError:
+                    pass
+    except OSError:
+        pass
+
+
+def _serve_shared(pipe: "_Pipe", request: dict) -> None:
+    """Several exercises in one sandboxed worker: the frames name their exercise (``group``) and
+    phase; each exercise runs in its own forked child, so every one of them imports its module
+    into a process that no other exercise's code has touched, while ``import torch`` is paid once.
+    Whatever goes wrong in a child (it dies, hangs past the frame's ``timeout_s``, sends more
+    than ``cap`` bytes) is answered ``{"fallback": why}``: the judge then grades that exercise in
+    a worker of its own, as if there were no shared worker."""
+    cap = int(request.get("cap", 16 << 20))
+    work = os.getcwd()
+    child = None
+    while request is not None:
+        group = request.get("group")
+        if child is not None and child.group != group:
+            child.end()
+            child = None
+        why = "no child"
+        if child is None and request.get("phase") == 0:
+            _clear(work)
+            try:
+                child = _Child(group, pipe)
+            except OSError:  # out of processes or memory: that exercise gets a worker of its own
+                child, why = None, "fork failed"
+        if child is None:
+            pipe.send({"fallback": why})
+        else:
+            payload = _dumps(request, allow_nan=False).encode()
+            answer, why = child.ask(payload, float(request.get("timeout_s", 60.0)), cap)
+            if answer is None:
+                child.end(grace_s=0.0)
+                child = None
+                pipe.send({"fallback": why})
+            else:
+                pipe.send_raw(answer)
+        request = pipe.receive()
+    if child is not None:
+        child.end()
 
 
 if __name__ == "__main__":
