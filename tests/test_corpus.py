@@ -9,6 +9,7 @@ from coursekit.impl import REPO_ROOT
 from tests import mutants
 from grader.public import run_public_tests
 from tests.harness import submission
+from tests.warm_pytest import WarmPytest
 
 CPU = "not gpu"
 
@@ -42,15 +43,39 @@ def test_alternative_implementations_keep_every_point():
     assert outcome.returncode == 0 and outcome.passed and not outcome.failed, outcome.summary()
 
 
+@pytest.fixture(scope="module")
+def warm():
+    """Warm pytest servers (one with the GPU hidden, one without), made when first asked for."""
+    servers: dict[bool, WarmPytest] = {}
+
+    def get(hide_gpu: bool) -> WarmPytest:
+        if hide_gpu not in servers:
+            servers[hide_gpu] = WarmPytest(hide_gpu=hide_gpu)
+        return servers[hide_gpu]
+
+    yield get
+    for server in servers.values():
+        server.close()
+
+
+def test_the_warm_server_finds_what_a_fresh_interpreter_finds(warm):
+    """The fast path must not change a verdict: same tests passed and failed, both ways."""
+    for impl, marker in (("solutions", "ex6 and not gpu"), ("exercises", "ex6 and not gpu")):
+        fresh = run_public_tests(impl, marker)
+        served = warm(hide_gpu=True).run(impl, marker)
+        assert (sorted(fresh.passed), sorted(fresh.failed)) == (sorted(served.passed), sorted(served.failed)), (
+            f"{impl}: fresh {fresh.summary()}\nwarm {served.summary()}")
+
+
 @pytest.mark.parametrize(
     "mutant", [pytest.param(m, marks=[pytest.mark.gpu] if m.gpu else [], id=m.id) for m in mutants.ALL]
 )
-def test_mutant_loses_points(mutant, tmp_path):
+def test_mutant_loses_points(mutant, tmp_path, warm):
     reference = (REPO_ROOT / "solutions" / f"{mutant.module}.py").read_text()
     folder = submission(tmp_path / "submission", **{mutant.module: mutants.apply(mutant, reference)})
     # A CPU mutant must be caught by the CPU tests (the timer's CPU clock, the no-CUDA errors), so
     # on a GPU machine it runs with the GPU hidden.
-    outcome = run_public_tests(folder, mutants.MARKERS[mutant.module], "-x", hide_gpu=not mutant.gpu)
+    outcome = warm(hide_gpu=not mutant.gpu).run(folder, mutants.MARKERS[mutant.module], "-x")
     assert outcome.failed, (
         f"mutant {mutant.id} ({mutant.why}) passed every public test of "
         f"{mutants.MARKERS[mutant.module]}:\n{outcome.summary()}"
