@@ -111,9 +111,9 @@ def fit_launch_model(n_kernels: Sequence[float], step_ms: Sequence[float]) -> tu
     """Fit ``step_ms = compute_ms + n_kernels * launch_us / 1e3`` by least squares.
 
     Returns ``(launch_us, compute_ms)``: the slope in microseconds per kernel and the intercept in
-    ms. Exact (up to rounding) when the points lie on a line. Raises ValueError when the two
-    sequences differ in length, or when fewer than two distinct kernel counts are given (a line
-    through one x is not determined).
+    ms. Exact (up to rounding) when the points lie on a line. Sequences of different lengths ->
+    ValueError naming ``n_kernels`` or ``step_ms``; fewer than two distinct kernel counts ->
+    ValueError naming ``n_kernels`` (a line through one x is not determined).
     """
     raise NotImplementedError("exercise 1: fit_launch_model")
 
