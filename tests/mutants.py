@@ -23,6 +23,7 @@ class Mutant:
     why: str
     edits: tuple[tuple[str, str], ...]
     gpu: bool = False  # caught only by the GPU tests
+    kind: str = ""  # for the gap corpus (issue 14): which kind of test gap it probes
 
     @property
     def id(self) -> str:
@@ -335,7 +336,106 @@ ENGINE = [
        '_check_rows("slots", slots, n, 0, c.max_seqs, self.model.device)')),
 ]
 
-ALL = LAUNCH_MODEL + LAUNCH_TAX + CAPTURE + STATIC_RUNNER + BUCKETS + DISPATCH + FUSION + ENGINE
+
+def K(kind, module, name, why, *edits):
+    return Mutant(module, name, why, tuple(edits), kind=kind)
+
+
+#: Wrong answers by kind of test gap: each kind is a way tests commonly miss a mistake.
+GAPS = [
+    # One kind of mismatch checked, not the others (dtype, width, the type of an argument).
+    K("mismatch", "buckets", "runner-no-dtype-check", "accepts a batch of another dtype",
+      ("            or x.dtype != self.buffer.dtype\n", "")),
+    K("mismatch", "buckets", "runner-no-width-check", "accepts rows of another width",
+      ("            or x.shape[1:] != self.buffer.shape[1:]\n", "")),
+    K("mismatch", "fusion", "residual-dtype-unchecked", "accepts a residual of another dtype",
+      ("            or residual.dtype != x.dtype or residual.device != x.device):",
+       "            or residual.device != x.device):")),
+    K("mismatch", "fusion", "weight-type-unchecked", "a weight that is not a tensor crashes with AttributeError",
+      ("    if not isinstance(weight, torch.Tensor) or weight.shape", "    if weight.shape")),
+    K("mismatch", "static_runner", "example-type-unchecked", "a non-tensor example input crashes later",
+      ("            if not isinstance(x, torch.Tensor):\n                raise ValueError(f\"example_inputs",
+       "            if False:\n                raise ValueError(f\"example_inputs")),
+    K("mismatch", "engine", "step-dtype-unchecked", "accepts int32 token ids",
+      ("x.dim() != 1 or x.dtype != torch.long or len(x) < 1", "x.dim() != 1 or len(x) < 1")),
+    # A keyword never used with a non-default value.
+    K("non-default", "fusion", "eps-ignored", "always uses eps=1e-6",
+      ("    return add_rms_norm_reference(x, residual, weight, eps)\n",
+       "    return add_rms_norm_reference(x, residual, weight, 1e-6)\n")),
+    K("non-default", "dispatch", "uniform-default-true", "a batch is uniform decode unless told otherwise",
+      ("        self, num_tokens: int, uniform_decode: bool = False", "        self, num_tokens: int, uniform_decode: bool = True")),
+    K("non-default", "launch_tax", "default-iters-10", "times 10 calls by default, not 100",
+      ("def time_ms(fn: Callable[[], object], iters: int = 100", "def time_ms(fn: Callable[[], object], iters: int = 10")),
+    K("non-default", "buckets", "default-max-size-256", "default_capture_sizes() stops at 256",
+      ("def default_capture_sizes(max_size: int = 512)", "def default_capture_sizes(max_size: int = 256)")),
+    # The largest accepted value rejected.
+    K("boundary", "launch_tax", "rejects-zero-warmup", "warmup=0 (no warm-up) is refused",
+      ('_check_count("warmup", warmup, minimum=0)', '_check_count("warmup", warmup, minimum=1)')),
+    K("boundary", "fusion", "rejects-zero-numel", "an empty tensor's traffic (numel=0) is refused",
+      ('("numel", numel, 0)', '("numel", numel, 1)')),
+    K("boundary", "engine", "rejects-last-position", "the last position of the cache is refused",
+      ('_check_rows("positions", positions, n, 0, c.max_seq_len - 1, self.model.device)',
+       '_check_rows("positions", positions, n, 0, c.max_seq_len - 2, self.model.device)')),
+    K("boundary", "buckets", "runner-rejects-full-size", "a capture size of len(max_example) is refused",
+      ("not 1 <= s <= max_rows:", "not 1 <= s < max_rows:")),
+    # Before set-up: stepping before capture_model().
+    K("before-set-up", "engine", "step-before-capture-crashes", "step() before capture_model() raises KeyError",
+      ("        graph = self.graphs.get((mode, desc))\n        if graph is None:\n",
+       "        graph = self.graphs[(mode, desc)] if mode is not CUDAGraphMode.NONE else None\n"
+       "        if graph is None:\n")),
+    # A flag worked out when not given, where two plausible rules disagree.
+    K("worked-out-flag", "engine", "uniform-from-row-count", "uniform when at most max_seqs rows",
+      ("            uniform_decode = len(torch.unique(slots)) == n\n",
+       "            uniform_decode = n <= c.max_seqs\n")),
+    K("worked-out-flag", "engine", "uniform-from-first-slot", "uniform when the first two slots differ",
+      ("            uniform_decode = len(torch.unique(slots)) == n\n",
+       "            uniform_decode = n == 1 or bool(slots[0] != slots[1])\n")),
+    # Container types of outputs.
+    K("container", "buckets", "default-sizes-tuple", "default_capture_sizes returns a tuple",
+      ("    return [s for s in sizes if s <= max_size]", "    return tuple(s for s in sizes if s <= max_size)")),
+    K("container", "dispatch", "capture-descs-tuple", "capture_descs returns a tuple",
+      ("        return list(self._descs)", "        return tuple(self._descs)")),
+    K("container", "static_runner", "clone-list-to-tuple", "a list of outputs comes back a tuple",
+      ("        return type(obj)(_clone(item) for item in obj)", "        return tuple(_clone(item) for item in obj)")),
+    # State the docstring names that no test looked at.
+    K("named-state", "engine", "padding-positions-stale", "padding rows keep their old positions",
+      ("        self.positions[n:s].zero_()\n", "")),
+    K("named-state", "engine", "padding-tokens-stale", "padding rows keep their old tokens",
+      ("        self.tokens[n:s].zero_()\n", "")),
+    K("named-state", "buckets", "runner-pads-zeros", "pads with 0, not with its pad_value",
+      ("        self.buffer[n:size].fill_(self.pad_value)\n", "        self.buffer[n:size].fill_(0)\n")),
+    # The clock the docstring prescribes.
+    K("clock", "launch_tax", "time-process-time", "CPU time instead of a wall clock",
+      ("    start_s = time.perf_counter()\n    for _ in range(iters):\n        fn()\n"
+       "    return (time.perf_counter() - start_s)",
+       "    start_s = time.process_time()\n    for _ in range(iters):\n        fn()\n"
+       "    return (time.process_time() - start_s)")),
+    K("clock", "launch_tax", "time-wall-clock", "time.time (not monotonic)",
+      ("    start_s = time.perf_counter()\n    for _ in range(iters):\n        fn()\n"
+       "    return (time.perf_counter() - start_s)",
+       "    start_s = time.time()\n    for _ in range(iters):\n        fn()\n"
+       "    return (time.time() - start_s)")),
+    # Empty inputs, rules that need no GPU.
+    K("empty", "buckets", "runner-accepts-empty-batch", "a batch of 0 rows is replayed",
+      ("            or len(x) < 1\n", "")),
+    K("empty", "fusion", "norm-accepts-0-d", "a 0-d x is accepted",
+      ("    if not isinstance(x, torch.Tensor) or x.dim() < 1:\n        raise ValueError(f\"x: expected a tensor with at least one",
+       "    if not isinstance(x, torch.Tensor):\n        raise ValueError(f\"x: expected a tensor with at least one")),
+    K("empty", "engine", "step-accepts-empty", "a step of 0 tokens is accepted",
+      ("x.dim() != 1 or x.dtype != torch.long or len(x) < 1", "x.dim() != 1 or x.dtype != torch.long")),
+    # A configuration rule that the outcome does not show.
+    K("configuration", "engine", "default-sizes-1-2-4-8", "captures [1, 2, 4, 8] by default",
+      ("sizes = default_capture_sizes(model.config.max_seqs) if capture_sizes is None",
+       "sizes = [1, 2, 4, 8] if capture_sizes is None")),
+    K("configuration", "engine", "default-sizes-powers-of-two", "captures powers of two by default",
+      ("sizes = default_capture_sizes(model.config.max_seqs) if capture_sizes is None",
+       "sizes = [2 ** i for i in range(model.config.max_seqs.bit_length()) if 2 ** i <= model.config.max_seqs] if capture_sizes is None")),
+    K("configuration", "buckets", "runner-default-sizes-all", "captures every size 1..max by default",
+      ("sizes = default_capture_sizes(max_rows) if capture_sizes is None",
+       "sizes = list(range(1, max_rows + 1)) if capture_sizes is None")),
+]
+
+ALL = LAUNCH_MODEL + LAUNCH_TAX + CAPTURE + STATIC_RUNNER + BUCKETS + DISPATCH + FUSION + ENGINE + GAPS
 
 #: The pytest marker of each module's exercise.
 MARKERS = {"launch_model": "ex1", "launch_tax": "ex2", "capture": "ex3", "static_runner": "ex4",
