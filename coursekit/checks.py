@@ -16,6 +16,12 @@ def check_close(got: Any, expected: float, what: str, rule: str, rel: float = 1e
         raise AssertionError(f"{what}: expected {expected!r}, got {got!r}\n  rule: {rule}")
 
 
+def names_argument(message: str, name: str) -> bool:
+    """``message`` names ``name`` as a word of its own: ``"x: expected ..."`` names ``x``, while
+    ``"weight: expected ..."`` does not (the letter x inside "expected" is no name)."""
+    return re.search(rf"(?<!\w){re.escape(name)}(?!\w)", message) is not None
+
+
 def check_rejects(call: Callable[[], Any], argument: str | tuple[str, ...], rule: str,
                   error: type[Exception] = ValueError) -> None:
     """``call()`` raises ``error`` with a message that names ``argument`` (or one of several).
@@ -28,7 +34,7 @@ def check_rejects(call: Callable[[], Any], argument: str | tuple[str, ...], rule
     except NotImplementedError:
         raise
     except error as exc:
-        if not any(n in str(exc) for n in names):
+        if not any(names_argument(str(exc), n) for n in names):
             raise AssertionError(
                 f"{error.__name__} raised, but its message does not name the argument "
                 f"{argument}: {str(exc)!r}\n  rule: {rule}"

@@ -33,19 +33,20 @@ def chain_hbm_bytes(n_ops: int, numel: int, dtype_bytes: int, fused: bool) -> in
 def fused_add_rms_norm(
     x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """``add_rms_norm_reference``'s results from one fused kernel on CUDA.
+    """``add_rms_norm_reference(x, residual, weight, eps)``'s results from one fused kernel on CUDA.
 
     Returns ``(out, new_residual)`` where ``new_residual = x + residual`` and ``out`` is
-    ``new_residual`` RMS-normalized over the last dimension (in fp32, then cast back) times
-    ``weight``. ``x`` and ``residual`` are not modified.
+    ``new_residual`` RMS-normalized over the last dimension (in fp32, then cast back, with the
+    ``eps`` given) times ``weight``. ``x`` and ``residual`` are not modified.
 
     * Close to the reference: ``|got - expected| <= tol * (1 + |expected|)`` with ``tol`` 1e-5 for
       fp32 and 1e-2 for bf16 (a fused kernel may skip the reference's intermediate bf16 roundings).
     * On CUDA: one kernel per call (``count_kernels``). ``torch.compile`` fuses the whole function
       for you (compile it once, not on every call); a Triton kernel is the other way.
     * On CPU: the same results (plain PyTorch is fine there).
-    * ``x`` and ``residual`` must have the same shape, dtype and device, and ``weight`` the shape
-      ``x.shape[-1:]``: ValueError naming the argument otherwise.
+    * ``x`` must be a tensor with at least one dimension; ``residual`` a tensor with the same
+      shape, dtype and device; ``weight`` a tensor of shape ``x.shape[-1:]`` on the same device:
+      ValueError naming the argument otherwise.
     """
     raise NotImplementedError("exercise 7: fused_add_rms_norm")
 

@@ -30,7 +30,8 @@ def time_ms(fn: Callable[[], object], iters: int = 100, warmup: int = 10) -> flo
       only time the launches. Call ``torch.cuda.synchronize()`` after the warm-up, record a
       ``torch.cuda.Event(enable_timing=True)`` before and after the timed calls, wait for the end
       event, and use ``start.elapsed_time(end)`` (already in ms).
-    * Without CUDA: a monotonic clock (``time.perf_counter``) around the timed calls.
+    * Without CUDA: a monotonic clock (``time.perf_counter``) around the timed calls; not the
+      wall clock ``time.time``, which jumps when the system clock is set.
 
     ``iters < 1`` -> ValueError naming ``iters``; ``warmup < 0`` -> ValueError naming ``warmup``.
     """

@@ -26,6 +26,7 @@ from typing import Any, Callable
 
 import torch
 
+from coursekit.checks import names_argument
 from coursekit.checks import says_cuda_is_needed as _names_missing_cuda
 from coursekit.strategies import MODES
 from grader.secret import PRACTICE, Draw
@@ -182,7 +183,7 @@ def expects_error(probe: Probe, got: Answer) -> str | None:
         return f"{probe.label} {raised(got)}"
     if probe.error not in got.error["types"]:
         return f"{probe.label}: expected {probe.error} naming {names}, {raised(got)}"
-    if not any(n in got.error["message"] for n in probe.raises):
+    if not any(names_argument(got.error["message"], n) for n in probe.raises):
         return f"{probe.label}: the {probe.error} does not name {names}: {got.error['message'][:200]!r}"
     return None
 
@@ -320,10 +321,14 @@ def ex2(draw: Draw) -> list[Check]:
               [P("time_ms_calls", f"time_ms(fn, iters={i}, warmup={w})", iters=i, warmup=w)
                for i, w in counts] + [P("time_ms_default_calls", "time_ms(fn)")]),
         Check("ex2", "time_ms_mean_ms",
-              "the result is the mean of the timed calls only, in milliseconds",
+              "the result is the mean of the timed calls only, in milliseconds, from a monotonic "
+              "clock (not the wall clock time.time, which jumps when the system clock is set)",
               [P("time_ms_sleeping", f"time_ms(fn, iters=10, warmup=2) with {t} ms timed calls and "
                  "60 ms warm-up calls", window=(float(t), t + 8.0), iters=10, warmup=2,
-                 warmup_s=0.06, timed_s=t / 1e3) for t in timed]),
+                 warmup_s=0.06, timed_s=t / 1e3) for t in timed]
+              + [P("time_ms_sleeping", f"time_ms(fn, iters=5, warmup=1) with {timed[0]} ms calls while "
+                   "the wall clock jumps an hour at every reading", window=(float(timed[0]), timed[0] + 8.0),
+                   iters=5, warmup=1, warmup_s=0.001, timed_s=timed[0] / 1e3, wall_clock_jumps=True)]),
         Check("ex2", "time_ms_rejects",
               "iters < 1 or warmup < 0 is a ValueError naming it; iters=1 and warmup=0 are accepted",
               [P("time_ms_args", "time_ms(fn, iters=0)", "iters", kwargs={"iters": 0}),
@@ -475,7 +480,7 @@ def ex4(draw: Draw) -> list[Check]:
     r = draw.rng("ex4.runner_clone_outputs")
     clone = [P("graph_runner", f"GraphRunner({fn}, ..., clone_outputs={c}) called twice",
                fn=fn, shapes=[[n], [n]], seeds=r.sample(range(1, 10_000), 2), clone_outputs=c, spy=True)
-             for fn in ("combine", "pair") for c in (True, False) for n in [r.randint(1, 9)]]
+             for fn in ("combine", "pair", "listed") for c in (True, False) for n in [r.randint(1, 9)]]
     r = draw.rng("ex4.runner_checks_each_call")
     position = ("inputs[1]", "input 1", "position 1", "argument 1", "input #1")
     r2 = draw.rng("ex4.gpu_runner")
@@ -491,19 +496,23 @@ def ex4(draw: Draw) -> list[Check]:
               runs, compare=same(keys=("num_captures", "captures_seen", "warmups_passed",
                                        "captured_buffers"))),
         Check("ex4", "runner_clone_outputs",
-              "clone_outputs=True returns fresh copies in fn's structure; False returns the static "
-              "outputs, overwritten by the next call",
+              "clone_outputs=True returns fresh copies in fn's structure (a tensor, tuple, list or "
+              "dict stays one); False returns the static outputs, overwritten by the next call",
               clone, compare=same(keys=("held_first_now", "outputs_share_static", "output_type"))),
         Check("ex4", "runner_checks_each_call",
-              "wrong number of inputs is a TypeError; wrong shape, dtype or device a ValueError "
-              "naming the position; matching inputs are accepted",
+              "an example input that is not a tensor is a ValueError naming example_inputs[i]; at "
+              "a call, the wrong number of inputs is a TypeError, the wrong shape, dtype or device "
+              "a ValueError naming the position; matching inputs are accepted",
               [P("graph_runner_bad_call", "runner(2 of 3 inputs)", ("3", "inputs"), "TypeError",
                  kind="too_few"),
                P("graph_runner_bad_call", "runner(4 of 3 inputs)", ("3", "inputs"), "TypeError",
                  kind="too_many")]
               + [P("graph_runner_bad_call", f"runner(good, bad {k}, good)", position, kind=k)
                  for k in r.sample(["shape", "float64", "int64", "device"], 4)]
-              + [P("graph_runner_bad_call", "runner(3 good inputs)", kind="none")]),
+              + [P("graph_runner_bad_call", "runner(3 good inputs)", kind="none")]
+              + [P("graph_runner_bad_example", f"GraphRunner(fn, tensor, {k})", "example_inputs[1]", kind=k)
+                 for k in ("list", "float", "none")]
+              + [P("graph_runner_bad_example", "GraphRunner(fn, tensor, tensor)", kind="tensors")]),
         Check("ex4", "gpu_runner",
               "on CUDA tensors the runner captures with exercise 3 and replays fn of fresh inputs",
               [P("graph_runner", "GraphRunner(combine, cuda inputs) called 4 times", fn="combine",
@@ -556,6 +565,9 @@ def ex5(draw: Draw) -> list[Check]:
              (0.0, "bfloat16"), (round(r.uniform(-9, 9), 1), "float32")]]
     r = draw.rng("ex5.runner_returns_fn_of_real_rows")
     runners = [bucket_probe(*setup, warmup_iters=r.randint(1, 3)) for setup in runner_setups(r, 10)]
+    r = draw.rng("ex5.runner_checks_each_batch")
+    bad_batches = ["float64", "int64", "wider", "narrower", "rank", "device", "list", "empty", "0-d"]
+    good_rows = [r.randint(1, 4), r.randint(5, 8), 8]
     r = draw.rng("ex5.runner_rejects_sizes_outside_the_buffer")
     rows = r.randint(2, 12)
     r2 = draw.rng("ex5.gpu_runner")
@@ -584,6 +596,13 @@ def ex5(draw: Draw) -> list[Check]:
                                           "warmups_passed"))),
         Check("ex5", "runner_stats", "stats counts replays per size and eager fallbacks under 'eager'",
               runners, compare=same(keys=("stats", "replays"))),
+        Check("ex5", "runner_checks_each_batch",
+              "a batch that is not a tensor of at least one row with the buffer's row shape, dtype "
+              "and device is a ValueError naming x; good batches of 1 to len(max_example) rows "
+              "are replayed",
+              [P("bucket_runner_bad_batch", f"runner(x: {k})", "x", kind=k) for k in bad_batches]
+              + [P("bucket_runner_bad_batch", f"runner(x of {n} good rows)", kind="good", rows_in=n)
+                 for n in good_rows]),
         Check("ex5", "runner_rejects_sizes_outside_the_buffer",
               "a capture size outside 1..len(max_example) is a ValueError naming capture_sizes; "
               "1 and len(max_example) themselves are accepted",
@@ -615,6 +634,7 @@ def ex6(draw: Draw) -> list[Check]:
     r = draw.rng("ex6.dispatch")
     dispatch_lists = [[1, 2, 4, 8]] + [[r.randint(1, 64) for _ in range(r.randint(1, 6))] for _ in range(3)]
     queries = [[r.randint(1, 80), r.random() < 0.5] for _ in range(12)] + [[1, True], [8, False]]
+    queries += [[r.randint(1, 70), None] for _ in range(4)] + [[1, None]]  # the flag left out
     r = draw.rng("ex6.dispatch_rejects")
     sizes = sorted(r.sample(range(1, 64), 3))
     return [
@@ -622,13 +642,14 @@ def ex6(draw: Draw) -> list[Check]:
               [P("mode_names", "the members of CUDAGraphMode"),
                P("mode_pairs", f"decode/mixed modes of {order}", order=order)]),
         Check("ex6", "capture_descs",
-              "mixed group (if not NONE) then uniform-decode FULL group (if decode is FULL and mixed "
-              "is not), each largest first",
+              "a list: the mixed group (if not NONE) then the uniform-decode FULL group (if decode "
+              "is FULL and mixed is not), each largest first",
               [P("capture_descs", f"CudagraphDispatcher({m}, {s}).capture_descs()", mode=m, sizes=s)
                for m in MODES for s in size_lists]),
         Check("ex6", "dispatch",
               "NONE unpadded for NONE or oversized batches; else the uniform FULL graph if captured, "
-              "else the mixed graph, else NONE; never an uncaptured key",
+              "else the mixed graph, else NONE; never an uncaptured key; uniform_decode defaults "
+              "to False",
               [P("dispatch", f"CudagraphDispatcher({m}, {s}).dispatch(...)", mode=m, sizes=s,
                  queries=queries) for m in MODES for s in dispatch_lists]),
         Check("ex6", "dispatch_rejects",
@@ -643,10 +664,15 @@ def ex6(draw: Draw) -> list[Check]:
 # ----------------------------------------------------------------------------- exercise 7
 
 
-def norm_probes(rng: random.Random, dtype: str, count: int) -> list[Probe]:
+def norm_probes(rng: random.Random, dtype: str, count: int, eps: bool = False) -> list[Probe]:
     shapes = [[rng.randint(1, 6), rng.randint(1, 96)] for _ in range(count)]
-    return [P("fused_norm", f"fused_add_rms_norm on a {s} {dtype} input", shape=s, dtype=dtype,
-              seed=rng.randint(0, 2**16)) for s in shapes]
+    if not eps:
+        return [P("fused_norm", f"fused_add_rms_norm on a {s} {dtype} input", shape=s, dtype=dtype,
+                  seed=rng.randint(0, 2**16)) for s in shapes]
+    epsilons = [rng.choice([1e-3, 0.05, 0.1, 0.5, 2.0]) for _ in shapes]
+    return [P("fused_norm", f"fused_add_rms_norm(x, residual, weight, eps={e}) on a {s} {dtype} input "
+              "of small values", shape=s, dtype=dtype, seed=rng.randint(0, 2**16), eps=e)
+            for s, e in zip(shapes, epsilons)]
 
 
 def hbm_probes(rng: random.Random, count: int) -> list[Probe]:
@@ -660,6 +686,7 @@ def ex7(draw: Draw) -> list[Check]:
     bad = (((-r.randint(1, 9), 8, 4), "n_ops"), ((2, -r.randint(1, 9), 4), "numel"),
            ((2, 8, 0), "dtype_bytes"), ((2, 8, -r.randint(1, 8)), "dtype_bytes"))
     r3 = draw.rng("ex7.gpu_fused_norm_is_one_kernel")
+    rejects = draw.rng("ex7.fused_norm_rejects")
     return [
         Check("ex7", "chain_hbm_bytes",
               "unfused: every op reads and writes (2 * n_ops * numel * bytes); fused: one read and "
@@ -675,17 +702,21 @@ def ex7(draw: Draw) -> list[Check]:
               + [P("hbm", "chain_hbm_bytes(0, 0, 1, fused=False)", n_ops=0, numel=0, dtype_bytes=1,
                    fused=False)] + hbm_probes(r, 1)),
         Check("ex7", "fused_norm_fp32",
-              "new_residual = x + residual, out = rms_norm(new_residual) * weight (fp32: within "
-              "1e-5 * (1 + |expected|)); x and residual unchanged",
-              norm_probes(draw.rng("ex7.fused_norm_fp32"), "float32", 8), compare=same(rtol=1e-5, atol=1e-5)),
+              "new_residual = x + residual, out = rms_norm(new_residual, eps) * weight (fp32: within "
+              "1e-5 * (1 + |expected|)), with the eps given; x and residual unchanged",
+              norm_probes(draw.rng("ex7.fused_norm_fp32"), "float32", 8)
+              + norm_probes(draw.rng("ex7.fused_norm_fp32.eps"), "float32", 3, eps=True),
+              compare=same(rtol=1e-5, atol=1e-5)),
         Check("ex7", "fused_norm_bf16", "the same in bf16, within 1e-2 * (1 + |expected|)",
               norm_probes(draw.rng("ex7.fused_norm_bf16"), "bfloat16", 6), compare=same(rtol=1e-2, atol=1e-2)),
         Check("ex7", "fused_norm_rejects",
-              "residual must match x (shape, dtype, device); weight must be x.shape[-1:]; matching "
-              "inputs are accepted",
-              [P("fused_norm_bad", f"fused_add_rms_norm with a mismatched {w}", w, which=w)
-               for w in ("residual", "weight")] + norm_probes(draw.rng("ex7.fused_norm_rejects"), "float32", 1),
-              compare=same(rtol=1e-5, atol=1e-5)),
+              "x must be a tensor of at least one dimension; residual a tensor matching x (shape, "
+              "dtype, device); weight a tensor of shape x.shape[-1:] on x's device (ValueError "
+              "naming it); matching inputs are accepted",
+              [P("fused_norm_bad", f"fused_add_rms_norm with a bad {w}", w.split("-")[0], which=w)
+               for w in ("residual", "weight", "x-0-d", "residual-dtype", "residual-device",
+                         "residual-list", "weight-full-shape", "weight-device", "weight-list", "x-list")]
+              + norm_probes(rejects, "float32", 1), compare=same(rtol=1e-5, atol=1e-5)),
         Check("ex7", "count_kernels_needs_cuda",
               "without CUDA, count_kernels raises a RuntimeError saying a CUDA device is needed "
               "(checked beside chain_hbm_bytes: a module that only raises earns nothing)",
@@ -729,6 +760,11 @@ def step_batches(rng: random.Random) -> list[list[list[int]]]:
     return steps
 
 
+#: The argument a bad step's ValueError must name.
+BAD_ROW_NAMES = {"step-int32": "tokens", "step-float-positions": "positions", "step-2d-slots": "slots",
+                 "step-list": "tokens", "step-negative-slot": "slots", "step-negative-position": "positions"}
+
+
 def ex8(draw: Draw) -> list[Check]:
     sizes = [1, 2, 4, 8, 16]
     r = draw.rng("ex8.generate_every_mode")
@@ -749,6 +785,18 @@ def ex8(draw: Draw) -> list[Check]:
     shrink_prompts, shrink_new = requests(draw.rng("ex8.generate_shrinks_the_batch"))
     r = draw.rng("ex8.engine_rejects")
     token = r.randint(0, 511)
+    bad_kinds = list(BAD_ROW_NAMES)
+    r = draw.rng("ex8.step_logits.before_capture")
+    early = [[[r.randint(0, 511) for _ in range(n)], [r.randint(0, 20) for _ in range(n)],
+              r.sample(range(8), n)] for n in (r.randint(1, 4), r.randint(5, 8))]
+    r = draw.rng("ex8.padding_uses_the_padding_slot.rows")
+    refill = [[[r.randint(1, 511) for _ in range(4)], [r.randint(1, 60) for _ in range(4)], [4, 5, 6, 7]]]
+    refill += [[[r.randint(1, 511) for _ in range(n)], [r.randint(1, 60) for _ in range(n)],
+                r.sample(range(8), n)] for n in (r.randint(1, 3), r.randint(1, 3))]
+    r = draw.rng("ex8.generate_shrinks_the_batch.flags")
+    flag_slots = [r.sample(range(8), r.randint(1, 4)) for _ in range(2)]
+    a, b = r.randint(0, 3), r.randint(4, 7)  # two slots; a repeated one is a prompt chunk
+    flag_slots += [[a, a, b], [a, b, b], [b, a, b], [a] * r.randint(2, 4)]
     r2 = draw.rng("ex8.gpu_engine")
     gpu_prompts, gpu_new = requests(r2)
     gpu_steps = step_batches(r2)
@@ -760,14 +808,22 @@ def ex8(draw: Draw) -> list[Check]:
                  mode=m, sizes=sizes, prompts=prompts, new_tokens=new_tokens, seed=seed) for m in MODES]),
         Check("ex8", "step_logits",
               "step returns one row of logits per token, within 1e-5 of the eager model, for 1 to "
-              "9 rows (buckets up to 8; 9 runs eagerly)",
+              "9 rows (buckets up to 8; 9 runs eagerly); before capture_model() nothing is "
+              "captured, so every step runs eagerly",
               [P("engine_steps", f"DecodeEngine({m}, [1, 2, 4, 8]): steps of 1..9 rows", mode=m,
-                 sizes=[1, 2, 4, 8], steps=steps) for m in MODES],
+                 sizes=[1, 2, 4, 8], steps=steps) for m in MODES]
+              + [P("engine_steps", f"DecodeEngine({m}, [1, 2, 4, 8]): steps before capture_model()",
+                   mode=m, sizes=[1, 2, 4, 8], steps=early, capture_now=False) for m in ("FULL", "PIECEWISE")],
               compare=same(rtol=0, atol=1e-5)),
         Check("ex8", "padding_uses_the_padding_slot",
-              "rows that only pad a batch read and write model.padding_slot, never a real sequence's cache",
+              "rows that only pad a batch are reset before every replay to token 0, position 0 and "
+              "model.padding_slot, so they read and write only the padding slot, never a real "
+              "sequence's cache",
               [P("engine_padding", f"a 3-row step padded to 4 ({m})", mode=m, sizes=[4],
-                 tokens=pad_tokens, positions=pad_positions, slots=pad_slots) for m in ("FULL", "PIECEWISE")]),
+                 tokens=pad_tokens, positions=pad_positions, slots=pad_slots) for m in ("FULL", "PIECEWISE")]
+              + [P("engine_padding_rows", f"padding rows of the static buffers after steps of "
+                   f"{[len(t) for t, _, _ in refill]} rows padded to 4 ({m})", mode=m, sizes=[4], steps=refill)
+                 for m in ("FULL", "PIECEWISE")]),
         Check("ex8", "capture_largest_first_in_one_pool",
               "capture_model captures capture_descs() in order (largest first), PIECEWISE one graph "
               "per segment, all in the first graph's pool, with the engine's warmup_iters",
@@ -781,20 +837,24 @@ def ex8(draw: Draw) -> list[Check]:
                  **attention_rows) for m in ("PIECEWISE", "FULL")]),
         Check("ex8", "generate_shrinks_the_batch",
               "the first step feeds every prompt token (a mixed batch), later steps only the "
-              "unfinished sequences (uniform decode); stats count each (mode, descriptor) replayed",
+              "unfinished sequences (uniform decode); stats count each (mode, descriptor) replayed; "
+              "step(uniform_decode=None) is uniform exactly when every slot is distinct",
               [P("engine_batches", f"step sizes of generate({shrink_prompts}, {shrink_new})",
                  prompts=shrink_prompts, new_tokens=shrink_new)]
               + [P("engine_stats", f"stats after generate in {m}", mode=m, prompts=shrink_prompts,
-                   new_tokens=shrink_new) for m in ("FULL_AND_PIECEWISE", "FULL_DECODE_ONLY")]),
+                   new_tokens=shrink_new) for m in ("FULL_AND_PIECEWISE", "FULL_DECODE_ONLY")]
+              + [P("engine_uniform_flags", f"what steps with slots {flag_slots} replay in "
+                   "FULL_AND_PIECEWISE without uniform_decode", slot_lists=flag_slots)]),
         Check("ex8", "engine_rejects",
               "bad rows (lengths, the padding slot, positions) and bad requests are ValueErrors "
-              "naming the argument; the largest good ones (last slot, last position, max_seqs "
-              "prompts filling the cache) are accepted",
+              "naming the argument (rows: 1-D int64 tensors of one length >= 1); the largest good "
+              "ones (last slot, last position, max_seqs prompts filling the cache) are accepted",
               [P("engine_bad", kind, names, kind=kind) for kind, names in (
                   ("step-lengths", ("slots", "rows")), ("step-padding-slot", "slots"),
-                  ("step-position", "positions"), ("generate-too-many", "prompts"),
+                  ("step-position", "positions"), ("step-empty", "tokens"), ("generate-too-many", "prompts"),
                   ("generate-empty", "prompts"), ("generate-zero-new", "max_new_tokens"),
                   ("generate-too-long", "max_new_tokens"))]
+              + [P("engine_bad", kind, BAD_ROW_NAMES[kind], kind=kind) for kind in bad_kinds]
               + [P("engine_bad", kind, kind=kind, token=token) for kind in ("step-largest", "generate-largest")],
               compare=same(rtol=0, atol=1e-5)),
         Check("ex8", "gpu_engine",

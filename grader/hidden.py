@@ -125,13 +125,18 @@ def ex8(draw: Draw) -> list[Check]:
     seed = r.randint(0, 2**16)
     r2 = draw.rng("ex8.engine_default_sizes")
     small, small_new = requests(r2, 2)
+    slot_counts = [r2.randint(2, 7), r2.randint(9, 15), r2.randint(17, 40)]
     return [
         Check("ex8", "generate_other_requests", "eager decoding's tokens for another batch and model",
               [P("engine_generate", f"generate in mode {m}", mode=m, sizes=[1, 2, 4, 8, 16, 32],
                  prompts=prompts, new_tokens=new_tokens, seed=seed) for m in MODES], hidden=True),
-        Check("ex8", "engine_default_sizes", "capture_sizes=None means default_capture_sizes(max_seqs)",
+        Check("ex8", "engine_default_sizes",
+              "capture_sizes=None means default_capture_sizes(model.config.max_seqs): those sizes "
+              "are captured, largest first",
               [P("engine_generate", f"generate with the default sizes ({m})", mode=m, sizes=None,
-                 prompts=small, new_tokens=small_new) for m in ("FULL", "PIECEWISE")], hidden=True),
+                 prompts=small, new_tokens=small_new) for m in ("FULL", "PIECEWISE")]
+              + [P("engine_default_captures", f"what capture_model() captures by default for "
+                   f"max_seqs={n}", max_seqs=n) for n in slot_counts], hidden=True),
     ]
 
 

@@ -66,7 +66,11 @@ def pair(x: torch.Tensor, y: torch.Tensor):
     return x * 2.0, {"y_plus_x_mean": y + x.mean()}
 
 
-FUNCTIONS = {"rowwise": rowwise, "combine": combine, "pair": pair}
+def listed(x: torch.Tensor, y: torch.Tensor):
+    return [x * 2.0, y - x]
+
+
+FUNCTIONS = {"rowwise": rowwise, "combine": combine, "pair": pair, "listed": listed}
 
 
 def _pool_key(pool: Any) -> Any:
@@ -162,15 +166,31 @@ def time_ms_default_calls(mod):
 
 
 @probe
-def time_ms_sleeping(mod, iters: int, warmup: int, warmup_s: float, timed_s: float):
-    """Warm-up calls sleep ``warmup_s``, timed calls ``timed_s``; the result in ms."""
+def time_ms_sleeping(mod, iters: int, warmup: int, warmup_s: float, timed_s: float,
+                     wall_clock_jumps: bool = False):
+    """Warm-up calls sleep ``warmup_s``, timed calls ``timed_s``; the result in ms. With
+    ``wall_clock_jumps`` the wall clock (``time.time``) jumps an hour at every reading during the
+    call (the worker puts it back right after): a monotonic timer does not notice."""
     count = [0]
 
     def fn():
         count[0] += 1
         time.sleep(warmup_s if count[0] <= warmup else timed_s)
 
-    result = call(mod.time_ms, fn, iters=iters, warmup=warmup)
+    if wall_clock_jumps:
+        real_time, real_time_ns, readings = time.time, time.time_ns, [0]
+
+        def jumping() -> float:
+            readings[0] += 1
+            return real_time() + 3600.0 * readings[0]
+
+        time.time = jumping
+        time.time_ns = lambda: real_time_ns() + int(3600e9) * (readings[0] + 1)
+    try:
+        result = call(mod.time_ms, fn, iters=iters, warmup=warmup)
+    finally:
+        if wall_clock_jumps:
+            time.time, time.time_ns = real_time, real_time_ns
     return float(result) if isinstance(result, float) else None  # numpy floats are floats too
 
 
@@ -386,6 +406,15 @@ def graph_runner(mod, fn: str, shapes: list, seeds: list, warmup_iters: int = 3,
 
 
 @probe
+def graph_runner_bad_example(mod, kind: str):
+    """``GraphRunner(combine, tensor, <something that is not a tensor>)``; for ``"tensors"``
+    two good example inputs (the answer: the first call's outputs)."""
+    second = {"list": [1.0, 2.0], "float": 3.0, "none": None, "tensors": rows(1, 2, seed=1)[0]}[kind]
+    runner = call(mod.GraphRunner, combine, rows(1, 2, seed=0)[0], second)
+    return _plain_outputs(call(runner, rows(1, 2, seed=2)[0], rows(1, 2, seed=3)[0]))
+
+
+@probe
 def graph_runner_bad_call(mod, kind: str, device: str = "cpu"):
     examples = [rows(1, 2, seed=0, device=device)[0], rows(1, 3, seed=1, device=device)[0],
                 rows(1, 1, seed=2, device=device)[0]]
@@ -432,8 +461,8 @@ def _sibling(mod, name: str):
 
 @probe
 def default_sizes(mod, max_size=None):
-    return _as_list(call(mod.default_capture_sizes) if max_size is None
-                    else call(mod.default_capture_sizes, max_size))
+    """The sizes as returned: the signature says ``-> list[int]``, so a tuple is not the answer."""
+    return call(mod.default_capture_sizes) if max_size is None else call(mod.default_capture_sizes, max_size)
 
 
 @probe
@@ -505,6 +534,28 @@ def bucket_runner(mod, max_rows: int, sizes, batches: list, warmup_iters: int = 
     }
 
 
+BAD_BATCHES = {
+    "float64": lambda: rows(3, 3, seed=1).double(),
+    "int64": lambda: torch.ones(3, 3, dtype=torch.long),
+    "wider": lambda: rows(3, 4, seed=1),
+    "narrower": lambda: rows(3, 2, seed=1),
+    "rank": lambda: rows(3, 3, seed=1).unsqueeze(-1),
+    "empty": lambda: rows(0, 3, seed=1),
+    "0-d": lambda: torch.tensor(1.0),
+    "device": lambda: torch.empty(3, 3, device="meta"),
+    "list": lambda: [[1.0, 2.0, 3.0]],
+}
+
+
+@probe
+def bucket_runner_bad_batch(mod, kind: str, rows_in: int = 3):
+    """A runner over 8 rows of width 3 (float32, buckets 4 and 8) called with a bad batch; for
+    ``"good"`` a batch of ``rows_in`` good rows (the answer: the output)."""
+    runner = call(mod.BucketedGraphRunner, rowwise, rows(8, 3, seed=0), capture_sizes=[4, 8])
+    x = rows(rows_in, 3, seed=2) if kind == "good" else BAD_BATCHES[kind]()
+    return _plain_outputs(call(runner, x))
+
+
 @probe
 def bucket_runner_bad_sizes(mod, sizes: list, max_rows: int = 8):
     """Build a runner over ``max_rows`` rows with these sizes: the order it captured them in."""
@@ -540,13 +591,18 @@ def _desc(mode_and_desc) -> list:
 @probe
 def capture_descs(mod, mode: str, sizes: list):
     dispatcher = call(mod.CudagraphDispatcher, mod.CUDAGraphMode[mode], list(sizes))
-    return [_desc(d) for d in call(dispatcher.capture_descs)]
+    descs = call(dispatcher.capture_descs)
+    if type(descs) is not list:  # the signature says a list
+        return f"<a {type(descs).__name__}, not a list>"
+    return [_desc(d) for d in descs]
 
 
 @probe
 def dispatch(mod, mode: str, sizes: list, queries: list):
+    """Each query is ``[num_tokens, uniform_decode]``; ``None`` for the flag calls without it."""
     dispatcher = call(mod.CudagraphDispatcher, mod.CUDAGraphMode[mode], list(sizes))
-    return [_desc(call(dispatcher.dispatch, n, uniform_decode=u)) for n, u in queries]
+    return [_desc(call(dispatcher.dispatch, n) if u is None else call(dispatcher.dispatch, n, uniform_decode=u))
+            for n, u in queries]
 
 
 @probe
@@ -572,20 +628,38 @@ def _norm_inputs(shape: list, dtype: str, seed: int, device: str = "cpu"):
 
 
 @probe
-def fused_norm(mod, shape: list, dtype: str, seed: int, device: str = "cpu"):
+def fused_norm(mod, shape: list, dtype: str, seed: int, device: str = "cpu", eps: float | None = None):
     x, residual, weight = _norm_inputs(shape, dtype, seed, device)
+    if eps is not None:  # small values, so that eps is not lost next to the mean square
+        x, residual = x * 0.1, residual * 0.1
     before = (x.clone(), residual.clone())
-    out, new_residual = call(mod.fused_add_rms_norm, x, residual, weight)
+    if eps is None:
+        out, new_residual = call(mod.fused_add_rms_norm, x, residual, weight)
+    else:
+        out, new_residual = call(mod.fused_add_rms_norm, x, residual, weight, eps)
     return {"out": out.float().cpu(), "residual": new_residual.float().cpu(),
             "dtypes": [str(out.dtype), str(new_residual.dtype)],
             "inputs_unchanged": bool(torch.equal(x, before[0]) and torch.equal(residual, before[1]))}
 
 
+BAD_NORM_INPUTS = {
+    "residual": lambda x, r, w: (x, r[:, :8], w),
+    "residual-dtype": lambda x, r, w: (x, r.double(), w),
+    "residual-device": lambda x, r, w: (x, torch.empty(r.shape, device="meta"), w),
+    "residual-list": lambda x, r, w: (x, r.tolist(), w),
+    "weight": lambda x, r, w: (x, r, w[:8]),
+    "weight-full-shape": lambda x, r, w: (x, r, torch.ones(x.shape)),
+    "weight-device": lambda x, r, w: (x, r, torch.empty(w.shape, device="meta")),
+    "weight-list": lambda x, r, w: (x, r, w.tolist()),
+    "x-0-d": lambda x, r, w: (torch.tensor(1.0), torch.tensor(1.0), torch.tensor(1.0)),
+    "x-list": lambda x, r, w: (x.tolist(), r, w),
+}
+
+
 @probe
 def fused_norm_bad(mod, which: str):
     x, residual, weight = _norm_inputs([4, 16], "float32", 0)
-    args = {"residual": (x, residual[:, :8], weight), "weight": (x, residual, weight[:8])}[which]
-    call(mod.fused_add_rms_norm, *args)
+    call(mod.fused_add_rms_norm, *BAD_NORM_INPUTS[which](x, residual, weight))
     return "accepted"
 
 
@@ -652,14 +726,70 @@ def engine_generate(mod, mode: str, sizes, prompts: list, new_tokens, seed: int 
 
 
 @probe
-def engine_steps(mod, mode: str, sizes, steps: list, device: str = "cpu"):
-    """Each step is ``[tokens, positions, slots]``; the answers are the logits, on the CPU."""
-    _, engine = _engine(mod, mode, sizes, device)
+def engine_steps(mod, mode: str, sizes, steps: list, device: str = "cpu", capture_now: bool = True):
+    """Each step is ``[tokens, positions, slots]``; the answers are the logits, on the CPU.
+    ``capture_now=False``: steps before ``capture_model()``, which must run eagerly."""
+    _, engine = _engine(mod, mode, sizes, device, capture_now=capture_now)
     out = []
     for tokens, positions, slots in steps:
         logits = call(engine.step, *_rows(device, tokens, positions, slots))
         out.append(logits.float().cpu())
+    if not capture_now:
+        out.append(_stats_kinds(engine))
     return out
+
+
+@probe
+def engine_padding_rows(mod, mode: str, sizes: list, steps: list):
+    """Steps of ``[tokens, positions, slots]`` (each smaller than its bucket after the first);
+    after each, what rows ``n..bucket-1`` of the static buffers hold."""
+    _, engine = _engine(mod, mode, sizes)
+    held = []
+    for tokens, positions, slots in steps:
+        call(engine.step, *_rows("cpu", tokens, positions, slots))
+        n, bucket = len(tokens), min(s for s in sizes if s >= len(tokens))
+        held.append({name: _buffer_rows(engine, name, n, bucket) for name in ("tokens", "positions", "slots")})
+    return held
+
+
+def _buffer_rows(engine, name: str, start: int, stop: int):
+    buffer = _attr(engine, name)
+    if type(buffer) is not torch.Tensor or buffer.dim() != 1 or len(buffer) < stop:
+        return f"<no 1-D static buffer {name!r} of {stop} rows>"
+    return [int(v) for v in buffer[start:stop].tolist()]
+
+
+@probe
+def engine_uniform_flags(mod, slot_lists: list):
+    """FULL_AND_PIECEWISE with one bucket of 4: one step per slot list without
+    ``uniform_decode``; what each step replayed."""
+    _, engine = _engine(mod, "FULL_AND_PIECEWISE", [4])
+    kinds = []
+    for slots in slot_lists:
+        n = len(slots)
+        before = {k: v for k, v in _stats_kinds_counts(engine).items()}
+        call(engine.step, *_rows("cpu", [7] * n, list(range(n)), slots))
+        after = _stats_kinds_counts(engine)
+        kinds.append(sorted(k for k, v in after.items() if v != before.get(k, 0)))
+    return kinds
+
+
+def _stats_kinds_counts(engine) -> dict:
+    return {repr(k[:-1]): k[-1] for k in _stats_kinds(engine)}
+
+
+@probe
+def engine_default_captures(mod, max_seqs: int, mode: str = "FULL"):
+    """``DecodeEngine(model, mode)`` with the default capture sizes for a model of ``max_seqs``
+    slots: the sizes ``capture_model()`` captured, in order."""
+    from coursekit.toymodel import ModelConfig, ToyModel
+
+    model = ToyModel(ModelConfig(max_seqs=max_seqs, n_layers=1))
+    recorder = RecordingCapture()
+    engine = call(mod.DecodeEngine, model, mode=_sibling(mod, "dispatch").CUDAGraphMode[mode],
+                  capture=recorder)
+    call(engine.capture_model)
+    return [len(c["inputs"][0]) for c in recorder.calls]
 
 
 @probe
@@ -760,10 +890,20 @@ def engine_bad(mod, kind: str, token: int = 1):
     one bucket of 2; a good one's answer is its logits or tokens."""
     _, engine = _engine(mod, "FULL", [2])
     if kind.startswith("step"):
-        args = {"step-lengths": ([1, 2], [0, 1], [0]), "step-padding-slot": ([1], [0], [8]),
-                "step-position": ([1], [64], [0]),
-                "step-largest": ([token, token], [63, 63], [7, 0])}[kind]
-        logits = call(engine.step, *_rows("cpu", *args))
+        long = torch.long
+        made = {"step-int32": lambda: [torch.tensor([1, 2], dtype=torch.int32), *_rows("cpu", [0, 1], [0, 1])],
+                "step-float-positions": lambda: [*_rows("cpu", [1]), torch.tensor([0.0]), *_rows("cpu", [0])],
+                "step-2d-slots": lambda: [*_rows("cpu", [1], [0]), torch.tensor([[0]], dtype=long)],
+                "step-empty": lambda: [torch.zeros(0, dtype=long)] * 3,
+                "step-list": lambda: [[1], *_rows("cpu", [0], [0])]}
+        if kind in made:
+            args = made[kind]()
+        else:
+            args = _rows("cpu", *{"step-lengths": ([1, 2], [0, 1], [0]), "step-padding-slot": ([1], [0], [8]),
+                                  "step-negative-slot": ([1], [0], [-1]),
+                                  "step-position": ([1], [64], [0]), "step-negative-position": ([1], [-1], [0]),
+                                  "step-largest": ([token, token], [63, 63], [7, 0])}[kind])
+        logits = call(engine.step, *args)
         return logits.float()
     prompts, new = {"generate-too-many": ([[1]] * 9, 1), "generate-empty": ([[1], []], 1),
                     "generate-zero-new": ([[1]], 0), "generate-too-long": ([[1] * 60], 10),

@@ -374,7 +374,9 @@ def test_without_isolation_a_class_is_refused(tmp_path, secret_file):
         problems = []
         if run.returncode != 2 or "--allow-unisolated" not in run.stderr:
             problems.append(f"grade-all without isolation: exit {run.returncode}, {run.stderr[-500:]}")
-        if "NOTEBOOK REFUSED" not in run.stdout:
+        # Refused for the right reason: a refusal for anything else (a worker that cannot start
+        # here) would pass with the defence switched off.
+        if "NOTEBOOK REFUSED the grader cannot isolate" not in run.stdout:
             problems.append(f"a notebook check graded without isolation: {run.stdout[-500:]}")
         return problems
 

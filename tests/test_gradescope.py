@@ -9,6 +9,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import jsonschema
@@ -79,9 +80,13 @@ def test_the_schema_can_fail():
 
 
 @pytest.fixture(scope="module")
-def autograder(tmp_path_factory) -> Path:
-    """The bundle, unpacked as Gradescope lays it out under a root of our own."""
-    base = tmp_path_factory.mktemp("gradescope")
+def autograder():
+    """The bundle, unpacked as Gradescope lays it out under a root of our own. The root lies in a
+    folder every user can pass through, as /autograder is on Gradescope: under pytest's own
+    temporary folders (mode 700) a worker could read nothing there whatever the bundle does, and
+    the attack below would fail for the wrong reason."""
+    base = Path(tempfile.mkdtemp(prefix="launch-tax-gradescope-"))
+    base.chmod(0o755)
     secret = base / "secret"
     run = subprocess.run([sys.executable, "-m", "grader", "secret", "new", str(secret)], cwd=REPO_ROOT,
                          capture_output=True, text=True)
@@ -92,14 +97,15 @@ def autograder(tmp_path_factory) -> Path:
     assert run.returncode == 0, run.stderr
     root = base / "autograder"
     gradescope.unpack(archive, root)
-    return root
+    yield root
+    shutil.rmtree(base, ignore_errors=True)
 
 
 def test_the_bundle_holds_what_grading_needs_and_nothing_else(autograder):
     names = {p.relative_to(autograder).as_posix() for p in autograder.rglob("*") if p.is_file()}
     assert {"setup.sh", "run_autograder", "source/grading-secret", "source/solutions/engine.py",
             "source/grader/hidden.py", "source/grader/rubric.toml"} <= names
-    assert not any(n.startswith(("source/tests", "source/course", "source/exercises")) for n in names)
+    assert not any(n.startswith(("source/tests/", "source/course/", "source/exercises/")) for n in names)
     assert not any("expected.json" in n or "__pycache__" in n for n in names)
     setup = (autograder / "setup.sh").read_text()
     assert "torch==2.13.0" in setup and "download.pytorch.org/whl/cpu" in setup and "hypothesis" in setup
@@ -193,7 +199,12 @@ def test_a_failing_autograder_still_writes_results(tmp_path):
     (root / "source").mkdir(parents=True)
     (root / "source" / "grading-secret").write_text("x" * 64)
     (root / "run_autograder").write_text(gradescope.RUN)
-    data = run_autograder(root, {})  # no grader in source/: python -m grader fails
+    # A grader that crashes before writing anything (run from source/, it comes before any
+    # installed copy on the import path).
+    (root / "source" / "grader").mkdir()
+    (root / "source" / "grader" / "__init__.py").write_text("")
+    (root / "source" / "grader" / "__main__.py").write_text("raise RuntimeError('the grader broke')\n")
+    data = run_autograder(root, {})
     assert data["score"] == 0 and data["extra_data"]["status"] == "not gradable"
     assert "not a wrong answer" in data["output"]
 

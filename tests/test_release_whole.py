@@ -31,6 +31,7 @@ import pytest
 
 from coursekit.impl import REPO_ROOT
 from grader import release as rel
+from grader.judge import load_rubric
 from grader.notebook import SELF_TEST
 
 #: Staff-repository names that are not in a release because they are local or generated.
@@ -424,6 +425,27 @@ def test_readme_points_paragraph_is_up_to_date():
     assert paragraphs == [rel.points_paragraph(staff)], (
         "README.md's <!-- points --> paragraph differs from grader/rubric.toml; replace it with:\n"
         + rel.points_paragraph(staff))
+
+
+def test_threat_model_counts_the_points_that_rest_on_facts():
+    """The README's threat model says how many points a submission could forge from inside its
+    worker (checks judged on yes/no facts alone) and names those checks: the figure must be
+    their sum in the rubric."""
+    readme = " ".join((REPO_ROOT / "README.md").read_text(encoding="utf-8").split())
+    found = re.search(r"facts alone are worth (\d+) of the (\d+) CPU points \((.*?)\) and (\d+) of "
+                      r"the (\d+) GPU points", readme)
+    assert found, "the README's threat model no longer states the points that rest on facts"
+    points = load_rubric()
+    cpu = sum(p for c, p in points.items() if not c.split(".")[1].startswith("gpu_"))
+    gpu = sum(p for c, p in points.items() if c.split(".")[1].startswith("gpu_"))
+    assert (int(found.group(2)), int(found.group(5))) == (cpu, gpu), (found.group(2), found.group(5))
+    spans = re.findall(r"((?:`\w+`(?:,| and)?\s*)+)of exercise (\d)", found.group(3))
+    listed = [f"ex{n}.{name}" for names, n in spans for name in re.findall(r"`(\w+)`", names)]
+    assert listed and all(c in points for c in listed), [c for c in listed if c not in points]
+    fact_points = sum(points[c] for c in listed)
+    assert fact_points == int(found.group(1)), (
+        f"the README says {found.group(1)} CPU points rest on facts alone; the checks it names "
+        f"({', '.join(listed)}) are worth {fact_points:g} in grader/rubric.toml")
 
 
 def test_answers_md_asks_the_self_test_questions_without_answers(released):

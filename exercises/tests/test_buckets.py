@@ -39,7 +39,12 @@ def test_default_capture_sizes_rule(buckets, max_size):
 
 
 def test_default_capture_sizes_examples(buckets):
-    default = list(buckets.default_capture_sizes())
+    got = buckets.default_capture_sizes()
+    assert type(got) is list, (
+        f"default_capture_sizes() must return a list (the signature says -> list[int]), got a "
+        f"{type(got).__name__}: {got!r}"
+    )
+    default = list(got)
     assert len(default) == 51 and default[:5] == [1, 2, 4, 8, 16] and default[-3:] == [480, 496, 512], (
         f"default_capture_sizes(): expected 51 sizes, 1, 2, 4, 8, 16 ... 480, 496, 512; got "
         f"{len(default)} sizes: {default}"
@@ -296,6 +301,42 @@ def test_runner_default_sizes_and_stand_in(buckets):
     assert torch.equal(runner(x), rowwise(x)), (
         "with capture=None on CPU tensors the runner must use coursekit.standin.capture_on_cpu"
     )
+
+
+BAD_BATCHES = {
+    "float64": lambda: nonzero_rows(3).double(),
+    "int64": lambda: torch.ones(3, 3, dtype=torch.long),
+    "wider-rows": lambda: nonzero_rows(3, width=4),
+    "narrower-rows": lambda: nonzero_rows(3, width=2),
+    "rows-of-another-rank": lambda: nonzero_rows(3).unsqueeze(-1),
+    "no-rows": lambda: nonzero_rows(0),
+    "0-d": lambda: torch.tensor(1.0),
+    "another-device": lambda: torch.empty(3, 3, device="meta"),
+    "a-list": lambda: [[1.0, 2.0, 3.0]],
+}
+
+
+@pytest.mark.parametrize("kind", list(BAD_BATCHES))
+def test_runner_rejects_a_batch_it_cannot_copy_in(buckets, kind):
+    runner = buckets.BucketedGraphRunner(rowwise, nonzero_rows(8), capture_sizes=[4, 8])
+    bad = BAD_BATCHES[kind]()
+    check_rejects(lambda: runner(bad), "x",
+                  f"runner(x) with {kind}: x must be a tensor with at least one row, each shaped "
+                  "like the buffer's rows (3 values here), with the buffer's dtype (float32) and "
+                  "device (cpu); anything else cannot be copied into the captured buffer")
+
+
+def test_runner_accepts_every_batch_up_to_the_buffer(buckets):
+    """The largest batches are the boundary: len(max_example) rows replays the largest graph."""
+    runner = buckets.BucketedGraphRunner(rowwise, nonzero_rows(8), capture_sizes=[8, 2])
+    for n in (1, 2, 3, 8):
+        x = nonzero_rows(n, seed=n)
+        got = runner(x)
+        assert torch.allclose(got, rowwise(x), rtol=1e-6, atol=1e-6), (
+            f"runner(x of {n} rows) with capture_sizes=[8, 2] and an 8-row buffer: expected fn(x)")
+    assert runner.stats.get(8, 0) == 2 and runner.stats.get(2, 0) == 2, (
+        f"stats after batches of 1, 2, 3 and 8 rows with buckets [2, 8]: expected {{2: 2, 8: 2}}, "
+        f"got {dict(runner.stats)}")
 
 
 @pytest.mark.parametrize("sizes", [[0, 4], [4, 9]], ids=["zero", "above-max-example"])

@@ -63,7 +63,12 @@ def test_decode_and_mixed_modes(dispatch, mode_name):
 @given(S.mode_names, S.unique_size_lists)
 def test_capture_descs(dispatch, mode_name, sizes):
     d = dispatch.CudagraphDispatcher(dispatch.CUDAGraphMode[mode_name], list(sizes))
-    got = [key(p) for p in d.capture_descs()]
+    descs = d.capture_descs()
+    assert type(descs) is list, (
+        f"CudagraphDispatcher({mode_name}, {sizes}).capture_descs() must return a list of "
+        f"(mode, BatchDescriptor) pairs, got a {type(descs).__name__}"
+    )
+    got = [key(p) for p in descs]
     expected = expected_descs(mode_name, sizes)
     assert got == expected, (
         f"CudagraphDispatcher({mode_name}, {sizes}).capture_descs() as (mode, num_tokens, "
@@ -138,6 +143,21 @@ def test_dispatch_examples(dispatch):
             f"CudagraphDispatcher({mode.name}, {sizes}).dispatch({n}, uniform_decode={uniform}): "
             f"expected NONE with num_tokens={n} (eager, unpadded), got ({got_mode}, {desc})"
         )
+
+
+@given(S.mode_names, S.size_lists, S.batch_sizes)
+def test_dispatch_without_the_flag_is_a_mixed_batch(dispatch, mode_name, sizes, n):
+    """uniform_decode defaults to False: a batch is not uniform decode unless the caller says so
+    (vLLM's default too); a dispatcher must never guess it."""
+    d = dispatch.CudagraphDispatcher(dispatch.CUDAGraphMode[mode_name], list(sizes))
+    got = key(d.dispatch(n))
+    expected = expected_dispatch(mode_name, sizes, n, False)
+    call = f"CudagraphDispatcher({mode_name}, {sorted(set(sizes))}).dispatch({n})"
+    same = got[:2] == expected[:2] if expected[0] == "NONE" else got == expected
+    assert same, (
+        f"{call} (no uniform_decode given): expected {expected} as for uniform_decode=False, got "
+        f"{got}\n  rule: uniform_decode defaults to False"
+    )
 
 
 def test_dispatch_rejects_empty_batches(dispatch):

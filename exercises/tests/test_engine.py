@@ -12,7 +12,7 @@ import torch
 from coursekit.checks import check_rejects
 from coursekit.standin import RecordingCapture, inside_graph
 from coursekit.strategies import MODES
-from coursekit.toymodel import ToyModel
+from coursekit.toymodel import ModelConfig, ToyModel
 
 pytestmark = pytest.mark.ex8
 gpu = pytest.mark.gpu
@@ -159,6 +159,74 @@ def test_padding_lanes_never_touch_a_real_sequence(engine, mode):
             f"{model.padding_slot}, refilled on every step")
 
 
+@pytest.mark.parametrize("mode", ["FULL", "PIECEWISE"])
+def test_padding_rows_are_reset_before_every_replay(engine, mode):
+    """vLLM resets the padding part of its input buffers before every replay, so a padding row
+    can never read a stale token or an out-of-range position: rows n..bucket-1 of the static
+    buffers hold token 0, position 0 and the padding slot, whatever the step before left there."""
+    model, runner = engine_for(engine, mode, sizes=[4])
+    runner.step(*rows([21, 22, 23, 24], [9, 8, 7, 6], [4, 5, 6, 7]))  # fills all 4 rows first
+    runner.step(*rows([11, 12], [5, 6], [1, 2]))
+    held = {name: getattr(runner, name)[2:4].tolist() for name in ("tokens", "positions", "slots")}
+    expected = {"tokens": [0, 0], "positions": [0, 0], "slots": [model.padding_slot] * 2}
+    assert held == expected, (
+        f"mode {mode}: after a 2-row step padded to 4 (following a full one), rows 2..3 of the "
+        f"static buffers hold {held}; expected {expected}\n  rule: before each replay, fill rows "
+        "n..bucket-1 with token 0, position 0 and model.padding_slot")
+
+
+@pytest.mark.parametrize("mode", ["FULL", "PIECEWISE"])
+def test_padded_batches_replay_their_bucket_with_fixed_buffers(engine, mode):
+    """As vLLM's and SGLang's CUDA-graph tests do: batch sizes that need padding (3, 5, 7 with
+    buckets 1, 2, 4, 8) give the eager model's logits, each replays its bucket's graph (no silent
+    eager fallback for a size that was captured), the static inputs never move, and in PIECEWISE
+    the eager attention between the graphs runs on every replay."""
+    eager, model = ToyModel(), ToyModel()
+    runner = engine.DecodeEngine(model, mode=engine.CUDAGraphMode[mode], capture_sizes=[1, 2, 4, 8])
+    attention, calls = model.attention, []
+
+    def counted(*args, **kwargs):
+        calls.append(inside_graph())
+        return attention(*args, **kwargs)
+
+    model.attention = counted
+    runner.capture_model()
+    descs = runner.dispatcher.capture_descs()
+    assert len(runner.graphs) == len(descs) == 4, (
+        f"mode {mode} with sizes [1, 2, 4, 8]: expected one graph per descriptor, 4 in all; "
+        f"capture_descs() lists {len(descs)}, graphs holds {len(runner.graphs)}")
+    if mode == "PIECEWISE":
+        pieces = [len(g) for g in runner.graphs.values()]
+        assert pieces == [model.n_segments] * 4, (
+            f"PIECEWISE: expected {model.n_segments} segment graphs per size, got {pieces}")
+    addresses = [getattr(runner, name).data_ptr() for name in ("tokens", "positions", "slots")]
+    for step, n in enumerate([3, 5, 7, 3]):
+        calls.clear()
+        slots = list(range(n))
+        inputs = rows([(31 * step + 7 * i) % 500 for i in range(n)], [step] * n, slots)
+        before = dict(runner.stats)
+        got = runner.step(*inputs)
+        error = (got - eager.forward(*inputs)).abs().max().item()
+        assert got.shape[0] == n and error <= 1e-5, (
+            f"mode {mode}: a {n}-row step (padded to {4 if n < 4 else 8}) differs from the eager "
+            f"model by {error:.3g}, shape {tuple(got.shape)}")
+        bucket = 4 if n <= 4 else 8
+        new = {k: v - before.get(k, 0) for k, v in dict(runner.stats).items() if v != before.get(k, 0)}
+        keys = [(k[0].name, k[1].num_tokens) if k != "eager" else "eager" for k in new]
+        expected_mode = "FULL" if mode == "FULL" else "PIECEWISE"
+        assert keys == [(expected_mode, bucket)] and list(new.values()) == [1], (
+            f"mode {mode}: a {n}-row step should replay the {bucket}-row graph once; stats changed "
+            f"by {new}")
+        now = [getattr(runner, name).data_ptr() for name in ("tokens", "positions", "slots")]
+        assert now == addresses, (
+            f"mode {mode}: the static tokens / positions / slots buffers moved after step {step}: "
+            "a graph reads the addresses it captured, so copy_ into them, never replace them")
+        if mode == "PIECEWISE":
+            assert calls == [False] * model.config.n_layers, (
+                f"PIECEWISE: attention ran {calls} during a {n}-row step; expected "
+                f"{model.config.n_layers} eager calls (one per layer) on every replay")
+
+
 @pytest.mark.parametrize("mode", ["FULL", "PIECEWISE", "FULL_AND_PIECEWISE"])
 def test_capture_largest_first_in_one_pool(engine, mode):
     recorder = RecordingCapture()
@@ -210,23 +278,85 @@ def test_capture_model_records_time_and_memory(engine):
     assert runner.capture_memory_bytes == 0, "on a CPU, capture reserves no GPU memory: 0"
 
 
-def test_default_capture_sizes_fit_the_model(engine):
-    model = ToyModel()
-    runner = engine.DecodeEngine(model, mode=engine.CUDAGraphMode.FULL)
+@pytest.mark.parametrize("max_seqs, expected", [(8, [1, 2, 4, 8]), (3, [1, 2]), (24, [1, 2, 4, 8, 16, 24])])
+def test_default_capture_sizes_fit_the_model(engine, max_seqs, expected):
+    """What is captured by default is a configuration: no generated token shows it, so the test
+    looks at what capture_model() captured."""
+    model = ToyModel(ModelConfig(max_seqs=max_seqs, n_layers=1))
+    recorder = RecordingCapture()
+    runner = engine.DecodeEngine(model, mode=engine.CUDAGraphMode.FULL, capture=recorder)
+    runner.capture_model()
     sizes = sorted({d.num_tokens for _, d in runner.dispatcher.capture_descs()})
-    assert sizes == [1, 2, 4, 8], f"default capture sizes for max_seqs=8: expected [1, 2, 4, 8], got {sizes}"
+    captured = sorted(len(c["inputs"][0]) for c in recorder.calls)
+    assert sizes == captured == expected, (
+        f"capture_sizes=None with max_seqs={max_seqs}: expected default_capture_sizes({max_seqs}) "
+        f"= {expected}; the dispatcher lists {sizes} and capture_model() captured {captured}")
 
 
-@pytest.mark.parametrize("args, name", [
-    (([1, 2], [0, 1], [0]), ("slots", "rows")),
-    (([1], [0], [8]), "slots"),  # the padding slot is reserved
-    (([1], [64], [0]), "positions"),
-])
-def test_step_rejects_bad_rows(engine, args, name):
+def test_step_before_capture_model_runs_eagerly(engine):
+    """Nothing is captured until capture_model(): a step before it has no graph, so it runs the
+    model eagerly (as vLLM does for a size it has no graph for), it does not crash."""
+    eager, model = ToyModel(), ToyModel()
+    runner = engine.DecodeEngine(model, mode=engine.CUDAGraphMode.FULL, capture_sizes=[4])
+    inputs = rows([5, 6, 7], [0, 0, 0], [0, 1, 2])
+    got = runner.step(*inputs)
+    error = (got - eager.forward(*inputs)).abs().max().item()
+    assert error <= 1e-5, f"a step before capture_model() differs from the eager model by {error:.3g}"
+    assert dict(runner.stats).get("eager") == 1 and len(runner.graphs) == 0, (
+        f"a step before capture_model(): expected one eager step and no graph, got stats "
+        f"{dict(runner.stats)} and {len(runner.graphs)} graphs")
+
+
+@pytest.mark.parametrize("slots, uniform", [([0, 1, 2], True), ([3, 0, 5], True), ([0, 0, 1], False),
+                                            ([0, 1, 1], False), ([2, 1, 2], False), ([4, 4, 4], False)])
+def test_uniform_decode_is_worked_out_from_the_slots(engine, slots, uniform):
+    """step(..., uniform_decode=None): uniform when every slot is distinct. Rows of one slot are
+    one sequence's prompt chunk (a mixed batch), wherever the repeat is and however few rows."""
+    _, runner = engine_for(engine, "FULL_AND_PIECEWISE", sizes=[4])
+    runner.step(*rows([1, 2, 3], [0, 1, 2], slots))
+    kinds = [(k[0].name, bool(k[1].uniform_decode)) for k, v in dict(runner.stats).items()
+             if k != "eager" and v]
+    expected = [("FULL", True)] if uniform else [("PIECEWISE", False)]
+    assert kinds == expected, (
+        f"step(slots={slots}) in FULL_AND_PIECEWISE without uniform_decode: replayed {kinds}, "
+        f"expected {expected}\n  rule: uniform_decode is worked out as 'every slot distinct'")
+
+
+LONG = torch.long
+BAD_ROWS = {
+    "lengths": (("slots", "rows"), lambda: rows([1, 2], [0, 1], [0])),
+    "padding-slot": ("slots", lambda: rows([1], [0], [8])),  # the padding slot is reserved
+    "negative-slot": ("slots", lambda: rows([1], [0], [-1])),
+    "position-past-the-cache": ("positions", lambda: rows([1], [64], [0])),
+    "negative-position": ("positions", lambda: rows([1], [-1], [0])),
+    "int32-tokens": ("tokens", lambda: [torch.tensor([1, 2], dtype=torch.int32), *rows([0, 1], [0, 1])]),
+    "float-positions": ("positions", lambda: [*rows([1]), torch.tensor([0.0]), *rows([0])]),
+    "2-d-slots": ("slots", lambda: [*rows([1], [0]), torch.tensor([[0]], dtype=LONG)]),
+    "no-rows": ("tokens", lambda: [torch.zeros(0, dtype=LONG)] * 3),
+    "a-list": ("tokens", lambda: [[1], *rows([0], [0])]),
+}
+
+
+@pytest.mark.parametrize("kind", list(BAD_ROWS))
+def test_step_rejects_bad_rows(engine, kind):
+    name, make = BAD_ROWS[kind]
     _, runner = engine_for(engine, "FULL", sizes=[2])
-    check_rejects(lambda: runner.step(*rows(*args)), name,
-                  "tokens, positions and slots: 1-D int64 tensors of one length; real slots "
-                  "0..max_seqs-1; positions 0..max_seq_len-1")
+    bad = make()
+    check_rejects(lambda: runner.step(*bad), name,
+                  f"{kind}: tokens, positions and slots must be 1-D int64 tensors of one length "
+                  ">= 1 on the model's device; real slots 0..max_seqs-1; positions "
+                  "0..max_seq_len-1")
+
+
+def test_step_accepts_the_largest_slot_and_position(engine):
+    """The boundary on the accepted side: slot max_seqs - 1 and position max_seq_len - 1 are real."""
+    eager, (model, runner) = ToyModel(), engine_for(engine, "FULL", sizes=[2])
+    c = model.config
+    inputs = rows([3, 4], [c.max_seq_len - 1, c.max_seq_len - 1], [c.max_seqs - 1, 0])
+    got = runner.step(*inputs)
+    error = (got - eager.forward(*inputs)).abs().max().item()
+    assert error <= 1e-5, (f"a step at slot {c.max_seqs - 1} and position {c.max_seq_len - 1} (the "
+                           f"largest real ones) differs from the eager model by {error:.3g}")
 
 
 @pytest.mark.parametrize("prompts, new, name", [

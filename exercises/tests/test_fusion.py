@@ -25,10 +25,14 @@ def inputs(shape, dtype, device="cpu", seed=0):
     return x, residual, weight
 
 
-def check_matches_reference(fusion, x, residual, weight):
+def check_matches_reference(fusion, x, residual, weight, eps=None):
     before = (x.clone(), residual.clone())
-    got = fusion.fused_add_rms_norm(x, residual, weight)
-    expected = add_rms_norm_reference(x, residual, weight)
+    if eps is None:
+        got = fusion.fused_add_rms_norm(x, residual, weight)
+        expected = add_rms_norm_reference(x, residual, weight)
+    else:
+        got = fusion.fused_add_rms_norm(x, residual, weight, eps)
+        expected = add_rms_norm_reference(x, residual, weight, eps)
     assert isinstance(got, tuple) and len(got) == 2, (
         f"fused_add_rms_norm must return (out, new_residual), got {type(got).__name__}")
     tol = TOLERANCE[x.dtype]
@@ -38,7 +42,8 @@ def check_matches_reference(fusion, x, residual, weight):
         excess = ((g.float() - e.float()).abs() - tol * (1 + e.float().abs())).max().item()
         assert excess <= 0, (
             f"{name}: differs from add_rms_norm_reference by more than {tol} * (1 + |expected|) "
-            f"({x.dtype}, a {tuple(x.shape)} input; worst excess {excess:.3g})\n  rule: "
+            f"({x.dtype}, a {tuple(x.shape)} input, eps={1e-6 if eps is None else eps}; worst "
+            f"excess {excess:.3g})\n  rule: "
             "new_residual = x + residual; out = rms_norm(new_residual) * weight, normalized in fp32")
     assert torch.equal(x, before[0]) and torch.equal(residual, before[1]), (
         "fused_add_rms_norm modified x or residual; it must return new tensors")
@@ -85,12 +90,35 @@ def test_fused_add_rms_norm_over_the_last_dimension_of_3d_inputs(fusion):
     check_matches_reference(fusion, *inputs((2, 3, 40), torch.float32, seed=3))
 
 
-@pytest.mark.parametrize("which", ["residual", "weight"])
-def test_fused_add_rms_norm_rejects_mismatched_inputs(fusion, which):
-    x, residual, weight = inputs((4, 16), torch.float32)
-    bad = {"residual": (x, residual[:, :8], weight), "weight": (x, residual, weight[:8])}[which]
-    check_rejects(lambda: fusion.fused_add_rms_norm(*bad), which,
-                  "residual must match x (shape, dtype, device); weight must be x.shape[-1:]")
+@given(eps=st.sampled_from([1e-3, 0.1, 0.5, 2.0]), seed=st.integers(0, 2**16))
+def test_fused_add_rms_norm_uses_the_eps_given(fusion, eps, seed):
+    # Small values, so that eps is not lost next to the mean square.
+    x, residual, weight = (t * 0.1 for t in inputs((3, 24), torch.float32, seed=seed))
+    check_matches_reference(fusion, x, residual, weight, eps)
+
+
+BAD_NORM_INPUTS = {
+    "residual-shape": ("residual", lambda x, r, w: (x, r[:, :8], w)),
+    "residual-dtype": ("residual", lambda x, r, w: (x, r.double(), w)),
+    "residual-device": ("residual", lambda x, r, w: (x, torch.empty(r.shape, device="meta"), w)),
+    "residual-not-a-tensor": ("residual", lambda x, r, w: (x, r.tolist(), w)),
+    "weight-shape": ("weight", lambda x, r, w: (x, r, w[:8])),
+    "weight-of-the-whole-shape": ("weight", lambda x, r, w: (x, r, torch.ones(x.shape))),
+    "weight-device": ("weight", lambda x, r, w: (x, r, torch.empty(w.shape, device="meta"))),
+    "weight-not-a-tensor": ("weight", lambda x, r, w: (x, r, w.tolist())),
+    "x-0-d": ("x", lambda x, r, w: (torch.tensor(1.0), torch.tensor(1.0), torch.tensor(1.0))),
+    "x-not-a-tensor": ("x", lambda x, r, w: (x.tolist(), r, w)),
+}
+
+
+@pytest.mark.parametrize("kind", list(BAD_NORM_INPUTS))
+def test_fused_add_rms_norm_rejects_mismatched_inputs(fusion, kind):
+    name, make = BAD_NORM_INPUTS[kind]
+    bad = make(*inputs((4, 16), torch.float32))
+    check_rejects(lambda: fusion.fused_add_rms_norm(*bad), name,
+                  f"{kind}: x must be a tensor with at least one dimension; residual a tensor "
+                  "matching x (shape, dtype, device); weight a tensor of shape x.shape[-1:] on "
+                  "x's device")
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the error raised on a machine without CUDA")

@@ -72,6 +72,27 @@ def test_time_ms_is_the_mean_of_the_timed_calls_in_ms(launch_tax):
     )
 
 
+@no_cuda_only
+def test_time_ms_uses_a_monotonic_clock(launch_tax, monkeypatch):
+    """The wall clock (time.time) jumps when the system clock is set (NTP, a VM resumed...); a
+    timer must not follow it. Here it jumps an hour forward at every reading."""
+    real_time, real_time_ns, readings = time.time, time.time_ns, [0]
+
+    def jumping():
+        readings[0] += 1
+        return real_time() + 3600.0 * readings[0]
+
+    monkeypatch.setattr(time, "time", jumping)
+    monkeypatch.setattr(time, "time_ns", lambda: real_time_ns() + int(3600e9) * (readings[0] + 1))
+    got = launch_tax.time_ms(Calls(timed_sleep_s=0.002), iters=5, warmup=1)
+    monkeypatch.undo()
+    assert isinstance(got, float) and 2.0 <= got < 10.0, (
+        f"time_ms(fn, iters=5, warmup=1) with 2 ms calls, while the wall clock jumped an hour at "
+        f"every reading: expected about 2 (ms per call), got {got!r}\n  rule: time with a "
+        "monotonic clock (time.perf_counter), never the wall clock time.time"
+    )
+
+
 @pytest.mark.parametrize("iters", [0, -1])
 def test_time_ms_rejects_no_iterations(launch_tax, iters):
     check_rejects(lambda: launch_tax.time_ms(Calls(), iters=iters), "iters",

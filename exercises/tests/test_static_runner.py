@@ -30,6 +30,14 @@ def pair(x, y):
     return x * 2.0, {"y_plus_x_mean": y + x.mean()}
 
 
+def listed(x, y):
+    return [x * 2.0, y - x]
+
+
+FUNCTIONS = [combine, pair, listed]
+FUNCTION_IDS = ["tensor", "tuple-with-dict", "list"]
+
+
 def randoms(shapes, seed, device="cpu"):
     g = torch.Generator(device=device).manual_seed(seed)
     return [torch.rand(*s, generator=g, device=device) + 0.5 for s in shapes]
@@ -106,7 +114,7 @@ def test_captures_once_with_the_given_warmup(static_runner):
     )
 
 
-@pytest.mark.parametrize("fn", [combine, pair], ids=["tensor", "tuple-with-dict"])
+@pytest.mark.parametrize("fn", FUNCTIONS, ids=FUNCTION_IDS)
 def test_cloned_outputs_survive_the_next_call(static_runner, fn):
     spy = RecordingCapture()
     shapes = [(5,), (5,)]
@@ -128,7 +136,7 @@ def test_cloned_outputs_survive_the_next_call(static_runner, fn):
     )
 
 
-@pytest.mark.parametrize("fn", [combine, pair], ids=["tensor", "tuple-with-dict"])
+@pytest.mark.parametrize("fn", FUNCTIONS, ids=FUNCTION_IDS)
 def test_static_outputs_are_overwritten_when_not_cloned(static_runner, fn):
     shapes = [(5,), (5,)]
     runner = static_runner.GraphRunner(fn, *randoms(shapes, seed=0), clone_outputs=False)
@@ -151,6 +159,13 @@ def test_runner_uses_the_stand_in_for_cputensors_in(static_runner):
     assert torch.allclose(runner(x), combine(x)), (
         "with capture=None and CPU tensors the runner must capture with coursekit.standin.capture_on_cpu"
     )
+
+
+@pytest.mark.parametrize("bad", [[1.0, 2.0], 3.0, None], ids=["list", "float", "None"])
+def test_example_inputs_must_be_tensors(static_runner, bad):
+    check_rejects(lambda: static_runner.GraphRunner(combine, torch.ones(3), bad), "example_inputs[1]",
+                  "every example input must be a tensor: the runner copies each into a static "
+                  "buffer (ValueError naming example_inputs[i])")
 
 
 def test_call_checks_the_number_of_inputs(static_runner):

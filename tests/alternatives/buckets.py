@@ -57,9 +57,12 @@ class BucketedGraphRunner:
         self.stats["eager"] = 0
 
     def __call__(self, x):
-        if x.shape[1:] != self._static.shape[1:] or x.dtype != self._static.dtype or len(x) == 0:
-            raise ValueError(f"x has shape {tuple(x.shape)} and dtype {x.dtype}; expected rows "
-                             f"like {tuple(self._static.shape[1:])} {self._static.dtype}")
+        like = self._static
+        if not (torch.is_tensor(x) and x.ndim > 0 and len(x) > 0 and x.shape[1:] == like.shape[1:]
+                and (x.dtype, x.device) == (like.dtype, like.device)):
+            what = f"{tuple(x.shape)} {x.dtype} {x.device}" if torch.is_tensor(x) else repr(x)[:40]
+            raise ValueError(f"x is {what}; expected rows like {tuple(like.shape[1:])} "
+                             f"{like.dtype} {like.device}")
         bucket = padded_size(len(x), self._sizes)
         if bucket is None:
             self.stats["eager"] += 1

@@ -31,10 +31,13 @@ def _add_norm(x, residual, weight, eps):
 
 
 def fused_add_rms_norm(x, residual, weight, eps=1e-6):
-    if residual.shape != x.shape or residual.dtype != x.dtype or residual.device != x.device:
-        raise ValueError(f"residual does not match x: {residual.shape} vs {x.shape}")
-    if tuple(weight.shape) != (x.shape[-1],):
-        raise ValueError(f"weight should have shape ({x.shape[-1]},), has {tuple(weight.shape)}")
+    if not torch.is_tensor(x) or x.ndim == 0:
+        raise ValueError("x must be a tensor with at least one dimension")
+    if not torch.is_tensor(residual) or (residual.shape, residual.dtype, residual.device) != (
+            x.shape, x.dtype, x.device):
+        raise ValueError("residual does not match x in shape, dtype or device")
+    if not torch.is_tensor(weight) or tuple(weight.shape) != (x.shape[-1],) or weight.device != x.device:
+        raise ValueError(f"weight should be a tensor of shape ({x.shape[-1]},) on {x.device}")
     if x.device.type == "cuda":
         if x.dtype not in _compiled:
             _compiled[x.dtype] = torch.compile(_add_norm)

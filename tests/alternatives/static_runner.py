@@ -10,7 +10,9 @@ from coursekit.standin import capture_on_cpu
 class GraphRunner:
     def __init__(self, fn, *example_inputs, warmup_iters=3, clone_outputs=True, capture=None):
         buffers = []
-        for x in example_inputs:
+        for i, x in enumerate(example_inputs):
+            if not torch.is_tensor(x):
+                raise ValueError(f"example_inputs[{i}] is a {type(x).__name__}, not a tensor")
             buffer = torch.empty_like(x)
             buffer.copy_(x)
             buffers.append(buffer)
