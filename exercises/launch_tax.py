@@ -49,8 +49,9 @@ def measure_launch_tax(n_ops: int = 200, numel: int = 1024, iters: int = 100) ->
     4. Replay once more and compare the graph's output with the eager result (``torch.equal``).
 
     Return ``LaunchTax(n_ops, numel, eager_us, graph_us, replay_matches_eager)`` with times in
-    microseconds per run of the chain. ``n_ops``, ``numel`` or ``iters`` below 1 -> ValueError
-    naming it; no CUDA -> RuntimeError saying a CUDA device is needed.
+    microseconds per run of the chain. The arguments are checked first, on any machine:
+    ``n_ops``, ``numel`` or ``iters`` below 1 -> ValueError naming it; then no CUDA ->
+    RuntimeError saying a CUDA device is needed.
     """
     raise NotImplementedError("exercise 2: measure_launch_tax")
 
@@ -63,6 +64,7 @@ def sweep_launch_tax(
     Fitting a line through the results gives this GPU's two slopes (exercise 1):
     ``fit_launch_model([r.n_ops ...], [r.eager_us / 1e3 ...])`` -> µs per eager kernel launch,
     ``fit_launch_model([r.n_ops ...], [r.graph_us / 1e3 ...])`` -> µs per kernel node in a graph.
-    An empty ``n_ops_list`` -> ValueError naming ``n_ops_list``.
+    An empty ``n_ops_list`` -> ValueError naming ``n_ops_list``, on any machine (it needs no GPU
+    to tell).
     """
     raise NotImplementedError("exercise 2: sweep_launch_tax")

@@ -337,10 +337,15 @@ def ex2(draw: Draw) -> list[Check]:
                  kwargs={"warmup": bad_warmup}),
                P("time_ms_calls", "time_ms(fn, iters=1, warmup=0)", iters=1, warmup=0)]),
         Check("ex2", "measure_needs_cuda",
-              "without CUDA, measure_launch_tax raises a RuntimeError saying a CUDA device is "
-              "needed (checked beside the CPU timer: a module that only raises earns nothing)",
+              "arguments first, on any machine (n_ops, numel or iters below 1, an empty "
+              "n_ops_list: a ValueError naming it); then, without CUDA, measure_launch_tax raises "
+              "a RuntimeError saying a CUDA device is needed (checked beside the CPU timer: a "
+              "module that only raises earns nothing)",
               [P("measure", f"measure_launch_tax(n_ops={n_ops}, numel=8, iters=1)", cuda=True,
                  kwargs={"n_ops": n_ops, "numel": 8, "iters": 1})]
+              + [P("measure", f"measure_launch_tax({name}=0) without CUDA", name,
+                   kwargs={"n_ops": n_ops, "numel": 8, "iters": 1, name: 0}) for name in ("n_ops", "numel", "iters")]
+              + [P("sweep", "sweep_launch_tax([]) without CUDA", "n_ops_list", lengths=[], iters=1)]
               + [P("time_ms_calls", f"time_ms(fn, iters={i}, warmup={w})", iters=i, warmup=w)
                  for i, w in cpu_counts]),
         Check("ex2", "gpu_time_ms_includes_gpu_work",

@@ -383,6 +383,15 @@ GAPS = [
       ("        graph = self.graphs.get((mode, desc))\n        if graph is None:\n",
        "        graph = self.graphs[(mode, desc)] if mode is not CUDAGraphMode.NONE else None\n"
        "        if graph is None:\n")),
+    K("before-set-up", "engine", "step-before-capture-refuses", "step() before capture_model() raises",
+      ("        graph = self.graphs.get((mode, desc))\n",
+       "        if not self.graphs and mode is not CUDAGraphMode.NONE:\n"
+       "            raise RuntimeError('call capture_model() first')\n"
+       "        graph = self.graphs.get((mode, desc))\n")),
+    K("before-set-up", "engine", "step-captures-lazily", "the first step captures the model itself",
+      ("        graph = self.graphs.get((mode, desc))\n",
+       "        if not self.graphs:\n            self.capture_model()\n"
+       "        graph = self.graphs.get((mode, desc))\n")),
     # A flag worked out when not given, where two plausible rules disagree.
     K("worked-out-flag", "engine", "uniform-from-row-count", "uniform when at most max_seqs rows",
       ("            uniform_decode = len(torch.unique(slots)) == n\n",
@@ -390,6 +399,9 @@ GAPS = [
     K("worked-out-flag", "engine", "uniform-from-first-slot", "uniform when the first two slots differ",
       ("            uniform_decode = len(torch.unique(slots)) == n\n",
        "            uniform_decode = n == 1 or bool(slots[0] != slots[1])\n")),
+    K("worked-out-flag", "engine", "uniform-from-sorted-slots", "uniform when the slots ascend",
+      ("            uniform_decode = len(torch.unique(slots)) == n\n",
+       "            uniform_decode = bool((slots[1:] > slots[:-1]).all())\n")),
     # Container types of outputs.
     K("container", "buckets", "default-sizes-tuple", "default_capture_sizes returns a tuple",
       ("    return [s for s in sizes if s <= max_size]", "    return tuple(s for s in sizes if s <= max_size)")),
@@ -415,6 +427,11 @@ GAPS = [
        "    return (time.perf_counter() - start_s)",
        "    start_s = time.time()\n    for _ in range(iters):\n        fn()\n"
        "    return (time.time() - start_s)")),
+    K("clock", "launch_tax", "time-thread-time", "the thread's CPU time instead of a wall clock",
+      ("    start_s = time.perf_counter()\n    for _ in range(iters):\n        fn()\n"
+       "    return (time.perf_counter() - start_s)",
+       "    start_s = time.thread_time()\n    for _ in range(iters):\n        fn()\n"
+       "    return (time.thread_time() - start_s)")),
     # Empty inputs, rules that need no GPU.
     K("empty", "buckets", "runner-accepts-empty-batch", "a batch of 0 rows is replayed",
       ("            or len(x) < 1\n", "")),
@@ -423,6 +440,12 @@ GAPS = [
        "    if not isinstance(x, torch.Tensor):\n        raise ValueError(f\"x: expected a tensor with at least one")),
     K("empty", "engine", "step-accepts-empty", "a step of 0 tokens is accepted",
       ("x.dim() != 1 or x.dtype != torch.long or len(x) < 1", "x.dim() != 1 or x.dtype != torch.long")),
+    K("empty", "launch_tax", "measure-checks-only-on-a-gpu", "n_ops=0 on a laptop says CUDA is needed",
+      ("    for name, value in ((\"n_ops\", n_ops), (\"numel\", numel), (\"iters\", iters)):\n"
+       "        _check_count(name, value, minimum=1)\n    if not torch.cuda.is_available():\n",
+       "    if not torch.cuda.is_available():\n")),
+    K("empty", "launch_tax", "sweep-empty-unchecked", "an empty sweep returns []",
+      ("    if not n_ops_list:\n        raise ValueError", "    if False:\n        raise ValueError")),
     # A configuration rule that the outcome does not show.
     K("configuration", "engine", "default-sizes-1-2-4-8", "captures [1, 2, 4, 8] by default",
       ("sizes = default_capture_sizes(model.config.max_seqs) if capture_sizes is None",

@@ -110,6 +110,20 @@ def test_measure_launch_tax_without_cuda_says_so(launch_tax):
                               "measure_launch_tax")
 
 
+@pytest.mark.parametrize("argument", ["n_ops", "numel", "iters"])
+def test_measure_launch_tax_checks_its_arguments_on_any_machine(launch_tax, argument):
+    """Bad arguments are a ValueError first, with or without a GPU: a laptop can tell."""
+    kwargs = dict(n_ops=4, numel=8, iters=1)
+    kwargs[argument] = 0
+    check_rejects(lambda: launch_tax.measure_launch_tax(**kwargs), argument,
+                  f"{argument} must be at least 1; arguments are checked before looking for CUDA")
+
+
+def test_sweep_launch_tax_rejects_an_empty_sweep_on_any_machine(launch_tax):
+    check_rejects(lambda: launch_tax.sweep_launch_tax([]), "n_ops_list",
+                  "a sweep needs at least one chain length (no GPU is needed to tell)")
+
+
 # ------------------------------------------------------------------------------- on a GPU
 
 
