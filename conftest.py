@@ -2,13 +2,22 @@
 
 from __future__ import annotations
 
-import pytest
-from hypothesis import settings
+import os
+import sys
 
-from coursekit import strategies
-from coursekit.impl import Implementation
+# One CPU thread for torch, here and in every process the tests start: the tensors are tiny, and
+# several test processes each spinning OpenMP threads on a few cores run twice as slowly.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+import pytest  # noqa: E402
+from hypothesis import settings  # noqa: E402
+
+from coursekit import strategies  # noqa: E402
+from coursekit.impl import Implementation  # noqa: E402
 
 settings.load_profile(strategies.default_profile())
+if "torch" in sys.modules:  # imported before this file (by a plugin): set it directly
+    sys.modules["torch"].set_num_threads(1)
 
 
 def pytest_addoption(parser):

@@ -1,7 +1,8 @@
 """Hypothesis strategies and settings profiles for the whole course, kept in one place.
 
 Profiles: ``dev`` (default; fast, random), ``ci`` (derandomized, more examples; chosen when the
-environment variable CI is set), ``grading`` (derandomized and reproducible, no example database).
+environment variable CI is set), ``grading`` (derandomized and reproducible, no example database),
+``sweep`` (dev's number of examples, derandomized: the repository's mutant sweeps).
 Pick one with ``--hypothesis-profile NAME`` or the HYPOTHESIS_PROFILE environment variable.
 """
 
@@ -23,6 +24,9 @@ settings.register_profile("ci", max_examples=150, derandomize=True, database=Non
 settings.register_profile(
     "grading", max_examples=100, derandomize=True, database=None, print_blob=False, **_common
 )
+# As many examples as a student's default run (dev), but the same ones every time: the course's
+# own sweeps of wrong implementations must reject each one with no more.
+settings.register_profile("sweep", max_examples=40, derandomize=True, database=None, **_common)
 
 
 def default_profile() -> str:

@@ -118,3 +118,14 @@ def test_gpu_tests_are_collected_and_skipped_with_a_reason_on_a_cpu():
     )
     silent = [t for t in outcome.skipped if "needs a CUDA GPU" not in outcome.reasons.get(t, "")]
     assert not silent, f"GPU tests skipped without saying they need a CUDA GPU: {silent}"
+
+
+def test_the_readme_kill_matrix_counts_the_corpus():
+    """The README's kill matrix is measured by hand (python -m tests.kill_matrix --write); its
+    mutant counts must still be those of tests/mutants.py."""
+    from tests import kill_matrix
+
+    stated = kill_matrix.readme_counts((REPO_ROOT / "README.md").read_text(encoding="utf-8"))
+    assert stated == kill_matrix.counts(), (
+        f"README.md's kill matrix counts {stated}, tests/mutants.py holds {kill_matrix.counts()}: "
+        "run python -m tests.kill_matrix --write")

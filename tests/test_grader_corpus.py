@@ -1,19 +1,26 @@
 """The grader against the corpus: the reference and every alternative keep every point, the
 stubs get none, every wrong implementation in tests/mutants.py loses points in its exercise
-(on the CPU checks; the GPU-only mutants on a CUDA machine), and the rubric adds up to 100."""
+(on the CPU checks; the GPU-only mutants on a CUDA machine), and the rubric adds up to 100.
+
+The workers here are forked from a warm process, without the sandbox (tests/warm_worker.py):
+these tests are about what the checks conclude. Grading through the sandbox is tested by
+tests/test_grader_cli.py, tests/test_adversarial*.py and the other command-line tests."""
 
 import pytest
 
 from coursekit.impl import REPO_ROOT
-from grader.judge import Judge, all_checks, load_rubric
+from grader.judge import Judge, all_checks, load_rubric, runtime_files
 from grader.submission import load
-from tests import mutants
+from tests import mutants, warm_worker
 from tests.harness import submission
 
 
 @pytest.fixture(scope="module")
 def judge():
-    return Judge(jobs=2)
+    """A judge whose workers are forked from a warm one (tests/warm_worker.py): the same checks,
+    probes and frames, without the sandbox's cost of a new interpreter per run."""
+    with warm_worker.serve(runtime_files()):
+        yield Judge(jobs=2)
 
 
 def scores(report):

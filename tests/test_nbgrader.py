@@ -16,7 +16,6 @@ autograded once; the tests read the release, the gradebook and the feedback:
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import re
@@ -28,13 +27,13 @@ import pytest
 
 from coursekit.impl import REPO_ROOT
 from grader import notebook as nb
-from grader.judge import Judge, all_checks, load_rubric
+from grader.judge import Judge, all_checks, load_rubric, runtime_files
 from grader.submission import load
-from tests import mutants
-from tests.nbcourse import (cell_scores, make_course, nbgrader, per_exercise, release_notebook,
-                            submit)
+from tests import mutants, warm_worker
+from tests.nbcourse import (built, cell_scores, make_course, nbgrader, per_exercise,
+                            release_notebook, shared_folder, submit)
 
-CHECK_TIMEOUT_S = 20  # per exercise worker: well above a normal exercise (~2 s), to catch a loop
+CHECK_TIMEOUT_S = 8  # per exercise worker: well above a normal exercise (~2 s), to catch a loop
 CPU_CHECKS = [c for c in all_checks() if not c.gpu]
 HIDDEN = [c for c in CPU_CHECKS if c.hidden]
 RUBRIC = load_rubric()
@@ -102,25 +101,19 @@ class Course:
 
 
 @pytest.fixture(scope="module")
-def course(tmp_path_factory) -> Course:
+def course(pytestconfig) -> Course:
     if shutil.which("nbgrader") is None:
         message = "needs nbgrader's command line: pip install -e '.[nbgrader]'"
         if os.environ.get("CI"):
             pytest.fail(message + " (CI installs it: .ci/run)")
         pytest.skip(message)
-    # Built once per test run, even when pytest-xdist spreads these tests over several workers.
-    shared = tmp_path_factory.getbasetemp().parent / "nbcourse"
-    shared.mkdir(exist_ok=True)
-    with open(shared / "lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not (shared / "done").exists():
-            _build(shared / "course")
-            (shared / "done").write_text("")
-    root = shared / "course"
-    return Course(root, release_notebook(root), json.loads((shared / "course" / "students.json").read_text()))
+    # Built once per test run, even when pytest-xdist spreads these tests over several workers
+    # (and started early, in the background: tests/conftest.py).
+    root = built(shared_folder(pytestconfig))
+    return Course(root, release_notebook(root), json.loads((root / "students.json").read_text()))
 
 
-def _build(root: Path) -> None:
+def build(root: Path) -> None:
     make_course(root)
     nbgrader(root, "generate_assignment", nb.ASSIGNMENT)
     release = release_notebook(root)
@@ -271,11 +264,14 @@ def test_wrong_code_loses_points_in_its_exercises(course):
 
 
 def test_our_grader_gives_the_same_per_exercise_scores(course):
-    judge = Judge(gpu="off", timeout_s=CHECK_TIMEOUT_S, jobs=2)
-    for student in course.students:
-        path = course.root / "submitted" / student / nb.ASSIGNMENT / f"{nb.ASSIGNMENT}.ipynb"
-        ours = {e.exercise: (e.score, e.max_score) for e in judge.grade(load(path)).exercises}
-        assert ours == per_exercise(cell_scores(course.root, student)), student
+    # Our side's workers are forked from a warm one (tests/warm_worker.py): the scores are the
+    # subject here, nbgrader's side ran in the real sandbox.
+    with warm_worker.serve(runtime_files()):
+        judge = Judge(gpu="off", timeout_s=CHECK_TIMEOUT_S, jobs=2)
+        for student in course.students:
+            path = course.root / "submitted" / student / nb.ASSIGNMENT / f"{nb.ASSIGNMENT}.ipynb"
+            ours = {e.exercise: (e.score, e.max_score) for e in judge.grade(load(path)).exercises}
+            assert ours == per_exercise(cell_scores(course.root, student)), student
 
 
 # ----------------------------------------------------------------------------- feedback

@@ -13,9 +13,9 @@ import pytest
 
 from coursekit.impl import REPO_ROOT
 from grader import notebook as nb
-from grader.judge import Judge, all_checks, load_rubric
+from grader.judge import Judge, all_checks, load_rubric, runtime_files
 from grader.submission import load, writefile_module
-from tests import mutants
+from tests import mutants, warm_worker
 
 CPU_CHECKS = [c for c in all_checks() if not c.gpu]
 
@@ -31,7 +31,10 @@ def built():
 
 @pytest.fixture(scope="module")
 def judge():
-    return Judge(gpu="off", jobs=2)
+    """Workers forked from a warm one (tests/warm_worker.py): these tests compare what a notebook
+    and a folder of the same modules are graded, not how the worker is isolated."""
+    with warm_worker.serve(runtime_files()):
+        yield Judge(gpu="off", jobs=2)
 
 
 def per_exercise(report) -> dict[str, tuple[float, float]]:

@@ -936,7 +936,7 @@ CASES = [
     Case("forged-million-objects", "ex1", hostile(LM, FORGED_OBJECTS, base=stub, end=True), 0,
          "a 60 MiB answer of 20 million empty lists: refused before parsing (over the frame cap; "
          "the cap on values within a frame is proved in tests/test_wire.py), the judge's memory "
-         "stays small", reason="larger than allowed", max_rss_mb=1000,
+         "stays small", reason="larger than", max_rss_mb=1000,
          defence="bounded-decoding"),
     Case("zip-two-copies", "ex1", build_two_copies, 0,
          "a zip of the reference with a second launch_model.py (the stub) one folder down: what an "
