@@ -1,7 +1,8 @@
 """The grader against hostile submissions (``tests/adversarial/cases.py``).
 
 Each case is graded with ``python -m grader grade SUBMISSION --json PATH --gpu off --only ...``
-from the repository root, as a grading server would (officially, with a grading secret, unless
+from the repository root, as a grading server would (in a process forked from a warm one that
+has imported torch and the grader, ``tests/warm_grader.py``) (officially, with a grading secret, unless
 the case says otherwise), on the attacked exercise and a bystander (``graded``). It must get
 exactly its expected points for the attacked exercise and full points for the bystander, finish
 in bounded time with exit status 0, leave no process behind and change no file of the repository
@@ -18,6 +19,7 @@ afterwards, or any worker whose box is gone, is a leftover.
 
 from __future__ import annotations
 
+import atexit
 import hashlib
 import json
 import os
@@ -34,6 +36,7 @@ import pytest
 from coursekit.impl import REPO_ROOT
 from tests.adversarial.cases import CASES, EXERCISES, FULL, Case
 from tests.adversarial.defences import DEFENCES, off
+from tests.warm_grader import WarmGrader
 
 WATCHED = ("solutions", "grader", "exercises")
 
@@ -109,6 +112,14 @@ def grade(submission: Path, out: Path, case: Case, tmpdir: Path, root: Path,
     if secret is not None:
         command += ["--secret-file", str(secret)]
     env = {k: v for k, v in os.environ.items() if k != "LAUNCH_TAX_SECRET_FILE"}
+    if root == REPO_ROOT:  # the repository's own grader: forked from a warm one (tests/warm_grader.py)
+        done = _warm().run(command[3:], str(root), {**env, "TMPDIR": str(tmpdir)},
+                           str(out.with_suffix(".log")), bound)
+        raw = out.with_suffix(".log").read_bytes()
+        if done["returncode"] == "killed":
+            return {"returncode": "killed", "output": f"did not finish within {bound:.0f} s",
+                    "raw_output": b"", "wall_s": bound, "max_rss_mb": 0}
+        return {**done, "output": raw.decode(errors="replace"), "raw_output": raw}
     with open(out.with_suffix(".log"), "w+b") as log:
         start = time.monotonic()
         proc = subprocess.Popen(command, cwd=root, stdout=log, stderr=subprocess.STDOUT,
@@ -129,6 +140,17 @@ def grade(submission: Path, out: Path, case: Case, tmpdir: Path, root: Path,
         raw = log.read()
         return {"returncode": proc.returncode, "output": raw.decode(errors="replace"), "raw_output": raw,
                 "wall_s": time.monotonic() - start, "max_rss_mb": usage.ru_maxrss / 1024}
+
+
+_WARM: list[WarmGrader] = []
+
+
+def _warm() -> WarmGrader:
+    """One warm grader per test process, made when first needed."""
+    if not _WARM:
+        _WARM.append(WarmGrader())
+        atexit.register(_WARM[0].close)
+    return _WARM[0]
 
 
 def hidden_inputs(submission: Path, case: Case, secret: Path | None) -> list[str]:

@@ -175,13 +175,14 @@ def test_padding_rows_are_reset_before_every_replay(engine, mode):
         "n..bucket-1 with token 0, position 0 and model.padding_slot")
 
 
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=gpu)])
 @pytest.mark.parametrize("mode", ["FULL", "PIECEWISE"])
-def test_padded_batches_replay_their_bucket_with_fixed_buffers(engine, mode):
+def test_padded_batches_replay_their_bucket_with_fixed_buffers(engine, mode, device):
     """As vLLM's and SGLang's CUDA-graph tests do: batch sizes that need padding (3, 5, 7 with
     buckets 1, 2, 4, 8) give the eager model's logits, each replays its bucket's graph (no silent
     eager fallback for a size that was captured), the static inputs never move, and in PIECEWISE
     the eager attention between the graphs runs on every replay."""
-    eager, model = ToyModel(), ToyModel()
+    eager, model = ToyModel(device=device), ToyModel(device=device)
     runner = engine.DecodeEngine(model, mode=engine.CUDAGraphMode[mode], capture_sizes=[1, 2, 4, 8])
     attention, calls = model.attention, []
 
@@ -203,7 +204,7 @@ def test_padded_batches_replay_their_bucket_with_fixed_buffers(engine, mode):
     for step, n in enumerate([3, 5, 7, 3]):
         calls.clear()
         slots = list(range(n))
-        inputs = rows([(31 * step + 7 * i) % 500 for i in range(n)], [step] * n, slots)
+        inputs = rows([(31 * step + 7 * i) % 500 for i in range(n)], [step] * n, slots, device=device)
         before = dict(runner.stats)
         got = runner.step(*inputs)
         error = (got - eager.forward(*inputs)).abs().max().item()
