@@ -2,9 +2,25 @@
 
 from __future__ import annotations
 
+import os
 import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from coursekit.impl import REPO_ROOT
 
 NBGRADER_TESTS = "tests/test_nbgrader.py"
+
+
+@pytest.hookimpl(optionalhook=True)  # runs without xdist (-p no:xdist) must still load this file
+def pytest_xdist_auto_num_workers(config):
+    """``-n auto``: half again as many workers as cores. Many of these tests spend seconds waiting
+    (a hanging submission until its time limit, a worker that is retried with twice the time), and
+    with one worker per core the cores would sit idle meanwhile."""
+    return max(2, (os.cpu_count() or 1) * 3 // 2)
 
 
 def pytest_collection_finish(session):
@@ -17,3 +33,12 @@ def pytest_collection_finish(session):
     from tests import nbcourse
 
     nbcourse.start_building(nbcourse.shared_folder(session.config))
+
+
+@pytest.fixture(scope="session")
+def secret_file(tmp_path_factory) -> Path:
+    """A grading secret made for this test run (official grading, as a course grades)."""
+    path = tmp_path_factory.mktemp("grading-secret") / "secret"
+    subprocess.run([sys.executable, "-m", "grader", "secret", "new", str(path)], cwd=REPO_ROOT,
+                   check=True, capture_output=True)
+    return path

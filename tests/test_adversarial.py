@@ -46,14 +46,6 @@ ROOT_ONLY = {"read-solutions", "network", "fork-bomb", "worker-leaves-group", "e
              "disk-filler"}
 
 
-@pytest.fixture(scope="session")
-def secret_file(tmp_path_factory) -> Path:
-    path = tmp_path_factory.mktemp("grading-secret") / "secret"
-    subprocess.run([sys.executable, "-m", "grader", "secret", "new", str(path)], cwd=REPO_ROOT,
-                   check=True, capture_output=True)
-    return path
-
-
 def repo_state(root: Path) -> tuple[str, dict[str, str]]:
     status = ""
     if (root / ".git").exists():

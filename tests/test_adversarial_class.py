@@ -47,14 +47,6 @@ DEFENDED = {
 }
 
 
-@pytest.fixture(scope="module")
-def secret_file(tmp_path_factory) -> Path:
-    path = tmp_path_factory.mktemp("grading-secret") / "secret"
-    subprocess.run([sys.executable, "-m", "grader", "secret", "new", str(path)], cwd=REPO_ROOT,
-                   check=True, capture_output=True)
-    return path
-
-
 def grade_all(root: Path, folder: Path, out: Path, secret: Path, *extra: str, bound: float = 240,
               env: dict | None = None) -> subprocess.CompletedProcess | None:
     """``grade-all`` run by the grader at ``root``; None when it did not finish within ``bound``."""
