@@ -4,8 +4,9 @@ Gradescope builds one image from the bundle (``setup.sh``), then for every submi
 student's files to ``/autograder/submission/``, runs ``/autograder/run_autograder`` as root and
 shows ``/autograder/results/results.json``. The bundle holds:
 
-* ``setup.sh``: installs exactly what grading needs (a CPU build of torch, numpy, hypothesis,
-  and util-linux's ``setpriv``/``prlimit``/``unshare``);
+* ``setup.sh``: installs exactly what grading needs into a virtual environment of its own,
+  ``/opt/launch-tax`` (Python 3.11 or newer, from apt where the image's ``python3`` is older; a
+  CPU build of torch, numpy, hypothesis), and util-linux's ``setpriv``/``prlimit``/``unshare``;
 * ``run_autograder``: grades ``submission/`` (module files, a notebook, or one zip of either)
   with the grading secret and writes ``results/results.json``; if grading itself fails, it
   still writes a results.json that says so (a fault of the grader is not a wrong answer);
@@ -33,20 +34,31 @@ SOURCES = ("grader", "coursekit", "solutions")
 NEVER = ("__pycache__", "expected.json", "notebook.py", "nbgrader_bridge.py", "release.py")
 
 SETUP = """#!/usr/bin/env bash
-# Gradescope runs this once, as root, to build the autograder image.
+# Gradescope runs this once, as root, to build the autograder image. The grader needs Python 3.11
+# or newer (tomllib); Ubuntu 22.04, a Gradescope base image, has 3.10 as python3, so an older
+# python3 brings python3.11 from apt. Everything is installed into a virtual environment of its
+# own (world-readable: the workers run as other users), never into the system's Python.
 set -euo pipefail
-apt-get update -qq && apt-get install -y -qq python3 python3-pip util-linux >/dev/null
-python3 -m pip install --quiet --break-system-packages --index-url https://download.pytorch.org/whl/cpu \\
-  "torch{torch}" 2>/dev/null || python3 -m pip install --quiet --index-url \\
-  https://download.pytorch.org/whl/cpu "torch{torch}"
-python3 -m pip install --quiet --break-system-packages numpy "hypothesis>=6.100" 2>/dev/null \\
-  || python3 -m pip install --quiet numpy "hypothesis>=6.100"
+venv=${{LAUNCH_TAX_VENV:-/opt/launch-tax}}
+apt-get update -qq
+apt-get install -y -qq python3 python3-venv util-linux >/dev/null
+python=python3
+if ! python3 -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then
+  apt-get install -y -qq python3.11 python3.11-venv >/dev/null
+  python=python3.11
+fi
+"$python" -m venv "$venv"
+"$venv/bin/python" -m pip install --quiet --index-url https://download.pytorch.org/whl/cpu "torch{torch}"
+"$venv/bin/python" -m pip install --quiet numpy "hypothesis>=6.100"
+chmod -R a+rX "$venv"
+"$venv/bin/python" -c 'import torch, numpy, hypothesis, tomllib'
 """
 
 RUN = """#!/usr/bin/env bash
 # Gradescope runs this for every submission, as root. AUTOGRADER_ROOT moves the layout (tests).
 set -u
 root=${AUTOGRADER_ROOT:-/autograder}
+python=${LAUNCH_TAX_PYTHON:-${LAUNCH_TAX_VENV:-/opt/launch-tax}/bin/python}  # what setup.sh made
 source="$root/source"
 results="$root/results"
 mkdir -p "$results"
@@ -54,7 +66,7 @@ mkdir -p "$results"
 chmod 700 "$source" "$results"
 chmod 600 "$source/grading-secret"
 cd "$source"
-python3 -m grader grade "$root/submission" --json "$results/results.json" --gpu off \\
+"$python" -m grader grade "$root/submission" --json "$results/results.json" --gpu off \\
   --secret-file "$source/grading-secret" --brief
 status=$?
 if [ "$status" -ne 0 ] || [ ! -s "$results/results.json" ]; then

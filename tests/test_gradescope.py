@@ -112,6 +112,47 @@ def test_the_bundle_holds_what_grading_needs_and_nothing_else(autograder):
     assert os.access(autograder / "run_autograder", os.X_OK)
 
 
+SHIM = """#!/usr/bin/env bash
+echo "$0 $*" >> "$LOG"
+case "$(basename "$0") $*" in
+  "python3 -c"*) exit $PYTHON3_TOO_OLD ;;
+  *"-m venv "*) mkdir -p "${@: -1}/bin"; ln -sf "$0" "${@: -1}/bin/python" ;;
+esac
+exit 0
+"""
+
+
+@pytest.mark.parametrize("too_old", [True, False], ids=["ubuntu-22.04-python-3.10", "python3-recent"])
+def test_setup_installs_into_a_python_the_grader_can_run(tmp_path, too_old):
+    """Gradescope's Ubuntu 22.04 image has Python 3.10, on which the grader cannot start (it reads
+    the rubric with tomllib): setup.sh must then bring Python 3.11 and build the environment with
+    it, and run_autograder must use that environment. Run with stand-ins for apt-get and Python
+    that log what they are asked."""
+    shims = tmp_path / "bin"
+    shims.mkdir()
+    for name in ("apt-get", "python3", "python3.11", "chmod"):
+        (shims / name).write_text(SHIM)
+        (shims / name).chmod(0o755)
+    log, venv = tmp_path / "log", tmp_path / "venv"
+    env = {"PATH": f"{shims}:/usr/bin:/bin", "LOG": str(log), "LAUNCH_TAX_VENV": str(venv),
+           "PYTHON3_TOO_OLD": "1" if too_old else "0"}
+    done = subprocess.run(["bash", "-c", gradescope.SETUP.format(torch="==2.13.0")], env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    calls = [c.replace(f"{shims}/", "") for c in log.read_text().splitlines()]
+    made_by = [c.split()[0] for c in calls if " -m venv " in c]
+    assert made_by == (["python3.11"] if too_old else ["python3"]), calls
+    if too_old:
+        assert any(c.startswith("apt-get install") and "python3.11-venv" in c for c in calls), calls
+    installs = [c for c in calls if "pip install" in c]
+    assert installs and all(c.startswith(f"{venv}/bin/python -m pip ") for c in installs), (
+        f"everything must go into the environment setup.sh made, not the system's Python: {calls}")
+    assert any("torch==2.13.0" in c for c in installs) and any("hypothesis" in c for c in installs)
+    # run_autograder runs the grader with the environment setup.sh made.
+    assert '${LAUNCH_TAX_VENV:-/opt/launch-tax}/bin/python' in gradescope.RUN
+    assert '"$python" -m grader grade' in gradescope.RUN
+
+
 def gradescope_shell(command: list[str]) -> list[str]:
     """``command`` in a mount namespace where the Python under /root can be run by other users,
     as on Gradescope's images (Python in /usr): the workers run as other uids there."""
@@ -132,7 +173,9 @@ def run_autograder(root: Path, files: dict[str, bytes], mode: str = "user") -> d
     for name, data in files.items():
         (sub / name).write_bytes(data)
     shutil.rmtree(root / "results", ignore_errors=True)
-    env = {**os.environ, "AUTOGRADER_ROOT": str(root), "LAUNCH_TAX_SANDBOX": mode}
+    # setup.sh's environment stands in for this test run's Python.
+    env = {**os.environ, "AUTOGRADER_ROOT": str(root), "LAUNCH_TAX_SANDBOX": mode,
+           "LAUNCH_TAX_PYTHON": sys.executable}
     env.pop("LAUNCH_TAX_SECRET_FILE", None)
     done = subprocess.run(gradescope_shell(["bash", str(root / "run_autograder")]), env=env,
                           capture_output=True, text=True, timeout=900)
