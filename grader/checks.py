@@ -9,7 +9,11 @@ that says a CUDA device is needed).
 
 Inputs are drawn (``grader/secret.py``): each check builds its probes from ``draw.rng(its
 name)``, so official grading asks what no student could know in advance, and practice mode asks
-the release's fixed inputs. No check passes on rejection alone: every check whose probes expect
+the release's fixed inputs. A draw picks values, never which cases are asked: every case that
+tells a rule from a plausible wrong one (a boundary, no padding needed, slots out of order, two
+different counts where one could be hard-coded) is in every draw, or a wrong answer would pass
+on some draws (``python -m tests.kill_matrix --secrets N`` grades the mutants under N fresh
+secrets to find such a draw). No check passes on rejection alone: every check whose probes expect
 an error also carries a valid input whose answer must match the reference (capture, which has no
 valid input without CUDA, pairs two different errors instead).
 
@@ -479,9 +483,10 @@ def input_shapes(rng: random.Random) -> list[list[int]]:
 
 def ex4(draw: Draw) -> list[Check]:
     r = draw.rng("ex4.runner_returns_fn_of_latest_inputs")
+    # A different warm-up count for each runner: a hard-coded count can match one of them only.
     runs = [P("graph_runner", f"GraphRunner(combine, inputs shaped {s}) called 3 times",
-              fn="combine", shapes=s, seeds=r.sample(range(1, 10_000), 3), warmup_iters=r.randint(1, 4))
-            for s in [input_shapes(r) for _ in range(4)]]
+              fn="combine", shapes=s, seeds=r.sample(range(1, 10_000), 3), warmup_iters=w)
+            for s, w in [(input_shapes(r), w) for w in r.sample(range(1, 6), 4)]]
     r = draw.rng("ex4.runner_clone_outputs")
     clone = [P("graph_runner", f"GraphRunner({fn}, ..., clone_outputs={c}) called twice",
                fn=fn, shapes=[[n], [n]], seeds=r.sample(range(1, 10_000), 2), clone_outputs=c, spy=True)
@@ -568,6 +573,8 @@ def ex5(draw: Draw) -> list[Check]:
     pads = [(r.randint(1, 6), r.randint(0, 6), v, d) for v, d in
             [(0.0, "float32"), (round(r.uniform(-9, 9), 2), "float32"), (math.nan, "float64"),
              (0.0, "bfloat16"), (round(r.uniform(-9, 9), 1), "float32")]]
+    # Always one x that needs no padding at all: it must still come back as a new tensor.
+    pads.append((r.randint(1, 6), 0, round(r.uniform(-9, 9), 1), r.choice(["float32", "float64"])))
     r = draw.rng("ex5.runner_returns_fn_of_real_rows")
     runners = [bucket_probe(*setup, warmup_iters=r.randint(1, 3)) for setup in runner_setups(r, 10)]
     r = draw.rng("ex5.runner_checks_each_batch")
@@ -782,7 +789,8 @@ def ex8(draw: Draw) -> list[Check]:
     pad_tokens = [r.randint(0, 511) for _ in pad_slots]
     r = draw.rng("ex8.capture_largest_first_in_one_pool")
     capture_sizes = r.sample([1, 2, 3, 4, 6, 8], 3)
-    capture_warmups = r.randint(1, 3)
+    # A different warm-up count for each probe: a hard-coded count can match one of them only.
+    capture_warmups = dict(zip(("FULL", "PIECEWISE", "FULL_AND_PIECEWISE"), r.sample(range(1, 6), 3)))
     r = draw.rng("ex8.piecewise_attention_is_eager")
     n = r.randint(1, 4)
     attention_rows = dict(tokens=[r.randint(0, 511) for _ in range(n)], positions=[0] * n,
@@ -799,7 +807,9 @@ def ex8(draw: Draw) -> list[Check]:
     refill += [[[r.randint(1, 511) for _ in range(n)], [r.randint(1, 60) for _ in range(n)],
                 r.sample(range(8), n)] for n in (r.randint(1, 3), r.randint(1, 3))]
     r = draw.rng("ex8.generate_shrinks_the_batch.flags")
-    flag_slots = [r.sample(range(8), r.randint(1, 4)) for _ in range(2)]
+    # Always distinct slots in descending order (uniform: every slot distinct), which a rule
+    # such as "the slots ascend" gets wrong; drawn in any order they may happen to ascend.
+    flag_slots = [sorted(r.sample(range(8), r.randint(2, 4)), reverse=True), r.sample(range(8), r.randint(1, 4))]
     a, b = r.randint(0, 3), r.randint(4, 7)  # two slots; a repeated one is a prompt chunk
     flag_slots += [[a, a, b], [a, b, b], [b, a, b], [a] * r.randint(2, 4)]
     r2 = draw.rng("ex8.gpu_engine")
@@ -832,9 +842,9 @@ def ex8(draw: Draw) -> list[Check]:
         Check("ex8", "capture_largest_first_in_one_pool",
               "capture_model captures capture_descs() in order (largest first), PIECEWISE one graph "
               "per segment, all in the first graph's pool, with the engine's warmup_iters",
-              [P("engine_captures", f"DecodeEngine({m}, {capture_sizes}, warmup_iters={capture_warmups})"
-                 ".capture_model()", mode=m, sizes=capture_sizes, warmup_iters=capture_warmups)
-               for m in ("FULL", "PIECEWISE", "FULL_AND_PIECEWISE")]),
+              [P("engine_captures", f"DecodeEngine({m}, {capture_sizes}, warmup_iters={w})"
+                 ".capture_model()", mode=m, sizes=capture_sizes, warmup_iters=w)
+               for m, w in capture_warmups.items()]),
         Check("ex8", "piecewise_attention_is_eager",
               "PIECEWISE captures the segments between attention calls and runs attention eagerly; "
               "FULL captures the whole forward pass",

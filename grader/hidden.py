@@ -125,7 +125,9 @@ def ex8(draw: Draw) -> list[Check]:
     seed = r.randint(0, 2**16)
     r2 = draw.rng("ex8.engine_default_sizes")
     small, small_new = requests(r2, 2)
-    slot_counts = [r2.randint(2, 7), r2.randint(9, 15), r2.randint(17, 40)]
+    # Each range holds a count whose default sizes differ from every simpler rule's (powers of
+    # two, [1, 2, 4, 8], every size): 24 and up adds 24, 40, 48... which powers of two lack.
+    slot_counts = [r2.randint(2, 7), r2.randint(9, 15), r2.randint(24, 40), r2.randint(41, 100)]
     return [
         Check("ex8", "generate_other_requests", "eager decoding's tokens for another batch and model",
               [P("engine_generate", f"generate in mode {m}", mode=m, sizes=[1, 2, 4, 8, 16, 32],

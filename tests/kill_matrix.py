@@ -2,6 +2,7 @@
 
     python -m tests.kill_matrix            # print it (a few minutes: every mutant, both ways)
     python -m tests.kill_matrix --write    # also rewrite README.md's table and tests/kill_matrix.md
+    python -m tests.kill_matrix --secrets 16   # official grading: every mutant under 16 fresh secrets
 
 Per exercise: how many mutants, how many the public tests reject (at least one test fails) and
 how many lose points in the grader (practice inputs, CPU checks; the GPU-only mutants need a
@@ -9,6 +10,11 @@ GPU and are counted apart), and the points they lose. ``tests/kill_matrix.md`` l
 mutant with its kind and the points it loses. CI does not run this script: it asserts the same
 facts mutant by mutant (tests/test_corpus.py, tests/test_grader_corpus.py), and
 tests/test_release_whole.py checks that the README's counts match the corpus.
+
+Official grading draws each check's inputs from the grading secret and the submission, so a
+mutant caught on one draw could slip through another. ``--secrets N`` grades every CPU mutant,
+the reference and tests/alternatives under N fresh random secrets and lists each draw where a
+mutant kept every point or a right answer lost one (CI grades one fixed secret).
 """
 
 from __future__ import annotations
@@ -65,6 +71,41 @@ def measure() -> list[dict]:
     return rows
 
 
+def official(n: int) -> list[str]:
+    """Every CPU mutant, the reference and the alternatives, graded under ``n`` fresh secrets:
+    a line for each draw where a mutant kept every point or a right answer lost one."""
+    import secrets as random_secrets
+
+    from grader.judge import Judge, runtime_files
+    from grader.secret import GradingSecret
+    from grader.submission import load
+    from tests import warm_worker
+
+    wrong = []
+    with warm_worker.serve(runtime_files()):
+        judges = [Judge(jobs=2, secret=GradingSecret(random_secrets.token_hex(32).encode(), f"draw {i}"))
+                  for i in range(n)]
+        for folder in ("solutions", "tests/alternatives"):
+            for i, judge in enumerate(judges):
+                lost = [c.check.id for e in judge.grade(load(REPO_ROOT / folder)).exercises
+                        for c in e.checks if c.status == "failed"]
+                if lost:
+                    wrong.append(f"{folder} lost {lost} under secret {i}")
+            print(f"{folder:50} {n} secrets done", file=sys.stderr)
+        for m in mutants.ALL:
+            if m.gpu:
+                continue
+            exercise = mutants.MARKERS[m.module]
+            with tempfile.TemporaryDirectory() as tmp:
+                source = mutants.apply(m, (REPO_ROOT / "solutions" / f"{m.module}.py").read_text())
+                folder = submission(Path(tmp) / "s", **{m.module: source})
+                kept = [i for i, judge in enumerate(judges)
+                        if (r := judge.grade_exercise(load(folder), exercise)).score == r.max_score]
+            wrong += [f"{m.id} kept every point under secret {i}" for i in kept]
+            print(f"{m.id:50} escaped {len(kept)} of {n}", file=sys.stderr)
+    return wrong
+
+
 def summary(rows: list[dict]) -> str:
     by = defaultdict(list)
     for row in rows:
@@ -108,7 +149,14 @@ def readme_counts(readme: str) -> dict[str, tuple[int, int]]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--write", action="store_true", help="rewrite README.md's table and tests/kill_matrix.md")
+    parser.add_argument("--secrets", type=int, metavar="N",
+                        help="official grading instead: every mutant under N fresh grading secrets")
     args = parser.parse_args(argv)
+    if args.secrets:
+        wrong = official(args.secrets)
+        print("\n".join(wrong) or f"every CPU mutant lost points under each of {args.secrets} secrets; "
+              "the reference and the alternatives kept every point")
+        return 1 if wrong else 0
     rows = measure()
     table = summary(rows)
     print(table)

@@ -1,6 +1,9 @@
 """The grader against the corpus: the reference and every alternative keep every point, the
 stubs get none, every wrong implementation in tests/mutants.py loses points in its exercise
-(on the CPU checks; the GPU-only mutants on a CUDA machine), and the rubric adds up to 100.
+(on the CPU checks; the GPU-only mutants on a CUDA machine), and the rubric adds up to 100 —
+in practice mode (the release's fixed inputs) and in official grading (inputs drawn from a
+grading secret and the submission: here a fixed secret, so that a failure can be replayed;
+``python -m tests.kill_matrix --secrets N`` draws N fresh ones).
 
 The workers here are forked from a warm process, without the sandbox (tests/warm_worker.py):
 these tests are about what the checks conclude. Grading through the sandbox is tested by
@@ -10,17 +13,29 @@ import pytest
 
 from coursekit.impl import REPO_ROOT
 from grader.judge import Judge, all_checks, load_rubric, runtime_files
+from grader.secret import GradingSecret
 from grader.submission import load
 from tests import mutants, warm_worker
 from tests.harness import submission
 
 
+#: Official grading in these tests: a fixed secret, so that a failure can be replayed.
+CORPUS_SECRET = GradingSecret(b"launch-tax corpus secret: not for grading a course", "corpus")
+MODES = ["practice", "official"]
+
+
 @pytest.fixture(scope="module")
-def judge():
-    """A judge whose workers are forked from a warm one (tests/warm_worker.py): the same checks,
-    probes and frames, without the sandbox's cost of a new interpreter per run."""
+def judges():
+    """Judges (practice, official) whose workers are forked from a warm one
+    (tests/warm_worker.py): the same checks, probes and frames, without the sandbox's cost of a
+    new interpreter per run."""
     with warm_worker.serve(runtime_files()):
-        yield Judge(jobs=2)
+        yield {"practice": Judge(jobs=2), "official": Judge(jobs=2, secret=CORPUS_SECRET)}
+
+
+@pytest.fixture(params=MODES)
+def judge(request, judges):
+    return judges[request.param]
 
 
 def scores(report):
@@ -52,10 +67,12 @@ def test_untouched_stubs_get_nothing(judge):
 @pytest.mark.parametrize(
     "mutant", [pytest.param(m, marks=[pytest.mark.gpu] if m.gpu else [], id=m.id) for m in mutants.ALL]
 )
-def test_mutant_loses_points(judge, mutant, tmp_path):
+def test_mutant_loses_points(judges, mutant, tmp_path):
     exercise = mutants.MARKERS[mutant.module]
     source = mutants.apply(mutant, (REPO_ROOT / "solutions" / f"{mutant.module}.py").read_text())
     folder = submission(tmp_path / "s", **{mutant.module: source})
-    result = judge.grade_exercise(load(folder), exercise)
-    assert result.score < result.max_score, (
-        f"mutant {mutant.id} ({mutant.why}) kept all {result.max_score:g} points of {exercise}")
+    for mode, judge in judges.items():
+        result = judge.grade_exercise(load(folder), exercise)
+        assert result.score < result.max_score, (
+            f"mutant {mutant.id} ({mutant.why}) kept all {result.max_score:g} points of {exercise} "
+            f"in {mode} grading")
