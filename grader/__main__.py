@@ -4,7 +4,7 @@
     python -m grader grade-all DIR --out OUTDIR [--secret-file F] [--jobs N] [--only-gpu]
     python -m grader merge CPU_OUT GPU_OUT --out FINAL
     python -m grader secret new PATH
-    python -m grader gradescope OUT.zip [--secret-file F]
+    python -m grader gradescope OUT.zip [--secret-file F] [--timeout-minutes 10]
     python -m grader release OUTDIR
     python -m grader doctor
     python -m grader notebook build [--check]
@@ -53,7 +53,8 @@ def _judge(args, hide=(), jobs=None):
             raise ValueError(f"--only: expected exercise markers among {', '.join(MODULES)}, "
                              f"got {args.only!r}")
     return Judge(gpu=args.gpu, timeout_s=args.timeout, jobs=jobs or args.jobs, hide=hide,
-                 exercises=only, secret=secret.load(args.secret_file), gpu_only=args.only_gpu)
+                 exercises=only, secret=secret.load(args.secret_file), gpu_only=args.only_gpu,
+                 deadline_s=args.deadline)
 
 
 def write_json(path: Path, data: dict) -> None:
@@ -152,13 +153,17 @@ def cmd_gradescope(args) -> int:
             raise ValueError("the bundle needs the reference: build it from the staff repository")
         out = Path(args.out)
         out.parent.mkdir(parents=True, exist_ok=True)
-        count = gradescope.bundle(out, Path(made.path), args.torch)
+        if not 2 <= args.timeout_minutes <= 40:
+            raise ValueError(f"--timeout-minutes: Gradescope allows 2 to 40 minutes here, got "
+                             f"{args.timeout_minutes:g}")
+        count = gradescope.bundle(out, Path(made.path), args.torch, args.timeout_minutes)
     except (ValueError, OSError) as exc:
         print(f"grader: {exc}", file=sys.stderr)
         return 2
     print(f"wrote {out} ({count} files, grading secret {made.id}): upload it as the autograder "
-          "(see the README for Gradescope's settings); it holds the secret and the reference, so "
-          "never give it to students")
+          f"and set Gradescope's autograder timeout to {args.timeout_minutes:g} minutes (grading "
+          f"stops after {gradescope.deadline_s(args.timeout_minutes)} s; see the README for the other "
+          "settings); it holds the secret and the reference, so never give it to students")
     return 0
 
 
@@ -242,6 +247,11 @@ def main(argv: list[str] | None = None) -> int:
         p.add_argument("--timeout", type=float, default=60.0,
                        help="seconds each exercise's worker may run at least (default: 60; more "
                             "on a slow machine, and a timed-out worker gets a second try)")
+        p.add_argument("--deadline", type=float, metavar="SECONDS",
+                       help="wall time one submission's grading may take in all (default: no "
+                            "limit); workers' time limits are cut to fit, and an exercise left "
+                            "without time loses its points with that reason. For platforms that "
+                            "kill a run at a limit of their own (Gradescope's bundle sets it)")
         p.add_argument("--hidden-visibility", choices=VISIBILITIES, default="after_published",
                        help="Gradescope visibility of hidden checks (default: after_published)")
 
@@ -279,6 +289,9 @@ def main(argv: list[str] | None = None) -> int:
     gs.add_argument("out", help="the zip to write, e.g. autograder.zip")
     gs.add_argument("--secret-file", metavar="F", help="the grading secret (default: $LAUNCH_TAX_SECRET_FILE)")
     gs.add_argument("--torch", default="==2.13.0", help="the torch version setup.sh installs (default: ==2.13.0)")
+    gs.add_argument("--timeout-minutes", type=float, default=10,
+                    help="the autograder timeout you set in Gradescope (default: 10, Gradescope's "
+                         "default; at most 40): grading stops early enough to write its results")
     rel = commands.add_parser("release", help="write the student repository")
     rel.add_argument("out", help="an empty or new folder")
     doc = commands.add_parser("doctor", help="what this machine can do (paste it into a help request)")

@@ -12,8 +12,8 @@ name)``, so official grading asks what no student could know in advance, and pra
 the release's fixed inputs. A draw picks values, never which cases are asked: every case that
 tells a rule from a plausible wrong one (a boundary, no padding needed, slots out of order, two
 different counts where one could be hard-coded) is in every draw, or a wrong answer would pass
-on some draws (``python -m tests.kill_matrix --secrets N`` grades the mutants under N fresh
-secrets to find such a draw). No check passes on rejection alone: every check whose probes expect
+on some draws (the staff repository grades its wrong answers under many fresh secrets to find
+such a draw). No check passes on rejection alone: every check whose probes expect
 an error also carries a valid input whose answer must match the reference (capture, which has no
 valid input without CUDA, pairs two different errors instead).
 

@@ -31,7 +31,7 @@ import threading
 import time
 import tomllib
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from coursekit.impl import EXERCISES, REPO_ROOT
@@ -215,10 +215,43 @@ class Canary:
     facts: dict
 
 
+@dataclass(frozen=True)
+class Budget:
+    """The wall time one submission's grading may take in all (``--deadline``), so that a
+    platform that kills the whole run at its own limit (Gradescope: 10 minutes by default) never
+    does: every worker's time limit is cut to what is left, less ``MARGIN_S`` for judging and
+    writing the results, and a worker that would get less than a second is not started."""
+
+    total_s: float | None = None
+    end: float = 0.0
+
+    MARGIN_S = 5.0
+
+    @classmethod
+    def start(cls, total_s: float | None) -> "Budget":
+        return cls(total_s, time.monotonic() + total_s) if total_s else cls()
+
+    def cap(self, limits: sandbox.Limits) -> sandbox.Limits | None:
+        """``limits`` with the time limit cut to what is left; None when nothing is left."""
+        if self.total_s is None:
+            return limits
+        left = self.end - time.monotonic() - self.MARGIN_S
+        if left < 1.0:
+            return None
+        if left < limits.timeout_s:
+            return replace(limits, timeout_s=left, budget_s=self.total_s)
+        return limits
+
+    def spent(self) -> sandbox.Run:
+        """What stands for a worker that was not started: the budget was spent."""
+        return sandbox.Run(answers=[], returncode=None, timed_out=True, budget_s=self.total_s or 0.0)
+
+
 class Judge:
     def __init__(self, gpu: str = "auto", timeout_s: float = 60.0, jobs: int = 2,
                  hide: tuple[Path, ...] = (), exercises: tuple[str, ...] | None = None,
-                 secret: GradingSecret | None = None, gpu_only: bool = False):
+                 secret: GradingSecret | None = None, gpu_only: bool = False,
+                 deadline_s: float | None = None):
         import torch
 
         # The judge's own work (the reference's answers) is on tiny tensors: one thread, so that it
@@ -240,7 +273,9 @@ class Judge:
                                "from the staff repository, which has solutions/")
         self.gpu = has_cuda if gpu == "auto" else gpu == "on"
         self.gpu_mode, self.gpu_only, self.secret = gpu, gpu_only, secret
-        self.timeout_s, self.jobs = timeout_s, max(1, jobs)
+        if deadline_s is not None and not deadline_s >= 10:
+            raise ValueError(f"--deadline: expected at least 10 seconds, got {deadline_s:g}")
+        self.timeout_s, self.jobs, self.deadline_s = timeout_s, max(1, jobs), deadline_s
         self.hide = (REPO_ROOT, *hide)
         self.points = load_rubric()
         names = {c.id for c in all_checks()}
@@ -273,6 +308,7 @@ class Judge:
 
     def grade(self, submission: Submission) -> Report:
         start = time.monotonic()
+        budget = Budget.start(self.deadline_s)
         checks = self.checks_for(submission)
         with ThreadPoolExecutor(1) as early:  # the canary runs no submission code: meanwhile...
             canary = early.submit(self.canary, False)
@@ -282,10 +318,10 @@ class Judge:
             self.canary(True)
         cpu_groups = {ex: group for ex in self.exercises if MODULES[ex] in submission.files
                       and (group := [c for c in checks if c.exercise == ex and not c.gpu])}
-        shared = self._run_shared(submission, cpu_groups, answers) if len(cpu_groups) > 1 else {}
+        shared = self._run_shared(submission, cpu_groups, answers, budget) if len(cpu_groups) > 1 else {}
         with ThreadPoolExecutor(self.jobs) as pool:
             results = list(pool.map(lambda ex: self._grade_exercise(submission, ex, checks, answers,
-                                                                    shared.get(ex)),
+                                                                    shared.get(ex), budget),
                                     self.exercises))
         results = [r for r in results if r.checks]
         return Report(safe(submission.label, 300), results, self.notes(submission, results),
@@ -299,7 +335,7 @@ class Judge:
             canary.result()
         if self.gpu and any(c.gpu for c in checks):
             self.canary(True)
-        return self._grade_exercise(submission, exercise, checks, answers)
+        return self._grade_exercise(submission, exercise, checks, answers, budget=Budget.start(self.deadline_s))
 
     def notes(self, submission: Submission, results: list[ExerciseResult]) -> list[str]:
         notes = [safe(p, 500) for p in submission.problems]
@@ -405,7 +441,8 @@ class Judge:
         return sandbox.Limits(timeout_s=timeout, memory_bytes=memory)
 
     def _grade_exercise(self, submission: Submission, exercise: str, checks: list[Check],
-                        answers: dict, shared: ExerciseResult | float | None = None) -> ExerciseResult:
+                        answers: dict, shared: ExerciseResult | float | None = None,
+                        budget: Budget = Budget()) -> ExerciseResult:
         """``shared``: what the shared CPU worker found for this exercise (its CPU checks'
         results), or the seconds it timed out after, or None (not tried there)."""
         module = MODULES[exercise]
@@ -429,7 +466,7 @@ class Judge:
                     result.problem = shared.problem
                     continue
                 tried_s = shared if not gpu and isinstance(shared, float) else 0.0
-                self._run_group(submission, exercise, group, gpu, answers, result, tried_s)
+                self._run_group(submission, exercise, group, gpu, answers, result, tried_s, budget)
         order = {c.id: i for i, c in enumerate(checks)}
         result.checks.sort(key=lambda r: order[r.check.id])
         return result
@@ -475,13 +512,14 @@ class Judge:
                                                  answers))
 
     def _run_group(self, submission: Submission, exercise: str, checks: list[Check], gpu: bool,
-                   answers: dict, result: ExerciseResult, tried_s: float = 0.0) -> None:
+                   answers: dict, result: ExerciseResult, tried_s: float = 0.0,
+                   budget: Budget = Budget()) -> None:
         phases, requests, indexes = self._plan(exercise, checks)
-        run = self._run_worker(submission, exercise, gpu, [wire.dumps(r) for r in requests], tried_s)
+        run = self._run_worker(submission, exercise, gpu, [wire.dumps(r) for r in requests], tried_s, budget)
         self._apply(run, exercise, phases, indexes, answers, result)
 
     def _run_shared(self, submission: Submission, groups: dict[str, list[Check]],
-                    answers: dict) -> dict[str, ExerciseResult | float]:
+                    answers: dict, budget: Budget = Budget()) -> dict[str, ExerciseResult | float]:
         """The CPU checks of several exercises in one worker (``worker.py``'s shared mode: one
         ``import torch``, then a forked child per exercise). Returns each exercise's result, or,
         where the shared worker could not answer for it, the seconds its child was given when it
@@ -502,9 +540,12 @@ class Judge:
         for frame in frames:
             frame["submission_dir"] = directory
         first = next(iter(limits.values()))
-        total = sandbox.Limits(timeout_s=sum(lim.timeout_s for lim in limits.values()) + 30,
-                               memory_bytes=first.memory_bytes,
-                               result_bytes=2 * wire.MAX_FRAME_BYTES * len(frames))
+        total = budget.cap(sandbox.Limits(timeout_s=sum(lim.timeout_s for lim in limits.values()) + 30,
+                                          memory_bytes=first.memory_bytes,
+                                          result_bytes=2 * wire.MAX_FRAME_BYTES * len(frames)))
+        if total is None:
+            sandbox.remove_box(box)
+            return {}
         slot = self._slots.get()
         try:
             run = sandbox.run(box, total, [wire.dumps(f).encode() for f in frames], gpu=False,
@@ -536,15 +577,26 @@ class Judge:
         return out
 
     def _run_worker(self, submission: Submission, exercise: str, gpu: bool,
-                    requests: list[str], tried_s: float = 0.0) -> sandbox.Run:
+                    requests: list[str], tried_s: float = 0.0, budget: Budget = Budget()) -> sandbox.Run:
         """``tried_s``: this exercise already timed out once (in a shared worker) after that
-        many seconds; this is then its second try, with twice the time."""
+        many seconds; this is then its second try, with twice the time. Every try is cut to
+        what is left of ``budget``; a try with nothing left is not started."""
         files = {"submission/__init__.py": b""}
         files.update({f"submission/{name}.py": data for name, data in submission.files.items()})
         limits = self._limits(exercise, gpu)
         if tried_s:
             limits = sandbox.Limits(timeout_s=2 * tried_s, memory_bytes=limits.memory_bytes)
+        wanted_s, run = limits.timeout_s, None
         for attempt in range(1 if tried_s else 0, 2):
+            capped = budget.cap(limits)
+            if capped is None:  # the budget is spent: the first try's outcome stands, if any
+                if run is not None:
+                    run.budget_s = budget.total_s or 0.0
+                    return run
+                spent = budget.spent()
+                spent.first_timeout_s = tried_s
+                return spent
+            limits = capped
             box = sandbox.make_box(self.runtime, files)
             directory = str(box / "submission")
             frames = [r.replace('"submission_dir":""', f'"submission_dir":{json.dumps(directory)}', 1).encode()
@@ -556,11 +608,12 @@ class Judge:
                 self._slots.put(slot)
                 sandbox.remove_box(box)
             if attempt:
-                run.first_timeout_s = limits.timeout_s / 2
+                run.first_timeout_s = wanted_s / 2
             if not run.timed_out or attempt:
                 return run
             # Load, not a wrong answer, until shown otherwise: once more, with twice the time.
-            limits = sandbox.Limits(timeout_s=2 * limits.timeout_s, memory_bytes=limits.memory_bytes)
+            wanted_s *= 2
+            limits = sandbox.Limits(timeout_s=wanted_s, memory_bytes=limits.memory_bytes)
         raise AssertionError("unreachable")
 
     def _judge(self, check: Check, exercise: str, got_answers: list[Answer], answers: dict) -> CheckResult:

@@ -71,6 +71,9 @@ class Limits:
     #: Resident memory of all the worker's processes together, watched by the judge: the guard
     #: for GPU workers (which cannot have an address-space limit) and for fork-and-allocate.
     total_rss_bytes: int = 6 << 30
+    #: When the time limit was cut to what was left of the grading's whole time budget
+    #: (``--deadline``): that budget, for the report.
+    budget_s: float = 0.0
 
 
 @dataclass
@@ -86,14 +89,22 @@ class Run:
     wall_s: float = 0.0
     timeout_s: float = 0.0  # the limit it ran under
     first_timeout_s: float = 0.0  # when it was a second try: the first try's limit
+    budget_s: float = 0.0  # when the grading's whole time budget cut or stopped it: that budget
 
     def failure(self) -> str | None:
         """Why the worker's run ended badly, or None (answers received before it still count)."""
         if self.timed_out:
+            budget = (f"the grading's whole time budget (--deadline {self.budget_s:.0f} s) ran out"
+                      if self.budget_s else "")
+            if not self.timeout_s:  # never started
+                return (f"was not run: {budget}" + (f" (its first try timed out after "
+                                                    f"{self.first_timeout_s:.0f} s)" if self.first_timeout_s else ""))
             if self.first_timeout_s:
-                return (f"timed out twice (after {self.first_timeout_s:.0f} s, then after "
+                text = (f"timed out twice (after {self.first_timeout_s:.0f} s, then after "
                         f"{self.timeout_s:.0f} s)")
-            return f"timed out (after {self.timeout_s:.0f} s)"
+            else:
+                text = f"timed out (after {self.timeout_s:.0f} s)"
+            return f"{text}; {budget}" if budget else text
         if self.out_of_memory:
             return "used more memory than allowed"
         if self.flooded:
@@ -344,7 +355,7 @@ def run(box: Path, limits: Limits, requests: list[bytes], *, gpu: bool = False,
                timed_out=timed_out, out_of_memory=out_of_memory, flooded=output.over,
                result_too_big=talk.over, malformed=talk.reader.error or "",
                output=b"".join(output.chunks)[-4000:].decode("utf-8", "replace"),
-               wall_s=time.monotonic() - start, timeout_s=limits.timeout_s)
+               wall_s=time.monotonic() - start, timeout_s=limits.timeout_s, budget_s=limits.budget_s)
 
 
 class _Drain(threading.Thread):

@@ -44,6 +44,7 @@ DEFENDED = {
     "notebook-needs-isolation": "isolation",
     "timeout-retry": "load",
     "load-scaled-limits": "load",
+    "grading-deadline": "deadline",
 }
 
 
@@ -428,3 +429,39 @@ def test_a_timed_out_worker_gets_a_second_try(tmp_path):
         return [] if run.returncode == 0 else [f"{run.stdout[-500:]}{run.stderr[-1500:]}"]
 
     both_ways("timeout-retry", tmp_path, scenario)
+
+
+HANG = """
+import time as _time
+_time.sleep(10**6)  # never answers: every try of this exercise times out
+"""
+
+
+def test_grading_ends_within_its_deadline(tmp_path, secret_file):
+    """Gradescope kills a run at its own timeout and then shows no results at all: with
+    ``--deadline`` (which the bundle's run_autograder passes) a submission that hangs is cut
+    off in time, and still gets its results.json, with the reason. Without the deadline this
+    exercise would take its first try and a second with twice the time (about 3 x 10 s)."""
+    deadline = 25
+
+    def scenario(root: Path, tmp: Path) -> list[str]:
+        folder = submission(tmp / "alice", launch_model=stub("launch_model") + HANG)
+        out = tmp / "results.json"
+        run = subprocess.run([sys.executable, "-m", "grader", "grade", str(folder), "--only", "ex1",
+                              "--gpu", "off", "--secret-file", str(secret_file), "--timeout", "10",
+                              "--deadline", str(deadline), "--json", str(out)],
+                             cwd=root, capture_output=True, text=True, timeout=300)
+        if run.returncode != 0 or not out.exists():
+            return [f"grade failed: {run.stderr[-1500:]}"]
+        data = json.loads(out.read_text())
+        reasons = " ".join(t["output"] for t in data["tests"])
+        problems = []
+        if data["score"] != 0:
+            problems.append(f"a hanging module scored {data['score']}")
+        if f"time budget (--deadline {deadline} s) ran out" not in reasons:
+            problems.append(f"the reason does not say the time budget ran out: {reasons[:300]}")
+        if data["execution_time"] > deadline:
+            problems.append(f"grading took {data['execution_time']} s, over its deadline of {deadline} s")
+        return problems
+
+    both_ways("grading-deadline", tmp_path, scenario)

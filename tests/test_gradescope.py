@@ -110,6 +110,14 @@ def test_the_bundle_holds_what_grading_needs_and_nothing_else(autograder):
     setup = (autograder / "setup.sh").read_text()
     assert "torch==2.13.0" in setup and "download.pytorch.org/whl/cpu" in setup and "hypothesis" in setup
     assert os.access(autograder / "run_autograder", os.X_OK)
+    # Grading stops a minute before Gradescope's default timeout of 10 minutes would kill it.
+    run = (autograder / "run_autograder").read_text()
+    assert "deadline=${LAUNCH_TAX_DEADLINE:-540}" in run and '--deadline "$deadline"' in run
+
+
+def test_the_deadline_leaves_room_before_gradescopes_timeout():
+    assert [gradescope.deadline_s(m) for m in (2, 10, 20, 40)] == [60, 540, 1080, 2160]
+    assert "@DEADLINE@" not in gradescope.run_script(20) and "LAUNCH_TAX_DEADLINE:-1080}" in gradescope.run_script(20)
 
 
 SHIM = """#!/usr/bin/env bash
@@ -241,7 +249,7 @@ def test_a_failing_autograder_still_writes_results(tmp_path):
     root = tmp_path / "autograder"
     (root / "source").mkdir(parents=True)
     (root / "source" / "grading-secret").write_text("x" * 64)
-    (root / "run_autograder").write_text(gradescope.RUN)
+    (root / "run_autograder").write_text(gradescope.run_script())
     # A grader that crashes before writing anything (run from source/, it comes before any
     # installed copy on the import path).
     (root / "source" / "grader").mkdir()

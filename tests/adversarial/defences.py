@@ -93,6 +93,10 @@ DEFENCES = {d.name: d for d in [
     Defence("load-scaled-limits", "time limits grow with the canary's and the reference's times",
             (("grader/judge.py", "        timeout = max(self.timeout_s, 3 * canary.wall_s + 20 * reference_s)",
               "        timeout = self.timeout_s"),)),
+    Defence("grading-deadline", "one submission's grading ends within --deadline: every worker's "
+            "limit is cut to what is left",
+            (("grader/judge.py", "        if self.total_s is None:\n            return limits\n",
+              "        if True:\n            return limits\n"),)),
     Defence("class-needs-isolation", "grade-all refuses to run without isolation",
             (("grader/__main__.py", "    if not sandbox.is_root() and not args.allow_unisolated:",
               "    if False:"),)),
