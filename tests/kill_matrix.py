@@ -43,6 +43,17 @@ def counts() -> dict[str, tuple[int, int]]:
     return {e: (c, g) for e, (c, g) in out.items()}
 
 
+def cpu_mutants():
+    """``(mutant, exercise, folder)`` for every CPU mutant: the reference with that mutant's
+    module swapped in, in a temporary folder that lasts until the next one."""
+    for m in mutants.ALL:
+        if m.gpu:
+            continue
+        with tempfile.TemporaryDirectory() as tmp:
+            source = mutants.apply(m, (REPO_ROOT / "solutions" / f"{m.module}.py").read_text())
+            yield m, mutants.MARKERS[m.module], submission(Path(tmp) / "s", **{m.module: source})
+
+
 def measure() -> list[dict]:
     """Every CPU mutant through the public tests and the grader."""
     from grader.judge import Judge, runtime_files
@@ -53,15 +64,9 @@ def measure() -> list[dict]:
     warm, rows = WarmPytest(hide_gpu=True), []
     with warm_worker.serve(runtime_files()):
         judge = Judge(jobs=2)
-        for m in mutants.ALL:
-            if m.gpu:
-                continue
-            exercise = mutants.MARKERS[m.module]
-            with tempfile.TemporaryDirectory() as tmp:
-                source = mutants.apply(m, (REPO_ROOT / "solutions" / f"{m.module}.py").read_text())
-                folder = submission(Path(tmp) / "s", **{m.module: source})
-                outcome = warm.run(folder, exercise, "-x")
-                result = judge.grade_exercise(load(folder), exercise)
+        for m, exercise, folder in cpu_mutants():
+            outcome = warm.run(folder, exercise, "-x")
+            result = judge.grade_exercise(load(folder), exercise)
             rows.append({"id": m.id, "exercise": exercise, "kind": m.kind or "classic", "why": m.why,
                          "public": bool(outcome.failed), "lost": result.max_score - result.score,
                          "of": result.max_score})
@@ -92,15 +97,9 @@ def official(n: int) -> list[str]:
                 if lost:
                     wrong.append(f"{folder} lost {lost} under secret {i}")
             print(f"{folder:50} {n} secrets done", file=sys.stderr)
-        for m in mutants.ALL:
-            if m.gpu:
-                continue
-            exercise = mutants.MARKERS[m.module]
-            with tempfile.TemporaryDirectory() as tmp:
-                source = mutants.apply(m, (REPO_ROOT / "solutions" / f"{m.module}.py").read_text())
-                folder = submission(Path(tmp) / "s", **{m.module: source})
-                kept = [i for i, judge in enumerate(judges)
-                        if (r := judge.grade_exercise(load(folder), exercise)).score == r.max_score]
+        for m, exercise, folder in cpu_mutants():
+            kept = [i for i, judge in enumerate(judges)
+                    if (r := judge.grade_exercise(load(folder), exercise)).score == r.max_score]
             wrong += [f"{m.id} kept every point under secret {i}" for i in kept]
             print(f"{m.id:50} escaped {len(kept)} of {n}", file=sys.stderr)
     return wrong
