@@ -480,3 +480,13 @@ def test_the_lab_reference_and_its_data_ship(released):
         REPO_ROOT / "coursekit/data/h200-anchor-2026-11-30.json").read_bytes()
     assert (released / "benchmarks/decode_engine.py").is_file()
     assert not (released / "benchmarks/grading_speed.py").exists()
+
+
+def test_no_file_of_the_staff_repository_leads_out_of_it():
+    """The staff repository stands alone as well (CI scripts, the GPU stages, the notebook): no
+    tracked file names the folder beside it, which nobody who clones the repository has."""
+    files = subprocess.run(["git", "ls-files", "-z"], cwd=REPO_ROOT, capture_output=True,
+                           check=True).stdout.decode().split("\0")
+    named = [rel for rel in filter(None, files) if (REPO_ROOT / rel).is_file()
+             and OUT.encode() in (REPO_ROOT / rel).read_bytes()]
+    assert not named, f"these files name {OUT}, outside the repository: {named}"
