@@ -145,6 +145,9 @@ def cmd_gradescope(args) -> int:
     from grader import gradescope, secret
 
     try:
+        if not 2 <= args.timeout_minutes <= 40:
+            raise ValueError(f"--timeout-minutes: Gradescope allows 2 to 40 minutes here, got "
+                             f"{args.timeout_minutes:g}")
         made = secret.load(args.secret_file)
         if made is None:
             raise ValueError("--secret-file: the bundle grades officially and needs the grading "
@@ -153,9 +156,6 @@ def cmd_gradescope(args) -> int:
             raise ValueError("the bundle needs the reference: build it from the staff repository")
         out = Path(args.out)
         out.parent.mkdir(parents=True, exist_ok=True)
-        if not 2 <= args.timeout_minutes <= 40:
-            raise ValueError(f"--timeout-minutes: Gradescope allows 2 to 40 minutes here, got "
-                             f"{args.timeout_minutes:g}")
         count = gradescope.bundle(out, Path(made.path), args.torch, args.timeout_minutes)
     except (ValueError, OSError) as exc:
         print(f"grader: {exc}", file=sys.stderr)
@@ -231,6 +231,7 @@ def cmd_notebook(args) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from grader.gradescope import TIMEOUT_MINUTES
     from grader.results import VISIBILITIES
 
     parser = argparse.ArgumentParser(prog="python -m grader", description=__doc__.split("\n\n")[0])
@@ -289,7 +290,7 @@ def main(argv: list[str] | None = None) -> int:
     gs.add_argument("out", help="the zip to write, e.g. autograder.zip")
     gs.add_argument("--secret-file", metavar="F", help="the grading secret (default: $LAUNCH_TAX_SECRET_FILE)")
     gs.add_argument("--torch", default="==2.13.0", help="the torch version setup.sh installs (default: ==2.13.0)")
-    gs.add_argument("--timeout-minutes", type=float, default=10,
+    gs.add_argument("--timeout-minutes", type=float, default=TIMEOUT_MINUTES,
                     help="the autograder timeout you set in Gradescope (default: 10, Gradescope's "
                          "default; at most 40): grading stops early enough to write its results")
     rel = commands.add_parser("release", help="write the student repository")

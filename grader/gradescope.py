@@ -80,6 +80,10 @@ exit 0
 """
 
 
+#: Gradescope's default autograder timeout, in minutes (the bundle's default too).
+TIMEOUT_MINUTES = 10
+
+
 def deadline_s(timeout_minutes: float) -> int:
     """How long grading may take in a Gradescope run whose timeout is ``timeout_minutes``:
     that timeout, less what starting Python and writing the results take on Gradescope's
@@ -88,12 +92,13 @@ def deadline_s(timeout_minutes: float) -> int:
     return int(total - max(60.0, total / 10))
 
 
-def run_script(timeout_minutes: float = 10) -> str:
+def run_script(timeout_minutes: float = TIMEOUT_MINUTES) -> str:
     """``run_autograder`` for a Gradescope timeout of ``timeout_minutes``."""
     return RUN.replace("@DEADLINE@", str(deadline_s(timeout_minutes)))
 
 
-def bundle(out: Path, secret_path: Path, torch_spec: str = "==2.13.0", timeout_minutes: float = 10) -> int:
+def bundle(out: Path, secret_path: Path, torch_spec: str = "==2.13.0",
+           timeout_minutes: float = TIMEOUT_MINUTES) -> int:
     """Write the autograder zip to ``out``; return how many files it holds. ``timeout_minutes``:
     the autograder timeout set in Gradescope's settings (Gradescope's default is 10)."""
     secret = Path(secret_path).read_bytes()

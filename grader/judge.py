@@ -533,19 +533,18 @@ class Judge:
                 frames.append({**request, "group": exercise, "phase": phase,
                                "timeout_s": limits[exercise].timeout_s})
         frames[0].update(shared=True, cap=wire.MAX_FRAME_BYTES)
+        first = next(iter(limits.values()))
+        total = budget.cap(sandbox.Limits(timeout_s=sum(lim.timeout_s for lim in limits.values()) + 30,
+                                          memory_bytes=first.memory_bytes,
+                                          result_bytes=2 * wire.MAX_FRAME_BYTES * len(frames)))
+        if total is None:  # nothing left: each exercise's own worker says so
+            return {}
         files = {"submission/__init__.py": b""}
         files.update({f"submission/{name}.py": data for name, data in submission.files.items()})
         box = sandbox.make_box(self.runtime, files)
         directory = str(box / "submission")
         for frame in frames:
             frame["submission_dir"] = directory
-        first = next(iter(limits.values()))
-        total = budget.cap(sandbox.Limits(timeout_s=sum(lim.timeout_s for lim in limits.values()) + 30,
-                                          memory_bytes=first.memory_bytes,
-                                          result_bytes=2 * wire.MAX_FRAME_BYTES * len(frames)))
-        if total is None:
-            sandbox.remove_box(box)
-            return {}
         slot = self._slots.get()
         try:
             run = sandbox.run(box, total, [wire.dumps(f).encode() for f in frames], gpu=False,

@@ -160,6 +160,8 @@ def test_grade_all_writes_a_gradebook_and_a_summary(tmp_path):
     (["grade-all", "no/such/folder", "--out", "x"], "DIR"),
     (["grade", "solutions", "--secret-file", "/no/such/secret"], "--secret-file"),
     (["secret", "new", "solutions/secret"], "inside the repository"),
+    (["grade", "solutions", "--deadline", "5"], "--deadline"),
+    (["gradescope", "x.zip", "--timeout-minutes", "90"], "--timeout-minutes"),
 ])
 def test_bad_arguments_exit_2(args, needle):
     run = grader(*args)
