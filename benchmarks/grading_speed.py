@@ -122,7 +122,8 @@ def main() -> None:
                             ignore=shutil.ignore_patterns("tests", "__pycache__"))
         for mode, extra in modes.items():
             elapsed = timed([sys.executable, "-m", "grader", "grade-all", str(submissions), "--out",
-                             str(tmp / f"out-{mode}"), "--jobs", str(args.jobs), "--gpu", "off", *extra])
+                             str(tmp / f"out-{mode}"), "--jobs", str(args.jobs), "--gpu", "off",
+                             *(extra or ["--practice"])])
             print(f"grade-all {args.class_size} submissions, {mode}, --jobs {args.jobs}: {elapsed:.1f} s = "
                   f"{60 * args.class_size / elapsed:.1f} submissions per minute")
         gradescope_run(tmp, secret)

@@ -19,7 +19,12 @@ from nbgrader.preprocessors import (CheckCellMetadata, ClearHiddenTests, ClearOu
                                     OverwriteKernelspec)
 from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor
 
-from grader.nbgrader_bridge import OnlyAnswerFiles, RestoreMissingCells  # noqa: E402
+from grader.nbgrader_bridge import (DropAutograderCells, OnlyAnswerFiles,  # noqa: E402
+                                    RestoreMissingCells, refuse_without_secret)
+
+# `nbgrader autograde` grades officially: without LAUNCH_TAX_SECRET_FILE it stops here, saying how
+# to make and pass the secret (LAUNCH_TAX_PRACTICE=1 grades with the practice inputs instead).
+refuse_without_secret(sys.argv)
 
 c = get_config()  # noqa: F821 - nbgrader provides it
 
@@ -50,5 +55,7 @@ c.CourseDirectory.ignore = [".ipynb_checkpoints", "*.pyc", "__pycache__", "feedb
 os.environ.setdefault("LAUNCH_TAX_CHECK_TIMEOUT", "60")
 c.Execute.timeout = 3 * int(float(os.environ["LAUNCH_TAX_CHECK_TIMEOUT"])) + 60
 
-# Feedback shows the graded notebook without the hidden tests' code.
-c.GenerateFeedback.preprocessors = [GetGrades, ClearHiddenTests, CSSHTMLHeaderPreprocessor]
+# Feedback shows the graded notebook without the hidden tests' code and without the cell the
+# autograder added (it grades every exercise at once: grader/nbgrader_bridge.py).
+c.GenerateFeedback.preprocessors = [GetGrades, DropAutograderCells, ClearHiddenTests,
+                                    CSSHTMLHeaderPreprocessor]

@@ -1,19 +1,20 @@
-"""``python -m grader``: grade a submission, grade a class, release the student repository.
+"""``python -m grader``: grade a submission, grade a class, join and total the gradebooks.
 
     python -m grader grade [SUBMISSION] [--json PATH] [--secret-file F] [--gpu auto|on|off] [--brief]
-    python -m grader grade-all DIR --out OUTDIR [--secret-file F] [--jobs N] [--only-gpu]
+    python -m grader grade-all DIR --out OUTDIR [--secret-file F | --practice] [--jobs N]
+                               [--only-gpu] [--replace | --students ID,...]
     python -m grader merge CPU_OUT GPU_OUT --out FINAL
+    python -m grader totals OUTDIR
     python -m grader secret new PATH
-    python -m grader gradescope OUT.zip [--secret-file F] [--timeout-minutes 10]
-    python -m grader release OUTDIR
-    python -m grader doctor
-    python -m grader notebook build [--check]
-    python -m grader notebook fill NOTEBOOK FOLDER --out FILLED.ipynb
+    python -m grader doctor [--json PATH]
 
 SUBMISSION is a folder of module files, a notebook or a zip of either (default: exercises/).
+The staff repository has four more commands (the Gradescope bundle, the student release, the
+rebuild of what the rubric derives, the nbgrader notebook): see its README.
 Exit status: 0 whenever grading completed, whatever the scores; 2 for bad arguments or a refused
-run (no isolation for a class); 3 when nobody could be graded (the reference failed, or no worker
-can run on this machine), and then nothing is written.
+run (no isolation or no grading secret for a class, a used output folder, a rubric that does not
+add up); 3 when nobody could be graded (the reference failed, or no worker can run on this
+machine), and then nothing is written.
 """
 
 from __future__ import annotations
@@ -25,20 +26,9 @@ import sys
 from pathlib import Path
 
 from coursekit.impl import REPO_ROOT
+from grader.text import say
 
 NOT_GRADED = 3
-
-
-def _say(text: str) -> None:
-    """Print, whatever the terminal's encoding (reasons are already escaped: grader/text.py);
-    a reader that went away (``| head``) ends the printing, not the run."""
-    try:
-        try:
-            print(text, flush=True)
-        except UnicodeEncodeError:
-            print(text.encode("ascii", "backslashreplace").decode("ascii"), flush=True)
-    except BrokenPipeError:
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
 def _judge(args, hide=(), jobs=None):
@@ -71,6 +61,12 @@ def cmd_grade(args) -> int:
 
     try:
         submission = load(args.submission)
+        if Path(args.submission).resolve() == REPO_ROOT / "exercises" and submission.answers is None \
+                and (REPO_ROOT / "answers.md").is_file():  # the repository's own: answers.md at its top
+            submission.answers = (REPO_ROOT / "answers.md").read_text(encoding="utf-8", errors="replace")
+        from grader import rubric
+
+        rubric.refuse_stale_readme(REPO_ROOT / "README.md")
         judge = _judge(args)
     except (ValueError, RuntimeError) as exc:
         print(f"grader: {exc}", file=sys.stderr)
@@ -82,14 +78,14 @@ def cmd_grade(args) -> int:
         return NOT_GRADED
     if args.json:  # written first: a report the terminal chokes on must not cost the results
         write_json(Path(args.json), gradescope(report, args.hidden_visibility))
-    _say(table(report, brief=args.brief))
+    say(table(report, brief=args.brief))
     if args.json:
-        _say(f"wrote {args.json}")
+        say(f"wrote {args.json}")
     return 0
 
 
 def cmd_grade_all(args) -> int:
-    from grader import classbook, sandbox
+    from grader import classbook, sandbox, secret
 
     root, out = Path(args.dir), Path(args.out)
     if not root.is_dir():
@@ -98,6 +94,22 @@ def cmd_grade_all(args) -> int:
     if out.resolve().is_relative_to(root.resolve()):
         print(f"grader: --out {args.out!r} is inside DIR; write the results elsewhere (a "
               "submission could collide with them)", file=sys.stderr)
+        return 2
+    if args.replace and args.students:
+        print("grader: --replace and --students: choose one (replace the run whole, or regrade "
+              "some students into it)", file=sys.stderr)
+        return 2
+    try:
+        made = secret.load(args.secret_file)
+    except (ValueError, RuntimeError) as exc:
+        print(f"grader: {exc}", file=sys.stderr)
+        return 2
+    if made is None and not args.practice:
+        print("grader: " + secret.refusal("grade-all", "--practice"), file=sys.stderr)
+        return 2
+    if made is not None and args.practice:
+        print("grader: --practice and a grading secret: choose one (practice inputs, or the "
+              "secret's)", file=sys.stderr)
         return 2
     if not sandbox.is_root() and not args.allow_unisolated:
         print("grader: refusing to grade a class without isolation: the judge is not root or "
@@ -111,8 +123,23 @@ def cmd_grade_all(args) -> int:
     except (ValueError, RuntimeError) as exc:
         print(f"grader: {exc}", file=sys.stderr)
         return 2
+    students = tuple(dict.fromkeys(x.strip() for x in (args.students or "").split(",") if x.strip()))
+    if args.students is not None and not students:
+        print(f"grader: --students: expected ID,... got {args.students!r}", file=sys.stderr)
+        return 2
     return classbook.grade_class(judge, root, out, jobs=max(1, args.jobs),
-                                 hidden_visibility=args.hidden_visibility)
+                                 hidden_visibility=args.hidden_visibility, students=students,
+                                 replace=args.replace)
+
+
+def cmd_totals(args) -> int:
+    from grader import classbook
+
+    try:
+        return classbook.totals(Path(args.out))
+    except ValueError as exc:
+        print(f"grader: {exc}", file=sys.stderr)
+        return 2
 
 
 def cmd_merge(args) -> int:
@@ -141,97 +168,13 @@ def cmd_secret(args) -> int:
     return 0
 
 
-def cmd_gradescope(args) -> int:
-    from grader import gradescope, secret
-
-    try:
-        if not 2 <= args.timeout_minutes <= 40:
-            raise ValueError(f"--timeout-minutes: Gradescope allows 2 to 40 minutes here, got "
-                             f"{args.timeout_minutes:g}")
-        made = secret.load(args.secret_file)
-        if made is None:
-            raise ValueError("--secret-file: the bundle grades officially and needs the grading "
-                             "secret (make one with `python -m grader secret new PATH`)")
-        if not (REPO_ROOT / "solutions").is_dir():
-            raise ValueError("the bundle needs the reference: build it from the staff repository")
-        out = Path(args.out)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        count = gradescope.bundle(out, Path(made.path), args.torch, args.timeout_minutes)
-    except (ValueError, OSError) as exc:
-        print(f"grader: {exc}", file=sys.stderr)
-        return 2
-    print(f"wrote {out} ({count} files, grading secret {made.id}): upload it as the autograder "
-          f"and set Gradescope's autograder timeout to {args.timeout_minutes:g} minutes (grading "
-          f"stops after {gradescope.deadline_s(args.timeout_minutes)} s; see the README for the other "
-          "settings); it holds the secret and the reference, so never give it to students")
-    return 0
-
-
-def cmd_release(args) -> int:
-    from grader.release import release
-
-    try:
-        written = release(Path(args.out))
-    except ValueError as exc:
-        print(f"grader: {exc}", file=sys.stderr)
-        return 2
-    print(f"wrote the student repository to {args.out} ({written} files)")
-    return 0
-
-
 def cmd_doctor(args) -> int:
     from grader import doctor
 
-    return doctor.main(args.rest)
-
-
-def cmd_notebook(args) -> int:
-    try:
-        from grader import notebook
-    except ImportError:
-        print("grader: the notebook builder is not part of the student repository", file=sys.stderr)
-        return 2
-    if args.action == "build":
-        try:
-            text = notebook.dumps(notebook.build_notebook())
-        except notebook.DriftError as exc:
-            print(f"grader: the notebook cannot be built: {exc}", file=sys.stderr)
-            return 2
-        path = notebook.SOURCE_NOTEBOOK
-        if args.check:
-            current = path.read_text(encoding="utf-8") if path.exists() else ""
-            if current != text:
-                print(f"grader: {path.relative_to(REPO_ROOT)} is out of date with the modules, "
-                      "checks or rubric: run `python -m grader notebook build`", file=sys.stderr)
-                return 1
-            print(f"{path.relative_to(REPO_ROOT)} is up to date")
-            return 0
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
-        print(f"wrote {path}")
-        return 0
-    source, folder = Path(args.notebook), Path(args.folder)
-    if not source.is_file():
-        print(f"grader: NOTEBOOK: no such notebook: {args.notebook!r}", file=sys.stderr)
-        return 2
-    if not folder.is_dir():
-        print(f"grader: FOLDER: expected a folder of module files, got {args.folder!r}", file=sys.stderr)
-        return 2
-    files = {m: (folder / f"{m}.py").read_text(encoding="utf-8")
-             for m in notebook.MODULE_NAMES if (folder / f"{m}.py").is_file()}
-    try:
-        filled = notebook.fill(json.loads(source.read_text(encoding="utf-8")), files)
-    except ValueError as exc:
-        print(f"grader: {exc}", file=sys.stderr)
-        return 2
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(notebook.dumps(filled), encoding="utf-8")
-    print(f"wrote {args.out} ({len(files)} modules from {folder})")
-    return 0
+    return doctor.main(["--json", args.json] if args.json else [])
 
 
 def main(argv: list[str] | None = None) -> int:
-    from grader.gradescope import TIMEOUT_MINUTES
     from grader.results import VISIBILITIES
 
     parser = argparse.ArgumentParser(prog="python -m grader", description=__doc__.split("\n\n")[0])
@@ -277,39 +220,39 @@ def main(argv: list[str] | None = None) -> int:
     everyone.add_argument("--allow-unisolated", action="store_true",
                           help="grade even though workers cannot be isolated here (not root): "
                                "a submission could then read and write what you can")
+    everyone.add_argument("--practice", action="store_true",
+                          help="grade with the public practice inputs, without the grading secret "
+                               "(not an official grade; without it, grade-all needs the secret)")
+    everyone.add_argument("--replace", action="store_true",
+                          help="OUTDIR holds an earlier run: replace it whole (hand-filled "
+                               "self_test points are kept)")
+    everyone.add_argument("--students", metavar="ID,...",
+                          help="regrade only these students (ids, LMS names or numbers) into the "
+                               "run OUTDIR holds, under the same secret and rubric")
     grading(everyone)
     merge = commands.add_parser("merge", help="join a CPU pass and a GPU pass into one gradebook")
     merge.add_argument("cpu", help="the CPU pass's grade-all --out folder")
     merge.add_argument("gpu", help="the GPU pass's grade-all --out folder (--only-gpu)")
     merge.add_argument("--out", required=True, help="where the joined gradebook goes")
+    tot = commands.add_parser("totals", help="add the hand-graded self_test points of a "
+                                             "gradebook into its total column")
+    tot.add_argument("out", help="a grade-all or merge --out folder whose gradebook.csv has the "
+                                 "self_test column filled in")
     sec = commands.add_parser("secret", help="make the grading secret (once per course)")
     sec_actions = sec.add_subparsers(dest="action", required=True)
     new = sec_actions.add_parser("new", help="write a new random secret, readable only by you")
     new.add_argument("path", help="where (outside the repository), e.g. ~/.config/launch-tax/grading-secret")
-    gs = commands.add_parser("gradescope", help="write the autograder bundle for Gradescope")
-    gs.add_argument("out", help="the zip to write, e.g. autograder.zip")
-    gs.add_argument("--secret-file", metavar="F", help="the grading secret (default: $LAUNCH_TAX_SECRET_FILE)")
-    gs.add_argument("--torch", default="==2.13.0", help="the torch version setup.sh installs (default: ==2.13.0)")
-    gs.add_argument("--timeout-minutes", type=float, default=TIMEOUT_MINUTES,
-                    help="the autograder timeout you set in Gradescope (default: 10, Gradescope's "
-                         "default; at most 40): grading stops early enough to write its results")
-    rel = commands.add_parser("release", help="write the student repository")
-    rel.add_argument("out", help="an empty or new folder")
     doc = commands.add_parser("doctor", help="what this machine can do (paste it into a help request)")
-    doc.add_argument("rest", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
-    nb = commands.add_parser("notebook", help="the course as an nbgrader notebook (course/)")
-    nb_actions = nb.add_subparsers(dest="action", required=True)
-    build = nb_actions.add_parser("build", help="write course/source/launch_tax/launch_tax.ipynb "
-                                                "from the modules, checks and rubric")
-    build.add_argument("--check", action="store_true",
-                       help="write nothing; exit 1 if the committed notebook is out of date")
-    fill = nb_actions.add_parser("fill", help="put a folder's module files into a notebook's answer cells")
-    fill.add_argument("notebook", help="a course notebook (source or release)")
-    fill.add_argument("folder", help="a folder of module files (launch_model.py, buckets.py, ...)")
-    fill.add_argument("--out", required=True, help="where to write the filled notebook")
+    doc.add_argument("--json", metavar="PATH", help="also write the items to PATH as JSON")
+    try:
+        from grader import staff  # the staff repository's commands; a release has none
+    except ImportError:
+        staff_commands = {}
+    else:
+        staff_commands = staff.add_commands(commands)
     args = parser.parse_args(argv)
-    return {"grade": cmd_grade, "grade-all": cmd_grade_all, "merge": cmd_merge, "secret": cmd_secret,
-            "gradescope": cmd_gradescope, "release": cmd_release, "doctor": cmd_doctor, "notebook": cmd_notebook}[args.command](args)
+    return {"grade": cmd_grade, "grade-all": cmd_grade_all, "merge": cmd_merge, "totals": cmd_totals,
+            "secret": cmd_secret, "doctor": cmd_doctor, **staff_commands}[args.command](args)
 
 
 if __name__ == "__main__":

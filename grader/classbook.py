@@ -4,17 +4,28 @@ pass and a GPU pass -> one gradebook) and the summary an instructor reads after 
 Layout of an output folder (class-level files at the top, one folder per student below, so no
 student's name can collide with a class-level file)::
 
-    OUT/gradebook.csv                 one row per student, per-exercise scores
+    OUT/gradebook.csv                 one row per student, per-exercise scores, the self-test
     OUT/summary.md, OUT/scores.svg    distribution, pass rate per check, common reasons, ...
-    OUT/students/NAME/results.json    Gradescope's format (grader/results.py)
+    OUT/students/ID/results.json      Gradescope's format (grader/results.py)
 
 A run writes into a staging folder and moves it into place at the end: when nobody can be graded
-(the reference failed, no worker can run), nothing is written and the exit status is 3.
+(the reference failed, no worker can run), nothing is written and the exit status is 3. A folder
+that already holds a run is never mixed with a new one: ``grade-all`` refuses it unless told to
+``--replace`` it whole or to regrade ``--students`` into it (their rows and results replaced,
+everyone else's kept, under the same secret and rubric).
 
 Every entry of the submissions folder is accounted for: graded, or refused with a reason (a
 symbolic link, a FIFO, a file that is no submission), or *not gradable* (the grader itself
 failed on it: a fault of ours, not a wrong answer; it is listed apart, worth no points until
-regraded).
+regraded). What an LMS adds is read as it adds it (``lms_entries``): hidden files and
+``__MACOSX/`` are not students; Canvas's and Blackboard's loose files are grouped per student;
+Moodle's folder names give the student's name. Each student gets a safe id (the folder name
+under ``students/``; accents folded, so ``Lena Müller`` is ``Lena_Muller``) and the gradebook
+keeps the name as the LMS wrote it, and the LMS's number for the student where it gives one.
+
+The self-test is graded by hand: the gradebook's ``self_test`` column is left for the TA to
+fill (``python -m grader totals OUT`` then adds it into ``total``); a regrade, a replace or a
+merge keeps what was filled in.
 """
 
 from __future__ import annotations
@@ -28,49 +39,135 @@ import statistics
 import sys
 import threading
 import time
+import unicodedata
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from grader.text import safe
 
 SUBMISSION_SUFFIXES = (".zip", ".ipynb")
+#: What operating systems and LMS exports add beside the submissions: never a student.
+JUNK = ("__MACOSX", "Thumbs.db", "desktop.ini", "__pycache__")
+#: Canvas's bulk download names each file ``<login>[_LATE]_<user id>_<submission id>_<file>``
+#: (e.g. ``smithbob_340934_208490284_BobsWork.zip``), and renames a file handed in again under
+#: the same name ``<file>-1``.
+CANVAS = re.compile(r"^(?P<name>[^_]+?)(?:_LATE)?_(?P<uid>\d+)_(?P<sid>\d+)_(?P<file>.+)$")
+CANVAS_RENAMED = re.compile(r"^(?P<stem>.+)-\d+(?P<ext>\.[A-Za-z0-9]+)$")
+#: Moodle's "download all submissions" gives a folder per student:
+#: ``<Full Name>_<participant id>_assignsubmission_file_``.
+MOODLE = re.compile(r"^(?P<name>.+?)_(?P<uid>\d+)_assignsubmission_(?:file|onlinetext)_?$")
+#: Blackboard's: ``<assignment>_<user>_attempt_<yyyy-mm-dd-hh-mm-ss>[_<file>]`` (the file-less
+#: one is its receipt).
+BLACKBOARD = re.compile(r"^(?P<assignment>.+)_(?P<name>[^_]+)_attempt_"
+                        r"(?P<date>\d{4}-\d{2}-\d{2}-\d{2}-\d{2}-\d{2})(?:_(?P<file>.+))?$")
+MAX_LOOSE_FILES = 64
 
 
-def classify(root: Path) -> tuple[list[Path], dict[Path, str]]:
-    """The entries of ``root`` to grade, and those refused with the reason."""
-    graded, refused = [], {}
-    for entry in sorted(root.iterdir()):
-        if entry.name.startswith("."):
+@dataclass
+class Entry:
+    """One student's submission as the class folder holds it."""
+
+    name: str  # as the LMS (or the folder) writes it
+    paths: list[Path] = field(default_factory=list)  # one folder/zip/notebook, or loose files
+    lms_id: str = ""
+    refused: str | None = None
+    id: str = ""  # safe and unique: students/ID/, the gradebook's ``student``
+
+    @property
+    def entry(self) -> str:
+        return "; ".join(p.name for p in self.paths)
+
+
+def _display(entry: Path) -> str:
+    name = entry.name
+    for suffix in SUBMISSION_SUFFIXES:
+        name = name.removesuffix(suffix)
+    return name
+
+
+def lms_entries(root: Path) -> list[Entry]:
+    """The class folder's students, with what each handed in (see the module docstring)."""
+    entries: list[Entry] = []
+    loose: dict[tuple[str, str], Entry] = {}
+    for path in sorted(root.iterdir()):
+        if path.name.startswith(".") or path.name in JUNK:
             continue
-        if entry.is_symlink():
-            refused[entry] = "a symbolic link: refused, not followed (submit the folder or file itself)"
-        elif entry.is_dir():
-            graded.append(entry)
-        elif entry.is_file():
-            if entry.suffix in SUBMISSION_SUFFIXES:
-                graded.append(entry)
-            else:
-                refused[entry] = "not a submission: expected a folder, a .zip or a .ipynb"
+        if path.is_symlink():
+            entries.append(Entry(_display(path), [path], refused=(
+                "a symbolic link: refused, not followed (submit the folder or file itself)")))
+            continue
+        if path.is_dir():
+            moodle = MOODLE.match(path.name)
+            entries.append(Entry(moodle["name"], [path], moodle["uid"]) if moodle
+                           else Entry(_display(path), [path]))
+            continue
+        canvas, board = CANVAS.match(path.name), BLACKBOARD.match(path.name)
+        if path.is_file() and (canvas or board):
+            if board and not board["file"]:
+                continue  # Blackboard's receipt, not a submission
+            key = (canvas["name"], canvas["uid"]) if canvas else (board["name"], "")
+            loose.setdefault(key, Entry(key[0], [], key[1])).paths.append(path)
+        elif path.is_file():
+            entries.append(Entry(_display(path), [path], refused=None if path.suffix in SUBMISSION_SUFFIXES
+                                 else "not a submission: expected a folder, a .zip or a .ipynb"))
         else:
-            refused[entry] = "not a regular file or folder (a FIFO, socket or device): refused"
-    return graded, refused
+            entries.append(Entry(_display(path), [path], refused=(
+                "not a regular file or folder (a FIFO, socket or device): refused")))
+    entries += loose.values()
+    ids(entries)
+    return sorted(entries, key=lambda e: e.id.lower())
 
 
-def student_names(entries: list[Path]) -> dict[Path, str]:
-    """A safe, unique name per entry (``alice/`` and ``alice.zip`` become alice, alice-2)."""
-    names, taken = {}, set()
+def lms_file_name(path: Path) -> str:
+    """The name a student gave a file an LMS renamed (``kimhana_1_2_buckets-1.py`` -> buckets.py)."""
+    match = CANVAS.match(path.name) or BLACKBOARD.match(path.name)
+    name = match["file"] if match and match["file"] else path.name
+    renamed = CANVAS_RENAMED.match(name)
+    return f"{renamed['stem']}{renamed['ext']}" if renamed else name
+
+
+def safe_id(name: str) -> str:
+    """A name fit for a folder and a gradebook cell: accents dropped (``Müller`` -> ``Muller``),
+    letters and digits of any script kept (``김하나``), anything else one ``_``."""
+    bare = "".join(ch for ch in unicodedata.normalize("NFKD", name) if unicodedata.category(ch) != "Mn")
+    text = "".join(ch if (ch.isalnum() and ch.isprintable()) or ch in ".-" else "_"
+                   for ch in unicodedata.normalize("NFC", bare))
+    return re.sub(r"_+", "_", text).strip("._")[:100] or "submission"
+
+
+def ids(entries: list[Entry]) -> None:
+    """A safe, unique id per entry (``alice/`` and ``alice.zip`` become alice, alice-2)."""
+    taken: set[str] = set()
     for entry in entries:
-        base = entry.name
-        for suffix in SUBMISSION_SUFFIXES:
-            base = base.removesuffix(suffix)
-        base = re.sub(r"[^A-Za-z0-9._-]", "_", base).strip(".")[:100] or "submission"
+        base = safe_id(entry.name)
         name, k = base, 2
         while name.lower() in taken:
             name, k = f"{base}-{k}", k + 1
         taken.add(name.lower())
-        names[entry] = name
-    return names
+        entry.id = name
+
+
+def load_entry(entry: Entry, scratch: Path):
+    """``entry``'s submission: its one folder, zip or notebook, or its loose files gathered
+    under their own names into a folder of ``scratch``."""
+    from grader.submission import MAX_FILE_BYTES, load, read_regular
+
+    if len(entry.paths) == 1 and not (CANVAS.match(entry.paths[0].name) or BLACKBOARD.match(entry.paths[0].name)):
+        return load(entry.paths[0])
+    if len(entry.paths) == 1 and entry.paths[0].suffix in SUBMISSION_SUFFIXES:
+        submission = load(entry.paths[0])
+    else:
+        folder = scratch / entry.id
+        folder.mkdir(parents=True)
+        for path in entry.paths[:MAX_LOOSE_FILES]:
+            target = folder / lms_file_name(path)
+            if not target.exists():  # Canvas lists the latest attempt's files only; keep the first
+                target.write_bytes(read_regular(path, MAX_FILE_BYTES + 1))
+        submission = load(folder)
+    submission.label = entry.id
+    return submission
 
 
 def _progress(done: int, total: int, elapsed: float) -> None:
@@ -80,13 +177,65 @@ def _progress(done: int, total: int, elapsed: float) -> None:
           end="", file=sys.stderr, flush=True)
 
 
-def grade_class(judge, root: Path, out: Path, jobs: int, hidden_visibility: str) -> int:
+def previous_run(out: Path) -> dict | None:
+    """What an earlier run left in ``out`` (``{"students": [...], "fingerprint": extra_data of
+    one graded student}``), or None when ``out`` holds no run."""
+    held = out / "students"
+    if not (out / "gradebook.csv").exists() and not held.is_dir():
+        return None
+    found, fingerprint = [], {}
+    for folder in sorted(held.iterdir()) if held.is_dir() else []:
+        results = folder / "results.json"
+        if folder.is_dir() and not folder.is_symlink() and results.is_file():
+            found.append(folder.name)
+            try:
+                data = json.loads(results.read_text(encoding="utf-8"))
+            except ValueError:
+                continue
+            if not fingerprint and data.get("extra_data", {}).get("status") == "graded":
+                fingerprint = data["extra_data"]
+    return {"students": found, "fingerprint": fingerprint}
+
+
+def grade_class(judge, root: Path, out: Path, jobs: int, hidden_visibility: str,
+                students: tuple[str, ...] = (), replace: bool = False) -> int:
+    """Grade the class folder ``root`` into ``out``. ``students``: regrade only these (ids, LMS
+    names or LMS numbers) into the run ``out`` already holds; ``replace``: ``out`` holds a run
+    to be replaced whole. Without either, a used ``out`` is refused (exit 2)."""
     from grader.judge import EnvironmentProblem, ReferenceFailure, Report
     from grader.results import gradescope
-    from grader.submission import Submission, load
+    from grader.submission import Submission
 
-    graded, refused = classify(root)
-    names = student_names(graded + list(refused))
+    entries = lms_entries(root)
+    before = previous_run(out)
+    if before and not (students or replace):
+        print(f"grader: --out {out} already holds a grading run (gradebook.csv, students/): "
+              "pass --replace to replace it whole, or --students ID,... to regrade some students "
+              "into it; or choose a new folder", file=sys.stderr)
+        return 2
+    if students:
+        if not before:
+            print(f"grader: --students regrades into an earlier run, and --out {out} holds none",
+                  file=sys.stderr)
+            return 2
+        wanted = set(students)
+        chosen = [e for e in entries if wanted & {e.id, e.name, e.lms_id}]
+        unknown = sorted(wanted - {k for e in chosen for k in (e.id, e.name, e.lms_id)})
+        if unknown:
+            print(f"grader: --students: no submission in {root} for {', '.join(unknown)} "
+                  f"(ids: {', '.join(e.id for e in entries[:20])}{', ...' if len(entries) > 20 else ''})",
+                  file=sys.stderr)
+            return 2
+        mine = judge.fingerprint()
+        old = before["fingerprint"]
+        for key in ("seed_id", "rubric"):
+            if old and old.get(key) != mine.get(key):
+                print(f"grader: --students: {out} was graded with {key} {old.get(key)}, this run "
+                      f"has {mine.get(key)}; a regrade must use the same grading secret and rubric "
+                      "(or regrade everyone with --replace)", file=sys.stderr)
+                return 2
+        entries = chosen
+    graded = [e for e in entries if e.refused is None]
     out.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile_dir(out))
     start, lock, done = time.monotonic(), threading.Lock(), [0]
@@ -94,9 +243,12 @@ def grade_class(judge, root: Path, out: Path, jobs: int, hidden_visibility: str)
     stop = threading.Event()
     fatal: list[BaseException] = []
 
-    def record(name: str, report, status: str, wall_s: float) -> None:
+    def record(entry: Entry, report, status: str, wall_s: float) -> None:
         data = gradescope(report, hidden_visibility)
-        data["extra_data"].update(status=status, student=name, wall_s=round(wall_s, 2))
+        data["extra_data"].update(status=status, student=entry.id, name=safe(entry.name, 200),
+                                  lms_id=safe(entry.lms_id, 40), entry=safe(entry.entry, 500),
+                                  wall_s=round(wall_s, 2))
+        name = entry.id
         folder = staging / "students" / name
         folder.mkdir(parents=True, exist_ok=True)
         (folder / "results.json").write_text(json.dumps(data, indent=1, ensure_ascii=True) + "\n",
@@ -104,49 +256,56 @@ def grade_class(judge, root: Path, out: Path, jobs: int, hidden_visibility: str)
         with lock:
             rows[name] = data
 
-    def one(entry: Path) -> None:
+    def one(entry: Entry) -> None:
         if stop.is_set():
             return
-        name, began = names[entry], time.monotonic()
+        began = time.monotonic()
         try:
             try:
-                submission = load(entry)
+                submission = load_entry(entry, staging / "lms")
             except Exception as exc:  # noqa: BLE001 - refused with the reason, graded as empty
-                submission = Submission(str(entry), problems=[f"not graded: {safe(exc, 500)}"])
+                submission = Submission(entry.id, problems=[f"not graded: {safe(exc, 500)}"])
             report, status = judge.grade(submission), "graded"
         except (ReferenceFailure, EnvironmentProblem) as exc:
             fatal.append(exc)
             stop.set()
             return
         except Exception as exc:  # noqa: BLE001 - the grader failed on it: not a wrong answer
-            report = Report(safe(entry.name), [], [f"not gradable: the grader failed on this "
-                                                   f"submission ({type(exc).__name__}: {safe(exc, 300)}); "
-                                                   "regrade it after fixing the grader"])
+            report = Report(entry.id, [], [f"not gradable: the grader failed on this "
+                                           f"submission ({type(exc).__name__}: {safe(exc, 300)}); "
+                                           "regrade it after fixing the grader"])
             status = "not gradable"
-        record(name, report, status, time.monotonic() - began)
+        record(entry, report, status, time.monotonic() - began)
         with lock:
             done[0] += 1
             _progress(done[0], len(graded), time.monotonic() - start)
 
     try:
-        for entry, why in refused.items():
-            report = Report(safe(entry.name), [], [f"refused: {safe(entry.name)} is {why}"])
-            record(names[entry], report, "refused", 0.0)
+        for entry in entries:
+            if entry.refused is not None:
+                report = Report(entry.id, [], [f"refused: {safe(entry.entry)} is {entry.refused}"])
+                record(entry, report, "refused", 0.0)
         with ThreadPoolExecutor(jobs) as pool:
             list(pool.map(one, graded))
         print(file=sys.stderr)
         if fatal:
             print(f"grader: nothing was graded: {fatal[0]}", file=sys.stderr)
             return 3
-        write_gradebook(staging, rows)
-        write_summary(staging, rows)
+        hand = read_hand_points(out)
+        if before and replace:
+            clear_run(out)
         publish(staging, out)
+        everyone = _read_pass(out, "OUT") if students else rows
+        write_gradebook(out, everyone, hand)
+        write_summary(out, everyone)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     elapsed = time.monotonic() - start
-    print(f"graded {len(graded)} submissions in {elapsed:.1f} s "
-          f"({60 * len(graded) / max(elapsed, 1e-9):.1f} per minute); refused {len(refused)}; "
-          f"wrote {out / 'gradebook.csv'} and {out / 'summary.md'}")
+    what = f"regraded {len(graded)} of {len(everyone)} students" if students else \
+        f"graded {len(graded)} submissions"
+    print(f"{what} in {elapsed:.1f} s ({60 * len(graded) / max(elapsed, 1e-9):.1f} per minute); "
+          f"refused {len(entries) - len(graded)}; wrote {out / 'gradebook.csv'} and "
+          f"{out / 'summary.md'}" + (f"; kept {len(hand)} hand-graded self-test points" if hand else ""))
     return 0
 
 
@@ -156,8 +315,16 @@ def tempfile_dir(out: Path) -> str:
     return tempfile.mkdtemp(prefix=".grading-", dir=out)
 
 
+def clear_run(out: Path) -> None:
+    """Remove what a grading run wrote into ``out`` (``--replace``)."""
+    shutil.rmtree(out / "students", ignore_errors=True)
+    for name in ("gradebook.csv", "summary.md", "scores.svg"):
+        if (out / name).is_file() or (out / name).is_symlink():
+            (out / name).unlink()
+
+
 def publish(staging: Path, out: Path) -> None:
-    """Move a finished run's files into ``out`` (each student's folder replaced whole)."""
+    """Move a finished run's student folders into ``out`` (each replaced whole)."""
     students = out / "students"
     students.mkdir(exist_ok=True)
     for folder in sorted((staging / "students").iterdir()) if (staging / "students").exists() else []:
@@ -167,12 +334,6 @@ def publish(staging: Path, out: Path) -> None:
         elif target.exists():
             shutil.rmtree(target)
         folder.replace(target)
-    for name in ("gradebook.csv", "summary.md", "scores.svg"):
-        if (staging / name).exists():
-            target = out / name
-            if target.is_dir() and not target.is_symlink():
-                shutil.rmtree(target)
-            (staging / name).replace(target)
 
 
 # ----------------------------------------------------------------------------- the gradebook
@@ -182,24 +343,97 @@ def _exercise_scores(data: dict) -> dict[str, float]:
     scores: dict[str, float] = {}
     for test in data.get("tests", []):
         exercise = test["name"].split(" ", 1)[0]
-        scores[exercise] = scores.get(exercise, 0.0) + float(test.get("score", 0.0))
+        if re.fullmatch(r"ex\d+", exercise):
+            scores[exercise] = scores.get(exercise, 0.0) + float(test.get("score", 0.0))
     return scores
 
 
-def write_gradebook(folder: Path, rows: dict[str, dict]) -> None:
+HAND = "self_test"
+
+
+def read_hand_points(folder: Path) -> dict[str, str]:
+    """``{student id: self_test}`` as filled in ``folder/gradebook.csv`` (empty ones left out)."""
+    path = folder / "gradebook.csv"
+    if not path.is_file():
+        return {}
+    with open(path, newline="", encoding="utf-8") as f:
+        return {row["student"]: row[HAND].strip() for row in csv.DictReader(f)
+                if row.get("student") and (row.get(HAND) or "").strip()}
+
+
+def write_gradebook(folder: Path, rows: dict[str, dict], hand: dict[str, str] | None = None) -> None:
+    """``gradebook.csv``: a row per student; ``self_test`` as the TA filled it (``hand``), and
+    ``total`` = score + self_test once it is filled."""
+    hand = hand or {}
     exercises = sorted({e for data in rows.values() for e in _exercise_scores(data)},
-                       key=lambda e: int(e.removeprefix("ex")) if e.removeprefix("ex").isdigit() else 99)
-    with open(folder / "gradebook.csv", "w", newline="", encoding="utf-8") as f:
+                       key=lambda e: int(e.removeprefix("ex")))
+    tmp = folder / ".gradebook.csv.tmp"
+    with open(tmp, "w", newline="", encoding="utf-8") as f:
         writer = csv.writer(f)
-        writer.writerow(["student", "status", "score", "max_score", "pending", *exercises, "notes"])
+        writer.writerow(["student", "name", "lms_id", "entry", "status", "score", "max_score",
+                         "pending", *exercises, HAND, "self_test_max", "total", "notes"])
         for student in sorted(rows):
             data = rows[student]
             extra = data.get("extra_data", {})
             per = _exercise_scores(data)
-            writer.writerow([student, extra.get("status", "graded"), f"{data['score']:g}",
-                             f"{extra.get('max_score', 0):g}", f"{extra.get('pending', 0):g}",
+            filled = hand.get(student, "")
+            writer.writerow([student, extra.get("name", student), extra.get("lms_id", ""),
+                             extra.get("entry", ""), extra.get("status", "graded"),
+                             f"{data['score']:g}", f"{extra.get('max_score', 0):g}",
+                             f"{extra.get('pending', 0):g}",
                              *[f"{per.get(e, 0.0):g}" for e in exercises],
+                             filled, f"{extra.get('manual', 0):g}", _total(data['score'], filled),
                              safe(data.get("output", "").replace("\n", " | "), 2000)])
+    tmp.replace(folder / "gradebook.csv")
+
+
+def _total(score: float, filled: str) -> str:
+    try:
+        return f"{score + float(filled):g}" if filled else ""
+    except ValueError:
+        return ""
+
+
+def totals(folder: Path) -> int:
+    """``python -m grader totals OUT``: check the ``self_test`` points the TA filled into
+    ``OUT/gradebook.csv`` and write each ``total``. Exit 0; 2 when a filled value is not a
+    number of points between 0 and the self-test's maximum (nothing is written then)."""
+    path = folder / "gradebook.csv"
+    if not path.is_file():
+        raise ValueError(f"OUT: {folder} holds no gradebook.csv (a grade-all or merge --out folder)")
+    with open(path, newline="", encoding="utf-8") as f:
+        reader = csv.DictReader(f)
+        fields, rows = reader.fieldnames or [], list(reader)
+    if HAND not in fields or "total" not in fields:
+        raise ValueError(f"{path} has no {HAND}/total columns: regrade with this grader first")
+    bad, missing = [], []
+    for row in rows:
+        value = row[HAND].strip()
+        if not value:
+            missing.append(row["student"])
+            row["total"] = ""
+            continue
+        try:
+            points = float(value)
+        except ValueError:
+            points = -1.0
+        top = float(row.get("self_test_max") or 0)
+        if not 0 <= points <= top:
+            bad.append(f"{row['student']}: {value!r} (expected 0 to {top:g})")
+            continue
+        row["total"] = f"{float(row['score']) + points:g}"
+    if bad:
+        raise ValueError(f"{path}: {HAND} must be a number of points: " + "; ".join(bad))
+    tmp = folder / ".gradebook.csv.tmp"
+    with open(tmp, "w", newline="", encoding="utf-8") as f:
+        writer = csv.DictWriter(f, fieldnames=fields)
+        writer.writeheader()
+        writer.writerows(rows)
+    tmp.replace(path)
+    print(f"wrote the total of {len(rows) - len(missing)} students into {path}"
+          + (f"; {len(missing)} have no {HAND} points yet: {', '.join(missing[:10])}"
+             f"{', ...' if len(missing) > 10 else ''}" if missing else ""))
+    return 0
 
 
 def write_summary(folder: Path, rows: dict[str, dict]) -> None:
@@ -223,7 +457,19 @@ def write_summary(folder: Path, rows: dict[str, dict]) -> None:
     if fingerprint:
         lines.append(f"Graded by {fingerprint.get('grader')} on torch {fingerprint.get('torch')}, "
                      f"GPU {fingerprint.get('gpu')}, {fingerprint.get('mode')} mode (seed id "
-                     f"{fingerprint.get('seed_id')}), isolation {fingerprint.get('isolation')}.")
+                     f"{fingerprint.get('seed_id')}), rubric {fingerprint.get('rubric')}, "
+                     f"isolation {fingerprint.get('isolation')}.")
+        off = fingerprint.get("protections_off") or []
+        if off:
+            lines.append(f"Sandbox protections off on the grading machine: {', '.join(off)}.")
+    renamed = [(s, d["extra_data"].get("name")) for s, d in sorted(rows.items())
+               if d["extra_data"].get("name") not in (None, s)]
+    if renamed:
+        lines += ["", "## Students and their ids", "",
+                  "Ids are safe folder names; the gradebook keeps each name as the LMS wrote it.", "",
+                  "| id | name | LMS id | handed in |", "| --- | --- | --- | --- |"]
+        lines += [f"| {s} | {_cell(n)} | {_cell(rows[s]['extra_data'].get('lms_id', ''))} | "
+                  f"{_cell(rows[s]['extra_data'].get('entry', ''))} |" for s, n in renamed]
     lines += ["", "## Score distribution", ""]
     bins = _bins(scores, maximum)
     if bins:
@@ -256,7 +502,8 @@ def write_summary(folder: Path, rows: dict[str, dict]) -> None:
         lines.append(f"- **{exercise}** ({count} of {len(graded)}): {gist}")
     lines += ["", "## Refused or not gradable", ""]
     if others:
-        lines += [f"- {s} ({d['extra_data'].get('status')}): {safe(d.get('output', ''), 300).splitlines()[-1]}"
+        lines += [f"- {s} ({d['extra_data'].get('status')}): "
+                  f"{safe((d.get('output') or '-').splitlines()[-1], 300)}"
                   for s, d in sorted(others.items())]
     else:
         lines.append("None.")
@@ -264,6 +511,11 @@ def write_summary(folder: Path, rows: dict[str, dict]) -> None:
     slow = sorted(graded.items(), key=lambda kv: -kv[1]["extra_data"].get("wall_s", 0))[:5]
     lines += [f"- {s}: {d['extra_data'].get('wall_s', 0):.1f} s" for s, d in slow] or ["None."]
     (folder / "summary.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+def _cell(text) -> str:
+    """A value for a markdown table cell, whatever a file name holds."""
+    return safe(str(text), 120).replace("|", "\\|")
 
 
 def _gist(test: dict) -> str:
@@ -306,14 +558,35 @@ def _read_pass(folder: Path, which: str) -> dict[str, dict]:
     return found
 
 
+def _passes(data: dict[str, dict]) -> set[str]:
+    return {str(d["extra_data"].get("pass")) for d in data.values()
+            if d.get("extra_data", {}).get("status") == "graded"}
+
+
 def merge(cpu_out: Path, gpu_out: Path, final: Path) -> int:
-    """Join the CPU pass and the GPU pass per student and per check into ``final``."""
+    """Join the CPU pass and the GPU pass per student and per check into ``final``. Both must be
+    grade-all outputs of the same secret and rubric, one without the GPU checks (``cpu``), the
+    other with only them (``--only-gpu``); ``final`` must not hold a run already."""
+    if cpu_out.resolve() == gpu_out.resolve():
+        raise ValueError(f"CPU_OUT and GPU_OUT are the same folder ({cpu_out}): give the CPU pass "
+                         "and the GPU pass (grade-all --only-gpu on a CUDA machine)")
     cpu, gpu = _read_pass(cpu_out, "CPU_OUT"), _read_pass(gpu_out, "GPU_OUT")
-    seeds = {d["extra_data"].get("seed_id") for d in list(cpu.values()) + list(gpu.values())
-             if d["extra_data"].get("status") == "graded"}
-    if len(seeds) > 1:
-        raise ValueError(f"the passes were graded with different secrets (seed ids {sorted(map(str, seeds))}): "
-                         "their inputs differ; grade both with the same --secret-file")
+    for which, data, want in (("CPU_OUT", cpu, "cpu"), ("GPU_OUT", gpu, "gpu")):
+        kinds = _passes(data)
+        if kinds and kinds != {want}:
+            how = "grade-all --gpu off (or on a machine without CUDA)" if want == "cpu" else \
+                "grade-all --only-gpu on a CUDA machine"
+            raise ValueError(f"{which}: {cpu_out if want == 'cpu' else gpu_out} holds a pass of kind "
+                             f"{', '.join(sorted(kinds))}, not a {want} pass ({how})")
+    for key, what in (("seed_id", "secrets"), ("rubric", "rubrics")):
+        values = {d["extra_data"].get(key) for d in list(cpu.values()) + list(gpu.values())
+                  if d["extra_data"].get("status") == "graded"}
+        if len(values) > 1:
+            raise ValueError(f"the passes were graded with different {what} ({key}s "
+                             f"{sorted(map(str, values))}): their inputs or points differ; grade both "
+                             "with the same --secret-file and the same grader/rubric.toml")
+    if previous_run(final):
+        raise ValueError(f"--out {final} already holds a grading run: choose a new folder")
     final.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile_dir(final))
     rows = {}
@@ -324,9 +597,9 @@ def merge(cpu_out: Path, gpu_out: Path, final: Path) -> int:
             folder.mkdir(parents=True)
             (folder / "results.json").write_text(json.dumps(merged, indent=1, ensure_ascii=True) + "\n",
                                                  encoding="utf-8")
-        write_gradebook(staging, rows)
-        write_summary(staging, rows)
         publish(staging, final)
+        write_gradebook(final, rows, {**read_hand_points(gpu_out), **read_hand_points(cpu_out)})
+        write_summary(final, rows)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     only = [s for s in rows if (s in cpu) != (s in gpu)]
@@ -363,8 +636,8 @@ def merge_student(cpu: dict | None, gpu: dict | None) -> dict:
         base["extra_data"]["gpu"] = gpu["extra_data"].get("gpu", "none")
         base["extra_data"]["pass"] = "cpu+gpu (merged)"
     tests = base.get("tests", [])
-    base["score"] = sum(t["score"] for t in tests)
-    max_score = sum(t["max_score"] for t in tests)
+    base["score"] = sum(t.get("score", 0.0) for t in tests)
+    max_score = sum(t.get("max_score", 0.0) for t in tests)
     pending = sum(t["extra_data"].get("points", 0) for t in tests if t["extra_data"].get("state") == "pending")
     base["extra_data"].update(max_score=max_score, pending=pending)
     summary = f"{base['score']:g} of {max_score:g} points (CPU and GPU passes merged)"

@@ -29,13 +29,12 @@ import queue
 import subprocess
 import threading
 import time
-import tomllib
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from coursekit.impl import EXERCISES, REPO_ROOT
-from grader import sandbox, wire
+from grader import rubric, sandbox, wire
 from grader.checks import Answer, Check, Probe, same
 from grader.secret import Draw, GradingSecret
 from grader.submission import Submission
@@ -96,6 +95,8 @@ class Report:
     notes: list[str]
     wall_s: float = 0.0
     fingerprint: dict = field(default_factory=dict)
+    staff_notes: list[str] = field(default_factory=list)  # never in what a student sees
+    manual: dict | None = None  # the self-test, graded by hand: {"points", "found"}
 
     @property
     def score(self) -> float:
@@ -112,13 +113,17 @@ class Report:
 
 def load_rubric(path: Path = RUBRIC) -> dict[str, float]:
     """``{check id: points}`` from the rubric file (public and hidden tables)."""
-    data = tomllib.loads(path.read_text(encoding="utf-8"))
-    points = {}
-    for exercise, table in data.items():
-        for visibility in ("public", "hidden"):
-            for name, value in table.get(visibility, {}).items():
-                points[f"{exercise}.{name}"] = float(value)
-    return points
+    return rubric.load(path).checks
+
+
+def rubric_digest() -> str:
+    """Which rubric graded: two passes (or two runs) with different ones cannot be merged."""
+    return hashlib.sha256(RUBRIC.read_bytes()).hexdigest()[:12]
+
+
+def cpu_points() -> float:
+    """The points of the checks that run without CUDA (public and hidden)."""
+    return rubric.totals(rubric.load())["cpu"]
 
 
 def all_checks(draw: Draw | None = None) -> list[Check]:
@@ -277,7 +282,8 @@ class Judge:
             raise ValueError(f"--deadline: expected at least 10 seconds, got {deadline_s:g}")
         self.timeout_s, self.jobs, self.deadline_s = timeout_s, max(1, jobs), deadline_s
         self.hide = (REPO_ROOT, *hide)
-        self.points = load_rubric()
+        course = rubric.load().validate()
+        self.points, self.manual_points = course.checks, course.manual
         names = {c.id for c in all_checks()}
         missing = set(self.points) - names
         if missing:
@@ -324,8 +330,11 @@ class Judge:
                                                                     shared.get(ex), budget),
                                     self.exercises))
         results = [r for r in results if r.checks]
+        manual = None
+        if not self.gpu_only and self.manual_points:
+            manual = {"points": self.manual_points, "found": safe(submission.answered(), 300)}
         return Report(safe(submission.label, 300), results, self.notes(submission, results),
-                      time.monotonic() - start, self.fingerprint())
+                      time.monotonic() - start, self.fingerprint(), self.staff_notes(), manual)
 
     def grade_exercise(self, submission: Submission, exercise: str) -> ExerciseResult:
         checks = [c for c in self.checks_for(submission) if c.exercise == exercise]
@@ -350,11 +359,15 @@ class Judge:
             why = "--gpu off" if self.gpu_mode == "off" else "no CUDA here"
             notes.append(f"{pending:g} points pending: GPU checks not run ({why}); they are graded "
                          "in the GPU pass (a machine with CUDA, --gpu on)")
-        off = [name for name, on in self.protections().items() if not on]
-        if off:
-            notes.append("sandbox protections off on this machine (not root, or no namespaces): "
-                         + ", ".join(off))
         return notes
+
+    def staff_notes(self) -> list[str]:
+        """What the one who runs the grader should know and a student's results must not show
+        (they go to the terminal, ``extra_data`` and the class summary)."""
+        off = [name for name, on in self.protections().items() if not on]
+        if not off:
+            return []
+        return ["sandbox protections off on this machine (not root, or no namespaces): " + ", ".join(off)]
 
     def protections(self) -> dict[str, bool]:
         shown = sandbox.protections()
@@ -368,7 +381,10 @@ class Judge:
         cuda = torch.version.cuda or "none"
         gpu = torch.cuda.get_device_name() if self.gpu else "none"
         off = [name for name, on in self.protections().items() if not on]
-        return {"grader": grader_version(), "torch": torch.__version__, "cuda": cuda, "gpu": gpu,
+        info = build_info()
+        return {"grader": grader_version(), "commit": info.get("commit", "unknown"),
+                "bundle": info.get("bundle", "none"), "rubric": rubric_digest(),
+                "torch": torch.__version__, "cuda": cuda, "gpu": gpu,
                 "mode": "official" if self.secret else "practice",
                 "seed_id": self.secret.id if self.secret else "practice",
                 "isolation": "namespaces" if sandbox.is_root() else
@@ -660,26 +676,46 @@ def _read_answers(run: sandbox.Run, number: int, count: int) -> tuple[str | None
         return f"worker sent a malformed result ({type(exc).__name__})", []
 
 
+BUILD = GRADER_DIR / "BUILD.json"  # written into a bundle or a release: what it was built from
 _VERSION: list[str] = []
 
 
-def grader_version() -> str:
-    """The package version, and the repository's commit when it is a git checkout."""
-    if not _VERSION:
+def build_info() -> dict:
+    """``{"grader": version, "commit": ..., "changes": bool}`` of this checkout (git), or what a
+    bundle's or a release's ``grader/BUILD.json`` recorded when it was built (no git there)."""
+    if BUILD.is_file():
         try:
-            from importlib.metadata import version
-
-            text = version("launch-tax")
-        except Exception:  # noqa: BLE001 - not installed: used in place
-            text = "0.1.0"
-        try:
-            commit = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=REPO_ROOT,
-                                    capture_output=True, text=True, timeout=10)
-            if commit.returncode == 0 and commit.stdout.strip():
-                dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
-                                       cwd=REPO_ROOT, capture_output=True, text=True, timeout=10)
-                text += f" ({commit.stdout.strip()}{'+changes' if dirty.stdout.strip() else ''})"
-        except (OSError, subprocess.TimeoutExpired):
+            data = json.loads(BUILD.read_text(encoding="utf-8"))
+            if isinstance(data, dict):
+                return data
+        except ValueError:
             pass
-        _VERSION.append(text)
+    try:
+        from importlib.metadata import version
+
+        text = version("launch-tax")
+    except Exception:  # noqa: BLE001 - not installed: used in place
+        text = "0.1.0"
+    info: dict = {"grader": text, "commit": "unknown", "changes": False}
+    try:
+        commit = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=REPO_ROOT,
+                                capture_output=True, text=True, timeout=10)
+        if commit.returncode == 0 and commit.stdout.strip():
+            dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
+                                   cwd=REPO_ROOT, capture_output=True, text=True, timeout=10)
+            info.update(commit=commit.stdout.strip(), changes=bool(dirty.stdout.strip()))
+    except (OSError, subprocess.TimeoutExpired):
+        pass
+    return info
+
+
+def grader_version() -> str:
+    """The grader's version, its commit (``+changes`` when built from uncommitted work) and, for
+    a Gradescope bundle, the bundle's digest: what every result names."""
+    if not _VERSION:
+        info = build_info()
+        text = f"{info.get('grader', '?')} ({info.get('commit', 'unknown')}"
+        text += "+changes" if info.get("changes") else ""
+        text += f", bundle {info['bundle']}" if info.get("bundle") else ""
+        _VERSION.append(text + ")")
     return _VERSION[0]

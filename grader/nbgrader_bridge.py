@@ -16,9 +16,18 @@ Every other code cell (a cell the student added, an answer cell whose first line
 commented out: kept for whoever reads the feedback, never run. ``course/nbgrader_config.py`` also
 keeps submitted ``.py`` / ``.so`` files out of the grading folder (the kernel would import them
 before the installed grader).
+
+Official grading cannot be missed: ``nbgrader autograde`` without the grading secret
+(``LAUNCH_TAX_SECRET_FILE``) refuses to start, in one line that says how to make and pass it,
+unless practice grading is asked for (``LAUNCH_TAX_PRACTICE=1``); ``refuse_without_secret`` runs
+when ``course/nbgrader_config.py`` is loaded, and ``OnlyAnswerFiles`` refuses each notebook the
+same way where nbgrader is driven otherwise (the formgrader's autograde button).
 """
 
 from __future__ import annotations
+
+import os
+import sys
 
 from nbformat import NotebookNode, from_dict
 from nbgrader.api import Gradebook
@@ -74,8 +83,41 @@ def _restored(name: str, kind: str, text: str, locked: bool, solution: bool) -> 
     return from_dict(cell)
 
 
+PRACTICE = "LAUNCH_TAX_PRACTICE"
+
+
+def why_refused() -> str | None:
+    """Why autograding must not start here (no grading secret, practice not asked), or None."""
+    from grader import secret
+
+    if os.environ.get(PRACTICE) == "1":
+        return None
+    try:
+        if secret.load() is not None:
+            return None
+    except (ValueError, RuntimeError) as exc:
+        return f"nbgrader autograde: the grading secret cannot be read: {exc}"
+    return ("nbgrader autograde: refusing to grade without the grading secret (scores would be "
+            "practice scores): make it once with `python -m grader secret new "
+            "~/.config/launch-tax/grading-secret` and run `LAUNCH_TAX_SECRET_FILE=PATH nbgrader "
+            f"autograde ...`; or set {PRACTICE}=1 to grade with the public practice inputs")
+
+
+def refuse_without_secret(argv: list[str]) -> None:
+    """Called by ``course/nbgrader_config.py``: ``nbgrader autograde`` stops at once, in one line,
+    when ``why_refused`` says so."""
+    if argv[1:2] == ["autograde"]:
+        why = why_refused()
+        if why:
+            print(why, file=sys.stderr)
+            raise SystemExit(2)
+
+
 class OnlyAnswerFiles(NbGraderPreprocessor):
     def preprocess(self, nb, resources):
+        why = why_refused()
+        if why:
+            raise RuntimeError(why)
         last_writer = {}
         for index, cell in enumerate(nb.cells):
             if cell.cell_type == "code" and not _locked(cell):
@@ -92,6 +134,37 @@ class OnlyAnswerFiles(NbGraderPreprocessor):
                 _comment_out(cell, SUPERSEDED)
             else:
                 cell.source = writefile_line(module) + "\n" + cell.source.partition("\n")[2]
+        _add_grade_ahead(nb, {m: nb.cells[i].source.partition("\n")[2] for m, i in last_writer.items()})
+        return nb, resources
+
+
+AHEAD = {"launch_tax": {"autograder": "grade_ahead"}}
+
+
+def _add_grade_ahead(nb, modules: dict[str, str]) -> None:
+    """After the set-up cell, a cell that grades every module the answer cells will write, at once
+    (``grader.notebook_checks.grade_ahead``): one worker for the whole notebook instead of one per
+    exercise, with the verdicts ``python -m grader grade`` gives the notebook. It holds the
+    modules as string literals (nothing of them runs in the kernel) and is left out of the
+    feedback (``DropAutograderCells``)."""
+    setup = [i for i, c in enumerate(nb.cells) if c.metadata.get("nbgrader", {}).get("grade_id") == "setup"]
+    if not setup:
+        return
+    source = ("# Added by the autograder, not part of your notebook: grades all your answer cells' "
+              "modules at once,\n# as `python -m grader grade` grades the notebook; each test "
+              "cell below reads its verdict.\n"
+              "from grader.notebook_checks import grade_ahead\n"
+              f"grade_ahead({modules!r})")
+    cell = from_dict({"cell_type": "code", "execution_count": None, "outputs": [],
+                      "metadata": dict(AHEAD), "source": source})
+    nb.cells.insert(setup[0] + 1, cell)
+
+
+class DropAutograderCells(NbGraderPreprocessor):
+    """Feedback leaves out the cells the autograder added (``_add_grade_ahead``)."""
+
+    def preprocess(self, nb, resources):
+        nb.cells = [c for c in nb.cells if c.metadata.get("launch_tax", {}).get("autograder") is None]
         return nb, resources
 
 

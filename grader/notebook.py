@@ -463,9 +463,11 @@ docstring, then replace each `raise NotImplementedError(...)` line with your cod
 of an answer cell (`%%writefile {PACKAGE}/<module>.py`) writes the cell into a module file: keep
 it, and run the cell after each change. The test cells below it grade that file.
 
-* **Points**: {cpu:g} from the test cells (CPU checks; a few are hidden and run only when your
-  notebook is graded), {manual:g} from the self-test questions at the end (graded by hand).
-  The exercises' GPU checks ({gpu:g} more points) need a CUDA machine and are graded there.
+* **Points**: this notebook carries {cpu + manual:g} of the course's {cpu + gpu + manual:g}:
+  {cpu:g} from the test cells (CPU checks; a few are hidden and run only when your notebook is
+  graded) and {manual:g} from the self-test questions at the end (graded by hand). The
+  exercises' GPU checks ({gpu:g} points) need a CUDA machine: they are graded there and added
+  to your grade by the course staff, so the notebook's own total is {cpu + manual:g}.
 * **How it is graded**: only the answer cells' module files and these test cells count. Code
   cells you add are for trying things out; the autograder does not run them, so everything your
   modules need must be in their answer cells.

@@ -23,19 +23,17 @@ import json
 import re
 import shutil
 import textwrap
-import tomllib
-from dataclasses import dataclass
 from pathlib import Path
 
 from coursekit.impl import REPO_ROOT
+from grader.rubric import Rubric, each, readme_with_points
+from grader.rubric import parse as parse_rubric
 
 COPIED = ("exercises", "coursekit", "grader", "benchmarks/decode_engine.py", "conftest.py",
           "pyproject.toml", ".gitignore", "AGENTS.md")
-NEVER = {"hidden.py", "release.py", "notebook.py", "nbgrader_bridge.py", "__pycache__",
-         "expected.json"}
+NEVER = {"hidden.py", "release.py", "notebook.py", "nbgrader_bridge.py", "build.py", "staff.py",
+         "gradescope.py", "__pycache__", "expected.json", "BUILD.json"}
 STAFF = re.compile(r"<!-- staff-only -->.*?<!-- /staff-only -->\n?", re.DOTALL)
-#: The README's paragraph on points, rewritten from the rubric by ``points_paragraph``.
-POINTS = re.compile(r"<!-- points -->\n(.*?)<!-- /points -->\n", re.DOTALL)
 #: README lines that name what a release does not have, and what they say there instead (None:
 #: the line goes).
 STUDENT_LINES = {
@@ -50,54 +48,12 @@ STUDENT_LINES = {
 }
 
 
-@dataclass(frozen=True)
-class Points:
-    """The rubric's points: ``public`` (``public_gpu`` of them in checks named ``gpu_*``, which
-    need CUDA) and ``hidden`` make the total; ``manual`` are the ``questions`` self-test
-    questions' points, graded by hand and not part of the total."""
-
-    public: float
-    public_gpu: float
-    hidden: float
-    manual: float
-    questions: dict[str, float]
-
-    @property
-    def total(self) -> float:
-        return self.public + self.hidden
-
-
-def rubric_points(text: str) -> Points:
+def rubric_points(text: str) -> Rubric:
     """Count the points of a rubric (``grader/rubric.toml``'s text, or a released one's)."""
-    data = tomllib.loads(text)
-    public = public_gpu = hidden = 0.0
-    for exercise, table in data.items():
-        if exercise == "self_test":
-            continue
-        for name, value in table.get("public", {}).items():
-            public += value
-            public_gpu += value if name.startswith("gpu_") else 0
-        hidden += sum(table.get("hidden", {}).values())
-    questions = {name: float(value) for name, value in data.get("self_test", {}).items()}
-    return Points(public, public_gpu, hidden, sum(questions.values()), questions)
+    return parse_rubric(text)
 
 
-def _each(questions: dict[str, float]) -> str:
-    values = set(questions.values())
-    return f", {values.pop():g} points each" if len(values) == 1 else ""
-
-
-def points_paragraph(points: Points) -> str:
-    """The README's paragraph on points (the same in the repository and in a release)."""
-    return textwrap.fill(
-        f"**Points.** The rubric, [`grader/rubric.toml`](grader/rubric.toml), holds {points.total:g} "
-        f"points: {points.public:g} in public checks, which `python -m grader grade` runs for you "
-        f"({points.public - points.public_gpu:g} on any machine, {points.public_gpu:g} only on a "
-        f"CUDA GPU), and {points.hidden:g} in hidden checks, which the instructor runs when "
-        "grading and which are not in the student repository. The "
-        f"{len(points.questions)} self-test questions in [`answers.md`](answers.md) are graded "
-        f"by hand{_each(points.questions)}: {points.manual:g} points on top of the "
-        f"{points.total:g}.", width=99, break_on_hyphens=False) + "\n"
+_each = each
 
 
 def public_rubric(text: str) -> str:
@@ -117,12 +73,15 @@ def public_rubric(text: str) -> str:
         "the student repository.\n"
         f"# [self_test]: the {len(points.questions)} questions in answers.md, {points.manual:g} "
         f"points graded by hand, not part of the {points.total:g}.\n"
-        "# The public checks themselves: grader/checks.py.\n\n")
+        "# The public checks themselves: grader/checks.py.\n\n"
+        "# The course's automatic points, and how many of them are in checks this repository does "
+        "not have.\n"
+        f"[course]\ntotal = {points.total:g}\nwithheld = {points.hidden:g}\n\n")
     kept, skipping = [], False
     for line in text.splitlines(keepends=True):
         header_line = re.match(r"\s*\[([^\]]+)\]", line)
         if header_line:
-            skipping = header_line.group(1).endswith(".hidden")
+            skipping = header_line.group(1).endswith(".hidden") or header_line.group(1) == "course"
             if header_line.group(1) == "self_test":
                 kept.append(f"# The self-test questions (answers.md), graded by hand; not part of "
                             f"the {points.total:g}.\n")
@@ -167,17 +126,14 @@ def write_answers(path: Path = REPO_ROOT / "answers.md") -> Path:
     return Path(path)
 
 
-def student_readme(text: str, points: Points) -> str:
+def student_readme(text: str, points: Rubric) -> str:
     """The README without its staff-only sections, with its student lines and its points."""
     readme = STAFF.sub("", text)
     for staff, student in STUDENT_LINES.items():
         if staff not in readme:
             raise RuntimeError(f"README.md no longer has the line {staff!r}; update STUDENT_LINES")
         readme = readme.replace(staff + "\n", "" if student is None else student + "\n")
-    if len(POINTS.findall(readme)) != 1:
-        raise RuntimeError("README.md needs one <!-- points --> ... <!-- /points --> paragraph "
-                           "outside the staff-only sections (grader/release.py writes it)")
-    readme = POINTS.sub(lambda _: points_paragraph(points), readme)
+    readme = readme_with_points(readme, points)
     return re.sub(r"\n{3,}", "\n\n", readme)  # where a staff-only section was
 
 
@@ -235,4 +191,7 @@ def release(out: Path) -> int:
     (out / "answers.md").write_text(answers_markdown(rubric), encoding="utf-8")
     (out / "grader" / "expected.json").write_text(json.dumps(recorded_answers(), sort_keys=True),
                                                   encoding="utf-8")
+    from grader.judge import build_info
+
+    (out / "grader" / "BUILD.json").write_text(json.dumps(build_info(), indent=1) + "\n", encoding="utf-8")
     return sum(1 for p in out.rglob("*") if p.is_file())

@@ -94,3 +94,12 @@ class Draw:
 
 
 PRACTICE = Draw()
+
+
+def refusal(what: str, practice: str | None = None) -> str:
+    """Why ``what`` refuses to run without the grading secret, and how to give it one."""
+    text = (f"{what} grades officially and needs the grading secret: make it once with `python -m "
+            "grader secret new ~/.config/launch-tax/grading-secret`, then pass --secret-file PATH "
+            "(or set LAUNCH_TAX_SECRET_FILE)")
+    return text + (f"; {practice} grades with the public practice inputs instead (not an official "
+                   "grade)" if practice else "")

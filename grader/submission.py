@@ -9,6 +9,16 @@ judge. Zip members are read, never extracted, so a member named ``../../x`` (zip
 nothing anywhere; a zip with two members for one module is refused, since what is graded must be
 what any extraction shows. A notebook contributes the code cells that start with
 ``%%writefile <module>.py`` (see ``writefile_module``), the way a notebook writes module files.
+
+Where the module files are: at the top of the folder (or anywhere in a zip). A folder with none
+at its top is searched one and two folders down, as a whole repository arrives
+(``launch-tax-main/exercises/*.py``): if exactly one folder there holds module files they are
+graded, with a note saying where they were found; if several do, the submission is refused
+with the reason, never graded as empty without a word. Hidden folders, ``__MACOSX/`` (what
+macOS's zip adds), tests and the course's own packages (``coursekit/``, ``grader/``, ...) are
+never searched, in a folder or a zip. ``answers.md`` (the
+self-test, graded by hand) is read, capped, from where the modules are, to tell the student and
+the TA whether it was handed in.
 """
 
 from __future__ import annotations
@@ -25,6 +35,12 @@ MODULE_NAMES = tuple(name for _, name in EXERCISES)
 MAX_FILE_BYTES = 1 << 20
 MAX_NOTEBOOK_BYTES = 16 * MAX_FILE_BYTES
 MAX_ZIP_MEMBERS = 1000
+MAX_ANSWERS_BYTES = 64 << 10
+#: Folders never searched for module files: the course's own given packages (``coursekit/``
+#: has a ``fusion.py`` of its own), tests, and what tools and macOS's zip add.
+SKIPPED_FOLDERS = ("coursekit", "grader", "benchmarks", "tests", "__MACOSX", "__pycache__",
+                   "node_modules", "site-packages")
+SEARCH_DEPTH = 2
 
 
 @dataclass
@@ -35,6 +51,8 @@ class Submission:
     refused: dict[str, str] = field(default_factory=dict)  # module name -> why
     notebook: str | None = None  # the notebook the modules come from, if they do
     unreadable: str | None = None  # why that notebook could not be read
+    answers: str | None = None  # answers.md's text, if handed in (the self-test, by hand)
+    found_in: str | None = None  # the folder below the submission the modules came from
 
     def missing_reason(self, module: str) -> str:
         if module in self.refused:
@@ -46,6 +64,18 @@ class Submission:
                     f"it (a code cell whose first line is `%%writefile student/{module}.py`)")
         return f"module '{module}' not in submission: no {module}.py"
 
+    def answered(self) -> str:
+        """What the self-test's hand grader will find: answers.md and how many questions it
+        answers, the notebook's answer cells, or nothing."""
+        if self.notebook:
+            return f"answered in the notebook's self-test cells ({self.notebook})"
+        if self.answers is None:
+            return "no answers.md in the submission: hand it in beside your module files"
+        parts = self.answers.split("**Your answer:**")[1:]
+        done = sum(1 for part in parts
+                   if part.split("\n## ", 1)[0].strip() not in ("", "_Write your answer here._"))
+        return f"answers.md handed in: {done} of {len(parts)} questions answered"
+
 
 def load(path: str | Path) -> Submission:
     path = Path(path)
@@ -54,7 +84,7 @@ def load(path: str | Path) -> Submission:
     if path.is_dir():
         return _from_folder(path)
     if path.suffix in (".zip", ".ipynb") and path.exists():
-        submission = Submission(str(path))
+        submission = Submission(path.name)
         try:
             data = read_regular(path, MAX_NOTEBOOK_BYTES + 1)
             if len(data) > MAX_NOTEBOOK_BYTES:
@@ -104,7 +134,68 @@ def _refuse(submission: Submission, name: str | None, why: str) -> None:
 
 
 def _from_folder(folder: Path) -> Submission:
-    submission = Submission(str(folder))
+    submission = Submission(folder.name or str(folder))
+    _take_folder(submission, folder)
+    if not submission.files and not submission.refused and not submission.notebook \
+            and not submission.unreadable:
+        _search_below(submission, folder)
+    return submission
+
+
+def _search_below(submission: Submission, folder: Path) -> None:
+    """The module files one or two folders below ``folder`` (a whole repository handed in)."""
+    holders = [sub for sub in _folders_below(folder, SEARCH_DEPTH)
+               if any(_is_module_file(sub / f"{name}.py") for name in MODULE_NAMES)]
+    if not holders:
+        return
+    where = [h.relative_to(folder).as_posix() + "/" for h in holders]
+    if len(holders) > 1:
+        why = (f"module files found in several folders ({', '.join(where)}): refused, since it "
+               "cannot be told which one is your work; submit the files themselves (or one zip of "
+               "them), not the repository")
+        _refuse(submission, None, why)
+        submission.unreadable = why
+        return
+    _take_folder(submission, holders[0])
+    submission.found_in = where[0]
+    for parent in holders[0].relative_to(folder).parents:  # a repository keeps it at its top
+        answers = folder / parent / "answers.md"
+        if submission.answers is None and _is_module_file(answers):
+            try:
+                submission.answers = read_regular(answers, MAX_ANSWERS_BYTES).decode("utf-8", "replace")
+            except ValueError:
+                pass
+    submission.problems.append(
+        f"found {len(submission.files)} module file(s) in {where[0]} of the submission, not at its "
+        f"top: graded them; next time submit the files themselves (the module files, answers.md)")
+
+
+def _is_module_file(path: Path) -> bool:
+    return path.is_file() and not path.is_symlink()
+
+
+def _folders_below(folder: Path, depth: int) -> list[Path]:
+    """Folders under ``folder``, ``depth`` levels at most, breadth first; symbolic links, hidden
+    folders and ``SKIPPED_FOLDERS`` are not entered."""
+    found, level = [], [folder]
+    for _ in range(depth):
+        nxt = []
+        for parent in level:
+            try:
+                children = sorted(parent.iterdir())
+            except OSError:
+                continue
+            for child in children[:MAX_ZIP_MEMBERS]:
+                if child.name.startswith(".") or child.name in SKIPPED_FOLDERS:
+                    continue
+                if child.is_dir() and not child.is_symlink():
+                    nxt.append(child)
+        found += nxt
+        level = nxt
+    return found
+
+
+def _take_folder(submission: Submission, folder: Path) -> None:
     for name in MODULE_NAMES:
         path = folder / f"{name}.py"
         if path.is_symlink():
@@ -118,6 +209,8 @@ def _from_folder(folder: Path) -> Submission:
     notebooks = _entries(folder, ".ipynb", submission)
     if not notebooks:
         for sub in sorted(folder.iterdir()):
+            if sub.name.startswith(".") or sub.name in SKIPPED_FOLDERS:
+                continue
             if sub.is_symlink():
                 _refuse(submission, None, f"{sub.name}/ is a symlink: refused, not followed")
             elif sub.is_dir():
@@ -137,14 +230,19 @@ def _from_folder(folder: Path) -> Submission:
         except ValueError as exc:
             submission.unreadable = str(exc)
             submission.problems.append(str(exc))
-    return submission
+    answers = folder / "answers.md"
+    if submission.answers is None and _is_module_file(answers):
+        try:
+            submission.answers = read_regular(answers, MAX_ANSWERS_BYTES).decode("utf-8", "replace")
+        except ValueError:
+            pass
 
 
 def _entries(folder: Path, suffix: str, submission: Submission) -> list[Path]:
     """The regular files named ``*suffix`` in ``folder``; symlinks and other kinds refused."""
     found = []
     for path in sorted(folder.iterdir()):
-        if not path.name.endswith(suffix):
+        if not path.name.endswith(suffix) or path.name.startswith("."):
             continue
         if path.is_symlink():
             _refuse(submission, None, f"{path.name} is a symlink: refused, not followed")
@@ -166,18 +264,23 @@ def _take_zip(submission: Submission, data: bytes) -> None:
     with archive:
         members = archive.infolist()[:MAX_ZIP_MEMBERS]
         by_module: dict[str, list[zipfile.ZipInfo]] = {}
-        notebooks = []
+        notebooks, answers = [], []
         for member in members:
             name = PurePosixPath(member.filename).name
             if stat.S_ISLNK(member.external_attr >> 16) or member.is_dir():
                 continue
+            parts = PurePosixPath(member.filename).parts
+            if any(part.startswith(".") or part in SKIPPED_FOLDERS for part in parts[:-1]) \
+                    or name.startswith("."):
+                continue  # what macOS's zip and editors add, the course's own packages
             if name.endswith(".ipynb"):
                 notebooks.append(member)
                 continue
+            if name == "answers.md":
+                answers.append(member)
+                continue
             module = name.removesuffix(".py")
             if not name.endswith(".py") or module not in MODULE_NAMES:
-                continue
-            if "__pycache__" in PurePosixPath(member.filename).parts:
                 continue
             by_module.setdefault(module, []).append(member)
         doubled = {m: ms for m, ms in by_module.items() if len(ms) > 1}
@@ -190,6 +293,8 @@ def _take_zip(submission: Submission, data: bytes) -> None:
             return
         for module, (member,) in sorted(by_module.items()):
             _take(submission, module, _read_member(archive, member), member.filename)
+        if len(answers) == 1:
+            submission.answers = _read_member(archive, answers[0])[:MAX_ANSWERS_BYTES].decode("utf-8", "replace")
         if not submission.files and len(notebooks) == 1:
             _take_notebook(submission, _read_member(archive, notebooks[0]), notebooks[0].filename)
 

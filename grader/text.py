@@ -8,6 +8,8 @@ as an escape: ``\\x1b``, ``\\r``, ``\\ud800``...; newlines are escaped too unles
 
 from __future__ import annotations
 
+import os
+import sys
 import unicodedata
 
 
@@ -37,3 +39,15 @@ def safe(text: object, limit: int | None = None, lines: bool = False) -> str:
     if limit is not None and len(result) > limit:
         result = result[: max(0, limit - 3)] + "..."
     return result
+
+
+def say(text: str) -> None:
+    """Print, whatever the terminal's encoding (reasons are already escaped: grader/text.py);
+    a reader that went away (``| head``) ends the printing, not the run."""
+    try:
+        try:
+            print(text, flush=True)
+        except UnicodeEncodeError:
+            print(text.encode("ascii", "backslashreplace").decode("ascii"), flush=True)
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

@@ -31,9 +31,12 @@ def make_course(root: Path) -> Path:
     return root
 
 
-def nbgrader(root: Path, *args: str, check_timeout_s: float = 60, timeout: float = 900) -> subprocess.CompletedProcess:
-    """Run the real ``nbgrader`` command line in the course folder."""
-    env = {**os.environ, "LAUNCH_TAX_CHECK_TIMEOUT": str(check_timeout_s)}
+def nbgrader(root: Path, *args: str, check_timeout_s: float = 60, timeout: float = 900,
+             env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """Run the real ``nbgrader`` command line in the course folder (practice grading unless
+    ``env`` says otherwise: ``LAUNCH_TAX_SECRET_FILE`` for official grading)."""
+    env = {**os.environ, "LAUNCH_TAX_CHECK_TIMEOUT": str(check_timeout_s), "LAUNCH_TAX_PRACTICE": "1",
+           **(env or {})}
     done = subprocess.run(["nbgrader", *args], cwd=root, env=env, capture_output=True, text=True,
                           timeout=timeout)
     if done.returncode != 0:

@@ -197,7 +197,8 @@ def evaluate(case: Case, tmp_path: Path, root: Path, secret: Path | None) -> lis
     scores = {}
     for test in results["tests"]:
         exercise = test["name"].split(" ", 1)[0]
-        scores[exercise] = scores.get(exercise, 0.0) + test["score"]
+        if test["extra_data"].get("state") != "manual":
+            scores[exercise] = scores.get(exercise, 0.0) + test.get("score", 0.0)
     expected = {ex: (FULL[ex] if case.others == "full" else 0.0) for ex in graded(case)}
     if case.exercise != "all":
         expected[case.exercise] = case.expected

@@ -363,7 +363,7 @@ def test_without_isolation_a_class_is_refused(tmp_path, secret_file):
         folder = tmp / "class"
         submission(folder / "alice")
         run = subprocess.run([sys.executable, "-c", DRIVER, "grade-all", str(folder), "--out",
-                              str(tmp / "out"), "--gpu", "off", "--only", "ex1", str(tmp / "nb")],
+                              str(tmp / "out"), "--gpu", "off", "--only", "ex1", "--practice", str(tmp / "nb")],
                              cwd=root, capture_output=True, text=True, timeout=300)
         problems = []
         if run.returncode != 2 or "--allow-unisolated" not in run.stderr:

@@ -32,7 +32,8 @@ def exercise_scores(result):
     scores = {}
     for test in result["tests"]:
         exercise = test["name"].split(" ", 1)[0]
-        scores[exercise] = scores.get(exercise, 0) + test["score"]
+        if test["extra_data"].get("state") != "manual":
+            scores[exercise] = scores.get(exercise, 0) + test.get("score", 0)
     return scores
 
 
@@ -79,17 +80,22 @@ def test_reference_gets_every_point_and_one_test_per_check(tmp_path):
     from grader.judge import all_checks, load_rubric
 
     points = load_rubric()
-    assert [t["extra_data"]["check"] for t in result["tests"]] == [c.id for c in sorted(
+    *checks, manual = result["tests"]
+    assert [t["extra_data"]["check"] for t in checks] == [c.id for c in sorted(
         all_checks(), key=lambda c: (c.exercise, list(points).index(c.id)))]
-    for test in result["tests"]:
-        exercise, name = test["name"].split(" · ")
+    assert manual["extra_data"] == {"check": "self_test", "state": "manual", "points": 6.0}
+    assert "graded by hand" in manual["name"] and "score" not in manual and "status" not in manual
+    for test in checks:
+        exercise, name = test["name"].removesuffix(" (pending: GPU pass)").split(" · ")
         assert test["extra_data"]["check"] == f"{exercise}.{name}"
         if test["extra_data"]["state"] == "pending":
-            assert test["score"] == test["max_score"] == 0 and "gpu" in test["tags"]
-            assert "not run: needs a GPU, graded in the GPU pass" in test["output"]
+            # Not run is not passed: no score, no maximum, no status for Gradescope to show.
+            assert not {"score", "max_score", "status"} & set(test) and "gpu" in test["tags"], test
+            assert test["output"].startswith("PENDING") and "graded in the GPU pass" in test["output"]
         else:
             assert test["score"] == test["max_score"] == points[test["extra_data"]["check"]], test
-    assert result["score"] == sum(t["max_score"] for t in result["tests"]) == result["extra_data"]["max_score"]
+            assert test["status"] == "passed"
+    assert result["score"] == sum(t.get("max_score", 0) for t in checks) == result["extra_data"]["max_score"]
     if not torch.cuda.is_available():
         assert result["extra_data"]["pending"] == 21 and "21 points pending" in result["output"]
 
@@ -129,7 +135,7 @@ def test_a_notebook_and_a_zip_are_graded_like_a_folder(tmp_path):
         run = grader("grade", str(submission), "--json", str(tmp_path / "r.json"))
         assert run.returncode == 0, run.stderr
         result = json.loads((tmp_path / "r.json").read_text())
-        assert all(t["score"] == t["max_score"] for t in result["tests"]), (submission, result)
+        assert all(t.get("score") == t.get("max_score") for t in result["tests"]), (submission, result)
 
 
 def test_grade_all_writes_a_gradebook_and_a_summary(tmp_path):
@@ -137,7 +143,7 @@ def test_grade_all_writes_a_gradebook_and_a_summary(tmp_path):
     shutil.copytree(REPO_ROOT / "solutions", submissions / "alice")
     shutil.copytree(REPO_ROOT / "exercises", submissions / "bob", ignore=shutil.ignore_patterns("tests"))
     (submissions / "carol.ipynb").write_text("{not json")
-    run = grader("grade-all", str(submissions), "--out", str(tmp_path / "out"), "--jobs", "2")
+    run = grader("grade-all", str(submissions), "--out", str(tmp_path / "out"), "--jobs", "2", "--practice")
     assert run.returncode == 0, run.stderr
     assert "3/3" in run.stderr and "per minute" in run.stdout
     with open(tmp_path / "out" / "gradebook.csv") as f:
@@ -147,7 +153,7 @@ def test_grade_all_writes_a_gradebook_and_a_summary(tmp_path):
     assert float(book["carol"]["score"]) == 0 and "not a readable notebook" in book["carol"]["notes"]
     for student in book:
         result = json.loads((tmp_path / "out" / "students" / student / "results.json").read_text())
-        assert sorted({t["name"].split(" ")[0] for t in result["tests"]}) == MARKERS
+        assert sorted({t["name"].split(" ")[0] for t in result["tests"]} - {"self-test"}) == MARKERS
     summary = (tmp_path / "out" / "summary.md").read_text()
     for heading in ("Score distribution", "Pass rate per check (worst first)",
                     "Most common first lost point", "Refused or not gradable", "Slowest submissions"):

@@ -9,15 +9,16 @@ import os
 import shutil
 import subprocess
 import sys
+import re
 import tempfile
+import zipfile
 from pathlib import Path
 
-import jsonschema
 import pytest
 
 from coursekit.impl import REPO_ROOT
 from grader import gradescope, sandbox
-from grader.judge import all_checks, load_rubric
+from grader.judge import all_checks, load_rubric, rubric_digest
 from tests.harness import submission
 
 VISIBILITY = {"enum": ["hidden", "after_due_date", "after_published", "visible"]}
@@ -41,7 +42,7 @@ SCHEMA = {
         "tests": {"type": "array", "items": {
             "type": "object",
             "additionalProperties": False,
-            "required": ["name", "score", "max_score"],
+            "required": ["name"],
             "properties": {
                 "score": {"type": "number"},
                 "max_score": {"type": "number", "minimum": 0},
@@ -64,16 +65,33 @@ CPU_POINTS = sum(p for c, p in load_rubric().items() if not next(
 
 
 def validate(data: dict) -> None:
+    """Gradescope's format, and ours on top: a graded check has its score, maximum and status; a
+    check not graded in this run (pending: GPU pass; manual: by hand) has none of the three, so
+    Gradescope cannot show it as passed."""
+    jsonschema = pytest.importorskip("jsonschema", reason="the dev extra validates results.json")
     jsonschema.validate(data, SCHEMA)
+    for test in data.get("tests", []):
+        state = test.get("extra_data", {}).get("state")
+        graded = {"score", "max_score", "status"} & set(test)
+        if state in ("pending", "manual"):
+            assert not graded, f"{test['name']}: a {state} check must carry no score or status: {test}"
+        elif state is not None:
+            assert graded == {"score", "max_score", "status"}, f"{test['name']}: {test}"
+            assert test["status"] == ("passed" if state == "passed" else "failed"), test
 
 
 def test_the_schema_can_fail():
+    jsonschema = pytest.importorskip("jsonschema", reason="the dev extra validates results.json")
     good = {"score": 1, "tests": [{"name": "ex1 · x", "score": 1, "max_score": 1, "number": "1.1"}]}
     validate(good)
     for bad in ({**good, "grade": 3}, {"tests": [{"name": "x", "score": 1, "max_score": 1, "status": "ok"}]},
-                {"tests": [{"name": "x", "score": 1}]}, {"score": 1, "visibility": "everyone"}):
+                {"tests": [{"score": 1}]}, {"score": 1, "visibility": "everyone"}):
         with pytest.raises(jsonschema.ValidationError):
             validate(bad)
+    pending = {"name": "x", "extra_data": {"state": "pending"}}
+    for bad in ({**pending, "score": 0.0, "max_score": 0.0, "status": "passed"}, {**pending, "status": "passed"}):
+        with pytest.raises(AssertionError):
+            validate({"score": 0, "tests": [bad]})
 
 
 # ----------------------------------------------------------------------------- the bundle
@@ -81,10 +99,16 @@ def test_the_schema_can_fail():
 
 @pytest.fixture(scope="module")
 def autograder():
-    """The bundle, unpacked as Gradescope lays it out under a root of our own. The root lies in a
-    folder every user can pass through, as /autograder is on Gradescope: under pytest's own
-    temporary folders (mode 700) a worker could read nothing there whatever the bundle does, and
-    the attack below would fail for the wrong reason."""
+    """The bundle, unpacked as Gradescope lays it out under a root of our own. Gradescope's
+    specification (https://gradescope-autograders.readthedocs.io/en/latest/specs/): "The file
+    must contain at least two files in the root of the archive: setup.sh [...] and
+    run_autograder"; "/autograder/source contains the extracted contents of your autograder zip
+    file"; "/autograder/run_autograder is where your autograder script gets copied to during the
+    Docker image build process"; "When the autograder executes, the working directory is
+    /autograder". ``gradescope.unpack`` does exactly that (``test_unpack_follows_gradescopes_spec``
+    checks it by hand). The root lies in a folder every user can pass through, as /autograder is
+    on Gradescope: under pytest's own temporary folders (mode 700) a worker could read nothing
+    there whatever the bundle does, and the attack below would fail for the wrong reason."""
     base = Path(tempfile.mkdtemp(prefix="launch-tax-gradescope-"))
     base.chmod(0o755)
     secret = base / "secret"
@@ -103,16 +127,51 @@ def autograder():
 
 def test_the_bundle_holds_what_grading_needs_and_nothing_else(autograder):
     names = {p.relative_to(autograder).as_posix() for p in autograder.rglob("*") if p.is_file()}
-    assert {"setup.sh", "run_autograder", "source/grading-secret", "source/solutions/engine.py",
-            "source/grader/hidden.py", "source/grader/rubric.toml"} <= names
-    assert not any(n.startswith(("source/tests/", "source/course/", "source/exercises/")) for n in names)
+    assert {"run_autograder", "source/setup.sh", "source/run_autograder", "source/grading-secret",
+            "source/solutions/engine.py", "source/grader/hidden.py", "source/grader/rubric.toml",
+            "source/grader/BUILD.json"} <= names
+    assert not any(n.startswith(("source/tests/", "source/course/", "source/exercises/", "source/source/"))
+                   for n in names)
     assert not any("expected.json" in n or "__pycache__" in n for n in names)
-    setup = (autograder / "setup.sh").read_text()
-    assert "torch==2.13.0" in setup and "download.pytorch.org/whl/cpu" in setup and "hypothesis" in setup
+    setup = (autograder / "source" / "setup.sh").read_text()
+    assert "torch==2.13.0" in setup and "download.pytorch.org/whl/cpu" in setup
+    for package in gradescope.PINNED:  # every package pinned, not only torch
+        assert re.search(rf'"{package}==[0-9][^"]*"', setup), f"{package} is not pinned in setup.sh"
     assert os.access(autograder / "run_autograder", os.X_OK)
     # Grading stops a minute before Gradescope's default timeout of 10 minutes would kill it.
     run = (autograder / "run_autograder").read_text()
     assert "deadline=${LAUNCH_TAX_DEADLINE:-540}" in run and '--deadline "$deadline"' in run
+    build = json.loads((autograder / "source" / "grader" / "BUILD.json").read_text())
+    assert build["commit"] != "unknown" and len(build["bundle"]) == 16
+
+
+def test_unpack_follows_gradescopes_spec(tmp_path):
+    """The zip's top level lands in ROOT/source/ and its run_autograder is copied to ROOT/ (the
+    specification's sentences are quoted in the ``autograder`` fixture); a zip whose setup.sh
+    and run_autograder are not at its root is refused, as Gradescope "won't be able to find
+    them" ("make sure to zip the files, and not the folder containing the files")."""
+    good = tmp_path / "good.zip"
+    with zipfile.ZipFile(good, "w") as z:
+        z.writestr("setup.sh", "#!/bin/bash\n")
+        z.writestr("run_autograder", "#!/bin/bash\necho run\n")
+        z.writestr("grader/x.py", "x = 1\n")
+    gradescope.unpack(good, tmp_path / "root")
+    assert (tmp_path / "root" / "run_autograder").read_text() == "#!/bin/bash\necho run\n"
+    assert (tmp_path / "root" / "source" / "grader" / "x.py").is_file()
+    assert (tmp_path / "root" / "source" / "setup.sh").is_file()
+    nested = tmp_path / "nested.zip"
+    with zipfile.ZipFile(nested, "w") as z:  # the layout of the bundle before this was fixed
+        z.writestr("setup.sh", "#!/bin/bash\n")
+        z.writestr("run_autograder", "#!/bin/bash\n")
+        z.writestr("source/grader/x.py", "x = 1\n")
+    gradescope.unpack(nested, tmp_path / "nested")
+    assert not (tmp_path / "nested" / "source" / "grader").exists()  # it lands in source/source/
+    folder = tmp_path / "folder.zip"
+    with zipfile.ZipFile(folder, "w") as z:
+        z.writestr("autograder/setup.sh", "#!/bin/bash\n")
+        z.writestr("autograder/run_autograder", "#!/bin/bash\n")
+    with pytest.raises(ValueError, match="root of the archive"):
+        gradescope.unpack(folder, tmp_path / "folder")
 
 
 def test_the_deadline_leaves_room_before_gradescopes_timeout():
@@ -144,7 +203,7 @@ def test_setup_installs_into_a_python_the_grader_can_run(tmp_path, too_old):
     log, venv = tmp_path / "log", tmp_path / "venv"
     env = {"PATH": f"{shims}:/usr/bin:/bin", "LOG": str(log), "LAUNCH_TAX_VENV": str(venv),
            "PYTHON3_TOO_OLD": "1" if too_old else "0"}
-    done = subprocess.run(["bash", "-c", gradescope.SETUP.format(torch="==2.13.0")], env=env,
+    done = subprocess.run(["bash", "-c", gradescope.setup_script("==2.13.0")], env=env,
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     calls = [c.replace(f"{shims}/", "") for c in log.read_text().splitlines()]
@@ -155,7 +214,8 @@ def test_setup_installs_into_a_python_the_grader_can_run(tmp_path, too_old):
     installs = [c for c in calls if "pip install" in c]
     assert installs and all(c.startswith(f"{venv}/bin/python -m pip ") for c in installs), (
         f"everything must go into the environment setup.sh made, not the system's Python: {calls}")
-    assert any("torch==2.13.0" in c for c in installs) and any("hypothesis" in c for c in installs)
+    assert any("torch==2.13.0" in c and "download.pytorch.org/whl/cpu" in c for c in installs)
+    assert any("hypothesis==" in c and "numpy==" in c for c in installs), installs
     # run_autograder runs the grader with the environment setup.sh made.
     assert '${LAUNCH_TAX_VENV:-/opt/launch-tax}/bin/python' in gradescope.RUN
     assert '"$python" -m grader grade' in gradescope.RUN
@@ -181,11 +241,12 @@ def run_autograder(root: Path, files: dict[str, bytes], mode: str = "user") -> d
     for name, data in files.items():
         (sub / name).write_bytes(data)
     shutil.rmtree(root / "results", ignore_errors=True)
-    # setup.sh's environment stands in for this test run's Python.
+    # setup.sh's environment stands in for this test run's Python; "the working directory is
+    # /autograder".
     env = {**os.environ, "AUTOGRADER_ROOT": str(root), "LAUNCH_TAX_SANDBOX": mode,
            "LAUNCH_TAX_PYTHON": sys.executable}
     env.pop("LAUNCH_TAX_SECRET_FILE", None)
-    done = subprocess.run(gradescope_shell(["bash", str(root / "run_autograder")]), env=env,
+    done = subprocess.run(gradescope_shell(["bash", str(root / "run_autograder")]), env=env, cwd=root,
                           capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stderr[-3000:]
     data = json.loads((root / "results" / "results.json").read_text())
@@ -216,9 +277,13 @@ def test_the_bundle_grades_like_gradescope(autograder):
     ref = run_autograder(autograder, reference_files())
     assert ref["score"] == CPU_POINTS == ref["extra_data"]["max_score"], ref["output"]
     pending = [t for t in ref["tests"] if t["extra_data"]["state"] == "pending"]
-    assert pending and all("gpu" in t["tags"] and t["max_score"] == 0 for t in pending)
+    assert pending and all("gpu" in t["tags"] and "score" not in t and "status" not in t for t in pending)
     assert ref["extra_data"]["mode"] == "official" and ref["extra_data"]["isolation"] == "separate user only"
     assert "separate unprivileged user" not in ref["extra_data"]["protections_off"]
+    # What a student sees names no path of the grading machine and none of its protections.
+    shown = ref["output"] + "".join(t.get("output", "") for t in ref["tests"])
+    assert str(autograder) not in shown and "protections off" not in shown
+    assert ref["extra_data"]["submission"] == "submission" and ref["extra_data"]["bundle"] != "none"
     stubs = run_autograder(autograder, {p.name: p.read_bytes() for p in (REPO_ROOT / "exercises").glob("[a-z]*.py")})
     assert stubs["score"] == 0
     notebook = run_autograder(autograder, {"launch_tax.ipynb": notebook_of(reference_files())})
@@ -250,6 +315,7 @@ def test_a_failing_autograder_still_writes_results(tmp_path):
     (root / "source").mkdir(parents=True)
     (root / "source" / "grading-secret").write_text("x" * 64)
     (root / "run_autograder").write_text(gradescope.run_script())
+    (root / "source" / "run_autograder").write_text(gradescope.run_script())
     # A grader that crashes before writing anything (run from source/, it comes before any
     # installed copy on the import path).
     (root / "source" / "grader").mkdir()
@@ -286,7 +352,7 @@ def gpu_pass(seed_id: str, passed: bool, extra_cpu_check: bool = False) -> dict:
                                      "gpu": check.gpu, "hidden": check.hidden}})
     return {"score": sum(t["score"] for t in tests), "output": "gpu pass", "execution_time": 1.0,
             "tests": tests, "extra_data": {"seed_id": seed_id, "status": "graded", "gpu": "NVIDIA H200",
-                                           "pass": "gpu"}}
+                                           "pass": "gpu", "rubric": rubric_digest()}}
 
 
 def test_merge_joins_the_passes_per_student_and_per_check(tmp_path):
@@ -322,7 +388,7 @@ def test_merge_joins_the_passes_per_student_and_per_check(tmp_path):
         data = json.loads((final / "students" / student / "results.json").read_text())
         validate(data)
     alice = json.loads((final / "students" / "alice" / "results.json").read_text())
-    checks = [t["extra_data"]["check"] for t in alice["tests"]]
+    checks = [t["extra_data"]["check"] for t in alice["tests"] if t["extra_data"]["state"] != "manual"]
     assert len(checks) == len(set(checks)) == len(all_checks())  # each check once, from its pass
     assert (final / "summary.md").is_file()
     other = tmp_path / "gpu-other"
@@ -330,3 +396,57 @@ def test_merge_joins_the_passes_per_student_and_per_check(tmp_path):
     refused = subprocess.run([sys.executable, "-m", "grader", "merge", str(cpu), str(other), "--out",
                               str(tmp_path / "x")], cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)
     assert refused.returncode == 2 and "different secrets" in refused.stderr
+    # Two passes of one kind (the CPU pass twice) or the same folder twice: refused, not joined.
+    shutil.copytree(cpu, tmp_path / "cpu-again")
+    for args, needle in (([str(cpu), str(cpu)], "same folder"), ([str(cpu), str(tmp_path / "cpu-again")], "not a gpu pass"),
+                         ([str(cpu), str(gpu)], "already holds")):
+        out = final if needle == "already holds" else tmp_path / "y"
+        refused = subprocess.run([sys.executable, "-m", "grader", "merge", *args, "--out", str(out)],
+                                 cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)
+        assert refused.returncode == 2 and needle in refused.stderr, (needle, refused.stderr)
+
+
+def test_the_self_test_grades_a_bundle_before_it_is_uploaded(autograder, tmp_path):
+    """``gradescope OUT.zip --self-test`` lays the zip out as Gradescope does and grades the
+    reference (every CPU point) and the stubs (none) through its run_autograder; a bundle laid
+    out otherwise (its scripts in a folder of the zip) fails it."""
+    archive = autograder.parent / "autograder.zip"
+    done = subprocess.run([sys.executable, "-m", "grader", "gradescope", str(archive), "--self-test"],
+                          cwd=REPO_ROOT, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"ok   the reference: {CPU_POINTS:g} of {CPU_POINTS:g}" in done.stdout, done.stdout
+    assert "ok   the stubs: 0 of" in done.stdout and "official grading" in done.stdout
+    broken = tmp_path / "folder.zip"
+    with zipfile.ZipFile(archive) as z, zipfile.ZipFile(broken, "w") as out:
+        for info in z.infolist():
+            out.writestr(f"autograder/{info.filename}", z.read(info))
+    done = subprocess.run([sys.executable, "-m", "grader", "gradescope", str(broken), "--self-test"],
+                          cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 1 and "root of the archive" in done.stderr, done.stdout + done.stderr
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="setup.sh runs as root on Gradescope")
+def test_setup_sh_installs_the_pinned_packages_from_pypi(tmp_path):
+    """setup.sh itself, not a stand-in for pip: with LAUNCH_TAX_PIP_SOURCE=pypi every package
+    comes from pip's configured index (what a machine that reaches only PyPI has), at the
+    versions the bundle pins, into the environment it makes. apt-get is a logging stand-in:
+    packages of the image are not what is tested here (a Debian root made with debootstrap ran
+    the whole script, apt included: see the closing note of issue 18)."""
+    shims = tmp_path / "bin"
+    shims.mkdir()
+    (shims / "apt-get").write_text('#!/bin/sh\necho "apt-get $*" >> "$LOG"\n')
+    (shims / "apt-get").chmod(0o755)
+    python_dir = Path(sys.base_prefix) / "bin"
+    env = {"PATH": f"{shims}:{python_dir}:/usr/bin:/bin", "LOG": str(tmp_path / "log"),
+           "LAUNCH_TAX_VENV": str(tmp_path / "venv"), "LAUNCH_TAX_PIP_SOURCE": "pypi",
+           "HOME": os.environ.get("HOME", "/root"), "PIP_NO_INPUT": "1"}
+    script = tmp_path / "setup.sh"
+    script.write_text(gradescope.setup_script("==2.13.0"))
+    done = subprocess.run(["bash", str(script)], env=env, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-4000:]
+    assert "launch-tax: torch 2.13.0" in done.stdout
+    venv_python = tmp_path / "venv" / "bin" / "python"
+    for name, spec in gradescope.pins().items():
+        version = subprocess.run([str(venv_python), "-c", f"import importlib.metadata as m; print(m.version({name!r}))"],
+                                 capture_output=True, text=True, check=True).stdout.strip()
+        assert spec.endswith(f"=={version}") or version.startswith(spec.split("==")[-1]), (name, spec, version)

@@ -290,3 +290,44 @@ def test_feedback_shows_no_hidden_test(course):
             assert not re.search(rf"\b{re.escape(check.name)}\b", html), (page, check.id)
     reference = (course.root / "feedback" / "reference" / nb.ASSIGNMENT / f"{nb.ASSIGNMENT}.html").read_text()
     assert "passed" in reference
+
+
+def test_autograde_grades_ahead_and_feedback_leaves_that_cell_out(course):
+    """Each autograded notebook has the cell that grades every exercise at once right after the
+    set-up cell; the feedback does not show it."""
+    for student in course.students:
+        graded = json.loads((course.root / "autograded" / student / nb.ASSIGNMENT /
+                             f"{nb.ASSIGNMENT}.ipynb").read_text())
+        ids = [c["metadata"].get("nbgrader", {}).get("grade_id") for c in graded["cells"]]
+        ahead = [i for i, c in enumerate(graded["cells"]) if c["metadata"].get("launch_tax")]
+        assert ahead == [ids.index("setup") + 1], (student, ahead)
+        html = (course.root / "feedback" / student / nb.ASSIGNMENT / f"{nb.ASSIGNMENT}.html").read_text()
+        assert "grade_ahead" not in html, student
+
+
+def test_autograde_refuses_without_the_secret_and_grades_officially_with_it(tmp_path):
+    """``nbgrader autograde`` with neither the grading secret nor LAUNCH_TAX_PRACTICE=1 stops
+    before grading anyone, in one line that says how to make and pass the secret; with the
+    secret it grades officially (the notebook's own output says which)."""
+    if shutil.which("nbgrader") is None:
+        pytest.skip("needs nbgrader's command line: pip install -e '.[nbgrader]'")
+    import subprocess
+    import sys
+
+    root = make_course(tmp_path / "course")
+    nbgrader(root, "generate_assignment", nb.ASSIGNMENT)
+    submit(root, "alice", nb.fill(release_notebook(root), modules_from(REPO_ROOT / "solutions")))
+    env = {k: v for k, v in os.environ.items() if k not in ("LAUNCH_TAX_SECRET_FILE", "LAUNCH_TAX_PRACTICE")}
+    refused = subprocess.run(["nbgrader", "autograde", nb.ASSIGNMENT], cwd=root, env=env,
+                             capture_output=True, text=True, timeout=300)
+    lines = refused.stderr.strip().splitlines()
+    assert refused.returncode == 2 and len(lines) == 1, refused.stderr
+    assert "secret new" in lines[0] and "LAUNCH_TAX_SECRET_FILE" in lines[0] and "LAUNCH_TAX_PRACTICE=1" in lines[0]
+    assert not (root / "autograded").exists(), "nothing may be graded"
+    secret = tmp_path / "secret"
+    subprocess.run([sys.executable, "-m", "grader", "secret", "new", str(secret)], cwd=REPO_ROOT,
+                   check=True, capture_output=True)
+    nbgrader(root, "autograde", nb.ASSIGNMENT, env={"LAUNCH_TAX_SECRET_FILE": str(secret), "LAUNCH_TAX_PRACTICE": "0"})
+    assert auto_total(root, "alice") == sum(FULL.values())
+    graded = (root / "autograded" / "alice" / nb.ASSIGNMENT / f"{nb.ASSIGNMENT}.ipynb").read_text()
+    assert "practice mode" not in graded and "graded every exercise" in graded

@@ -31,6 +31,7 @@ import pytest
 
 from coursekit.impl import REPO_ROOT
 from grader import release as rel
+from grader import rubric
 from grader.judge import load_rubric
 from grader.notebook import SELF_TEST
 
@@ -48,11 +49,6 @@ PENDING = {
     ("coursekit/impl.py", "--impl solutions: no solutions in the release"):
         "coursekit/impl.py's docstring: '--impl exercises|PATH' (and 'solutions' only as the "
         "staff repository's reference)",
-    ("grader/__main__.py", "python -m grader release: needs grader/release.py, not in the release"):
-        "grader/__main__.py: leave 'release' and 'notebook' out of the docstring (and the parser) "
-        "when grader/release.py / grader/notebook.py are absent",
-    ("grader/__main__.py", "python -m grader notebook: needs grader/notebook.py, not in the release"):
-        "see the line above",
     ("grader/checks.py", "path grader/hidden.py is not in the release"):
         "grader/checks.py's docstring: 'hidden checks (not in the student repository)' without "
         "the path",
@@ -353,7 +349,7 @@ PLANTS = [
     ("answers.md", "\n`python -m coursekit.lab launch-tax --no-such-option`\n",
      "python -m coursekit.lab launch-tax has no option --no-such-option"),
     ("answers.md", "\n`python -m grader release OUT`\n",
-     "python -m grader release: needs grader/release.py, not in the release"),
+     "python -m grader release: no such command in the release"),
     ("README.md", '\n`python -m pip install -e ".[dev,cuda]"`\n',
      "pip extra [cuda] is not in the release's pyproject.toml"),
     ("coursekit/lesson.py", f"\n# The measurement: see {OUT}/reference/.\n",
@@ -400,8 +396,9 @@ def test_readme_rubric_and_grade_agree_on_the_points(released):
                       "manual": staff.manual, "total_again": staff.total}
     rubric_text = (released / "grader/rubric.toml").read_text(encoding="utf-8")
     shipped = rel.rubric_points(rubric_text)
-    assert (shipped.public, shipped.public_gpu, shipped.hidden, shipped.questions) == (
-        staff.public, staff.public_gpu, 0, staff.questions)
+    assert (shipped.public, shipped.public_gpu, shipped.hidden, shipped.total, shipped.questions) == (
+        staff.public, staff.public_gpu, staff.hidden, staff.total, staff.questions)
+    assert not shipped.hidden_ids and shipped.validate(), "no hidden check, and it still adds up"
     header = "\n".join(line for line in rubric_text.splitlines() if line.startswith("#"))
     for number in (f"{staff.total:g} points in all", f"{staff.public:g} in the public checks",
                    f"{staff.hidden:g} in hidden checks", f"{staff.manual:g} points graded by hand"):
@@ -421,10 +418,10 @@ def test_readme_rubric_and_grade_agree_on_the_points(released):
 def test_readme_points_paragraph_is_up_to_date():
     readme = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
     staff = rel.rubric_points((REPO_ROOT / "grader/rubric.toml").read_text(encoding="utf-8"))
-    paragraphs = rel.POINTS.findall(readme)
-    assert paragraphs == [rel.points_paragraph(staff)], (
-        "README.md's <!-- points --> paragraph differs from grader/rubric.toml; replace it with:\n"
-        + rel.points_paragraph(staff))
+    paragraphs = [m.group(2) for m in rubric.POINTS.finditer(readme)]
+    assert paragraphs == [rubric.points_paragraph(staff)], (
+        "README.md's <!-- points --> paragraph differs from grader/rubric.toml; run "
+        "`python -m grader build`, which writes:\n" + rubric.points_paragraph(staff))
 
 
 def test_threat_model_counts_the_points_that_rest_on_facts():
