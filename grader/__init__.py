@@ -1,1 +1,2 @@
-"""Grading harness. For now: a per-exercise progress report from the public tests."""
+"""The grader: the judge (trusted), its sandboxed workers, the checks, the rubric, and what a grading
+run writes. ``python -m grader --help`` lists the commands."""

@@ -19,14 +19,25 @@ machine), and then nothing is written.
 
 from __future__ import annotations
 
-import argparse
-import json
-import os
 import sys
-from pathlib import Path
 
-from coursekit.impl import REPO_ROOT
-from grader.text import say
+#: The grader reads its rubric with tomllib (Python 3.11). Said in one line, before an import
+#: fails; the doctor still runs (it says what else this machine can do).
+if sys.version_info < (3, 11) and sys.argv[1:2] != ["doctor"]:
+    sys.stderr.write(
+        f"python -m grader needs Python 3.11 or newer; this is Python "
+        f"{'.'.join(map(str, sys.version_info[:3]))} ({sys.executable}). The exercises' tests "
+        "and the lab run on it (python -m pytest exercises); for the grader, run it with a "
+        "Python 3.11 (e.g. `uv venv -p 3.11` or `conda create -n lt python=3.11`)\n")
+    raise SystemExit(2)
+
+import argparse  # noqa: E402
+import json  # noqa: E402
+import os  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+from coursekit.impl import REPO_ROOT  # noqa: E402
+from grader.text import say  # noqa: E402
 
 NOT_GRADED = 3
 

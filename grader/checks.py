@@ -78,6 +78,7 @@ class Check:
     compare: Compare | None = None
     gpu: bool = False
     hidden: bool = False
+    triton: bool = False  # needs torch.compile to build GPU kernels (a C compiler, Python.h, libcuda)
 
     @property
     def id(self) -> str:
@@ -741,7 +742,7 @@ def ex7(draw: Draw) -> list[Check]:
                for d in ("float32", "bfloat16")]
               + [P("fused_norm", "fused_add_rms_norm on CUDA (8, 4096) bf16", shape=[8, 4096],
                    dtype="bfloat16", seed=r3.randint(0, 2**16), device="cuda")],
-              compare=same(rtol=1e-2, atol=1e-2), gpu=True),
+              compare=same(rtol=1e-2, atol=1e-2), gpu=True, triton=True),
         Check("ex7", "gpu_count_kernels",
               "count_kernels counts the kernels of one call after a warm-up, copies left out",
               [P("counted_kernels", "count_kernels of three small functions")], gpu=True),

@@ -89,7 +89,8 @@ FATAL = ("python", "torch", "grader")
 def _python() -> Line:
     version = ".".join(map(str, sys.version_info[:3]))
     if sys.version_info < (3, 11):
-        return "python", MISSING, f"{version} at {sys.executable}: the course needs Python 3.11 or later"
+        return "python", MISSING, (f"{version} at {sys.executable}: the grader needs Python 3.11 or "
+                                   "later (the exercises' tests and the lab run on this one)")
     return "python", OK, f"{version} at {sys.executable}"
 
 

@@ -277,6 +277,11 @@ class Judge:
             raise RuntimeError("official grading (a grading secret) needs the reference: run it "
                                "from the staff repository, which has solutions/")
         self.gpu = has_cuda if gpu == "auto" else gpu == "on"
+        # Checks that need torch.compile to build GPU kernels cannot be graded where Triton cannot
+        # build (no C compiler, no Python.h, no libcuda): pending, with the doctor's reason.
+        from coursekit.platform import triton_problem
+
+        self.triton_problem = triton_problem(cuda=True) if self.gpu else None
         self.gpu_mode, self.gpu_only, self.secret = gpu, gpu_only, secret
         if deadline_s is not None and not deadline_s >= 10:
             raise ValueError(f"--deadline: expected at least 10 seconds, got {deadline_s:g}")
@@ -444,6 +449,7 @@ class Judge:
                 raise EnvironmentProblem(
                     f"a bare {'GPU' if gpu else 'CPU'} worker cannot run on this machine ({why}); "
                     f"nothing was graded. Its output:\n{tail}")
+            gpu_canary_problem(gpu, facts)
             self._canaries[gpu] = Canary(run.wall_s, facts)
             return self._canaries[gpu]
 
@@ -464,10 +470,13 @@ class Judge:
         module = MODULES[exercise]
         checks = [c for c in checks if c.exercise == exercise]
         result = ExerciseResult(exercise, module)
-        runnable = [c for c in checks if self.gpu or not c.gpu]
+        runnable = [c for c in checks if (self.gpu or not c.gpu) and not (c.triton and self.triton_problem)]
         for c in checks:
             if c not in runnable:
-                result.checks.append(CheckResult(c, self.points[c.id], "pending", PENDING_GPU))
+                why = PENDING_GPU if not self.gpu else (
+                    f"not gradable on this machine ({self.triton_problem}); graded on a GPU machine "
+                    "that can compile (python -m grader doctor says which can)")
+                result.checks.append(CheckResult(c, self.points[c.id], "pending", why))
         if module not in submission.files:
             why = safe(submission.missing_reason(module), 500)
             result.problem = why
@@ -648,6 +657,19 @@ class Judge:
             if problem:
                 return self._lost(check, safe(problem, 1500, lines=True))
         return CheckResult(check, self.points[check.id], "passed")
+
+
+def gpu_canary_problem(gpu: bool, facts: dict) -> None:
+    """A GPU worker that cannot see CUDA where the judge can would zero every GPU check of the
+    class: ``EnvironmentProblem`` (nobody is graded, exit 3) instead."""
+    if gpu and not facts.get("cuda"):
+        raise EnvironmentProblem(
+            "the judge sees a CUDA device but a bare GPU worker does not (torch.cuda.is_available() "
+            "is False in the sandbox): nothing was graded. The worker's environment keeps only "
+            f"{', '.join(sandbox.GPU_PASSTHROUGH)}, NVIDIA_* and CUDA_VISIBLE_DEVICES of the "
+            "judge's; check that the driver (libcuda.so.1) is found with those, e.g. "
+            "`env -i PATH=/usr/bin:/bin LD_LIBRARY_PATH=$LD_LIBRARY_PATH python3 -c 'import torch; "
+            "print(torch.cuda.is_available())'`")
 
 
 def _read_answers(run: sandbox.Run, number: int, count: int) -> tuple[str | None, list[Answer]]:

@@ -43,7 +43,6 @@ STUDENT_LINES = {
         "python -m pytest exercises      # the public tests (GPU tests skip without CUDA)",
     "python -m coursekit.lab launch-tax --impl solutions   # with the reference": None,
     "python -m pytest exercises --impl solutions     # the reference": None,
-    "python -m pytest exercises -m gpu --impl solutions # the reference": None,
     "python -m pytest exercises --impl solutions       # 用参考实现跑同一套测试": None,
 }
 

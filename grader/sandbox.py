@@ -258,8 +258,17 @@ def _python_dirs(hidden: list[str]) -> list[str]:
     return sorted(d for d in dirs if not any(d != o and _under(d, o) for o in dirs))
 
 
-def worker_environment(box: Path, gpu: bool) -> dict[str, str]:
-    """Everything a worker's environment holds: no variable of the judge's."""
+#: What a GPU worker needs of the judge's environment to find the driver and the device: the
+#: loader's path (an image whose libcuda.so.1 is found only through it), the container runtime's
+#: NVIDIA_* settings, the CUDA toolkit and Triton's tool paths.
+GPU_PASSTHROUGH = ("LD_LIBRARY_PATH", "CUDA_HOME", "CUDA_PATH", "TRITON_PTXAS_PATH",
+                   "TRITON_CUOBJDUMP_PATH", "TRITON_NVDISASM_PATH", "TRITON_LIBCUDA_PATH")
+
+
+def worker_environment(box: Path, gpu: bool, device: str | None = None) -> dict[str, str]:
+    """Everything a worker's environment holds: none of the judge's variables, except, for a GPU
+    worker, those CUDA needs (``GPU_PASSTHROUGH`` and ``NVIDIA_*``); ``device`` pins a GPU
+    worker to one device (``CUDA_VISIBLE_DEVICES``), else it sees what the judge sees."""
     env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "OMP_NUM_THREADS": "1",
            "MKL_NUM_THREADS": "1", "PYTHONHASHSEED": "0", "LAUNCH_TAX_BOX": box.name,
            "HOME": str(box / "work"), "TMPDIR": str(box / "work"),
@@ -269,6 +278,10 @@ def worker_environment(box: Path, gpu: bool) -> dict[str, str]:
            "TORCHINDUCTOR_COMPILE_THREADS": "1"}
     if not gpu:
         env["CUDA_VISIBLE_DEVICES"] = ""  # CPU checks run as on a laptop, on every machine
+        return env
+    env.update({k: v for k, v in os.environ.items() if k in GPU_PASSTHROUGH or k.startswith("NVIDIA_")})
+    if device is not None:
+        env["CUDA_VISIBLE_DEVICES"] = device
     elif "CUDA_VISIBLE_DEVICES" in os.environ:
         env["CUDA_VISIBLE_DEVICES"] = os.environ["CUDA_VISIBLE_DEVICES"]
     return env

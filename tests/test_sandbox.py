@@ -58,6 +58,48 @@ def test_the_worker_environment_holds_only_what_it_needs():
     assert str(REPO_ROOT) not in message, message
 
 
+def test_gpu_workers_keep_what_cuda_needs_and_cpu_workers_nothing(monkeypatch, tmp_path):
+    """An image whose libcuda.so.1 is found only through LD_LIBRARY_PATH: a GPU worker without it
+    has no CUDA and would lose every GPU point; a CPU worker needs none of it."""
+    monkeypatch.setenv("LD_LIBRARY_PATH", "/usr/local/nvidia/lib64")
+    monkeypatch.setenv("NVIDIA_VISIBLE_DEVICES", "all")
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1")
+    monkeypatch.setenv("LAUNCH_TAX_SECRET_FILE", "/secret")  # never passed on
+    gpu = sandbox.worker_environment(tmp_path, gpu=True)
+    assert gpu["LD_LIBRARY_PATH"] == "/usr/local/nvidia/lib64" and gpu["NVIDIA_VISIBLE_DEVICES"] == "all"
+    assert gpu["CUDA_VISIBLE_DEVICES"] == "0,1" and "LAUNCH_TAX_SECRET_FILE" not in gpu
+    assert sandbox.worker_environment(tmp_path, gpu=True, device="1")["CUDA_VISIBLE_DEVICES"] == "1"
+    cpu = sandbox.worker_environment(tmp_path, gpu=False)
+    assert "LD_LIBRARY_PATH" not in cpu and "NVIDIA_VISIBLE_DEVICES" not in cpu
+    assert cpu["CUDA_VISIBLE_DEVICES"] == ""
+
+
+def test_a_gpu_worker_without_cuda_grades_nobody():
+    """The judge sees CUDA, its bare GPU worker does not: EnvironmentProblem (exit 3, nothing
+    written), not a class zeroed with "a CUDA device is needed"."""
+    from grader.judge import EnvironmentProblem, gpu_canary_problem
+
+    gpu_canary_problem(True, {"cuda": True})
+    gpu_canary_problem(False, {"cuda": False})  # a CPU worker is meant not to see it
+    with pytest.raises(EnvironmentProblem, match="LD_LIBRARY_PATH"):
+        gpu_canary_problem(True, {"cuda": False})
+
+
+def test_the_judge_asks_its_gpu_canary_whether_it_sees_cuda(monkeypatch):
+    """The judge's GPU canary, answered by a worker that sees no CUDA: the judge stops."""
+    from grader import judge as judge_module
+
+    def worker_without_cuda(box, limits, requests, **kwargs):
+        return sandbox.Run(answers=[wire.dumps({"cuda": False, "vm_peak_bytes": 0}).encode()],
+                           returncode=0, wall_s=1.0)
+
+    monkeypatch.setattr(judge_module.sandbox, "run", worker_without_cuda)
+    judge = judge_module.Judge(gpu="off")
+    judge.canary(False)  # a CPU worker: fine
+    with pytest.raises(judge_module.EnvironmentProblem, match="does not"):
+        judge.canary(True)
+
+
 def test_every_thread_sees_the_same_answer_about_namespaces(monkeypatch):
     # Workers start from several threads; a half-finished trial once made some run unprotected.
     from concurrent.futures import ThreadPoolExecutor

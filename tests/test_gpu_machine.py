@@ -1,0 +1,143 @@
+"""What a GPU machine gets to run, tried on this CPU machine: ``.ci/gpu preflight`` exactly as the
+script runs it, the GPU tests' collection on an image with nothing but torch, pytest and
+hypothesis (the H200 image: Python 3.12, torch 2.11, pytest, hypothesis, nothing installable),
+and the grader on an older Python (many rented images have 3.10)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from coursekit.impl import REPO_ROOT
+
+#: What a bare GPU image lacks that the staff repository's suite may use.
+OPTIONAL = ("jsonschema", "nbgrader", "nbformat", "nbconvert", "jupyter_client", "numpy", "xdist")
+BLOCKER = '''import sys
+BLOCKED = set({blocked!r})
+class _NotOnThisImage:
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in BLOCKED:
+            raise ModuleNotFoundError(f"No module named {{name!r}} (not on this image)", name=name)
+sys.meta_path.insert(0, _NotOnThisImage())
+'''
+
+
+def bare_image_env(tmp_path: Path) -> dict[str, str]:
+    """This Python, with every package in ``OPTIONAL`` unimportable (a ``sitecustomize``)."""
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(BLOCKER.format(blocked=OPTIONAL))
+    return {**os.environ, "PYTHONPATH": str(site)}
+
+
+def test_the_blocker_blocks(tmp_path):
+    done = subprocess.run([sys.executable, "-c", "import jsonschema"], env=bare_image_env(tmp_path),
+                          capture_output=True, text=True)
+    assert done.returncode == 1 and "not on this image" in done.stderr
+
+
+def test_gpu_tests_collect_with_only_torch_pytest_hypothesis(tmp_path):
+    """``pytest tests exercises -m gpu --collect-only`` with the optional packages unimportable:
+    no collection error, and the GPU tests are there to run."""
+    plugins = ["-p", "no:xdist", "-p", "no:xdist.looponfail"]  # a bare image has no xdist
+    done = subprocess.run([sys.executable, "-m", "pytest", "tests", "exercises", "-m", "gpu",
+                           "--collect-only", "-q", *plugins], env=bare_image_env(tmp_path),
+                          cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)
+    tail = (done.stdout + done.stderr)[-3000:]
+    assert done.returncode == 0, f"collection failed on a bare image (exit {done.returncode}):\n{tail}"
+    assert "ERROR" not in done.stdout and "errors during collection" not in done.stdout, tail
+    collected = [line for line in done.stdout.splitlines() if "::" in line]
+    assert len(collected) >= 60 and any(line.startswith("tests/") for line in collected), tail
+
+
+def test_ci_gpu_preflight_fails_only_at_its_cuda_step(tmp_path):
+    """``bash .ci/gpu preflight OUT`` on a machine without CUDA: the doctor step runs (through the
+    CLI, with ``--json``, as the script calls it) and writes its JSON; only the CUDA step fails."""
+    if shutil.which("bash") is None:
+        pytest.skip("needs bash")
+    env = {**os.environ, "PYTHON": sys.executable}
+    done = subprocess.run(["bash", ".ci/gpu", "preflight", str(tmp_path)], cwd=REPO_ROOT, env=env,
+                          capture_output=True, text=True, timeout=300)
+    stage = json.loads((tmp_path / "preflight" / "stage.json").read_text())
+    failed = [s["command"][:80] for s in stage["steps"] if s["exit"] != 0]
+    doctor = [s for s in stage["steps"] if "grader doctor" in s["command"]]
+    assert doctor and doctor[0]["exit"] == 0, done.stdout[-3000:]
+    assert len(failed) == 1 and "cuda" in failed[0].lower(), (failed, done.stdout[-3000:])
+    items = json.loads((tmp_path / "preflight" / "doctor.json").read_text())
+    assert {i["item"] for i in items} >= {"python", "torch", "gpu"} and done.returncode == 1
+
+
+def test_doctor_json_through_the_cli(tmp_path):
+    done = subprocess.run([sys.executable, "-m", "grader", "doctor", "--json", str(tmp_path / "d.json")],
+                          cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert json.loads((tmp_path / "d.json").read_text())[0]["item"] == "python"
+
+
+def _python310() -> str | None:
+    """A working Python 3.10 (pyenv's own, not its shim, which may refuse to run it)."""
+    found = sorted(str(p) for p in Path.home().glob(".pyenv/versions/3.10*/bin/python3.10"))
+    for candidate in found + [shutil.which("python3.10")]:
+        if candidate and subprocess.run([candidate, "-c", "pass"], capture_output=True).returncode == 0:
+            return candidate
+    return None
+
+
+PYTHON310 = _python310()
+
+
+@pytest.mark.parametrize("how", ["python3.10", "simulated"])
+def test_grader_on_an_old_python_says_so_in_one_line(how):
+    """The grader needs Python 3.11 (tomllib): on an older one it says so in one line and exits
+    2 before any import can fail. Where a real Python 3.10 is on the machine (pyenv), that one;
+    everywhere, this Python told it is 3.10."""
+    if how == "python3.10":
+        if PYTHON310 is None:
+            pytest.skip("no Python 3.10 on this machine")
+        command = [PYTHON310, "-m", "grader", "grade"]
+    else:
+        command = [sys.executable, "-c", "import sys, runpy; sys.version_info = (3, 10, 13, 'final', 0); "
+                   "sys.argv = ['grader', 'grade']; runpy.run_module('grader', run_name='__main__')"]
+    done = subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 2 and len(lines) == 1 and "needs Python 3.11" in lines[0], (
+        f"expected exit 2 and one line saying Python 3.11 is needed, got exit {done.returncode}:\n"
+        f"{done.stdout}{done.stderr}")
+    assert "3.10.13" in lines[0] and "pytest exercises" in lines[0]
+
+
+def test_the_student_path_is_valid_python_3_10():
+    """The exercises, their tests, the support package and the reference compile on Python 3.10
+    (the oldest Python the README says they run on; measured with torch 2.4.1 on 3.10.13)."""
+    if PYTHON310 is None:
+        pytest.skip("no Python 3.10 on this machine")
+    files = [p for top in ("exercises", "coursekit", "solutions") for p in (REPO_ROOT / top).rglob("*.py")]
+    files.append(REPO_ROOT / "conftest.py")
+    code = "import sys\nfor f in sys.argv[1:]:\n    compile(open(f, encoding='utf-8').read(), f, 'exec')\n"
+    done = subprocess.run([PYTHON310, "-c", code, *map(str, files)], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+
+
+def test_compile_checks_are_pending_where_triton_cannot_build():
+    """On a GPU machine that cannot build Triton kernels (PyTorch's *-runtime images: no gcc, no
+    Python.h), the checks that need torch.compile are pending with the doctor's reason, never
+    lost; the other GPU checks of the exercise are graded as usual."""
+    from grader.judge import Judge
+    from grader.submission import Submission
+
+    judge = Judge(gpu="off")
+    judge.gpu, judge.triton_problem = True, "torch.compile cannot build GPU kernels: no C compiler"
+    checks = [c for c in judge.checks_for(Submission("x")) if c.exercise == "ex7"]
+    result = judge._grade_exercise(Submission("x"), "ex7", checks, {})
+    states = {r.check.name: (r.status, r.reason) for r in result.checks}
+    assert states["gpu_fused_norm_is_one_kernel"][0] == "pending"
+    assert "no C compiler" in states["gpu_fused_norm_is_one_kernel"][1]
+    assert states["gpu_count_kernels"][0] == "failed"  # graded: no compiler needed (module missing here)
+    assert [c.name for c in checks if c.triton] == ["gpu_fused_norm_is_one_kernel"]
