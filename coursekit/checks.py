@@ -80,3 +80,68 @@ def check_says_cuda_is_needed(call: Callable[[], Any], what: str) -> None:
             f"{type(exc).__name__}: {str(exc)[:300]}"
         ) from exc
     raise AssertionError(f"{what} without CUDA must raise a RuntimeError; nothing was raised")
+
+
+class TimedCalls:
+    """A function to time, for exercise 2's timer (its public tests and the grader's probe alike):
+    each call sleeps (``warmup_ms`` while warming up, a duration from ``timed_ms`` after), counts
+    itself and reads the monotonic clock ``time.perf_counter`` reads around the calls, so that
+    ``window`` can say where any correct timer's result lies, however loaded the machine is.
+
+    ``timed_ms`` is a number, or ``(low, high)``: each timed call then sleeps a duration drawn
+    when it is made (the operating system's randomness), which only a clock can tell afterwards.
+    Call ``started()`` right before ``time_ms`` and ``returned()`` right after it."""
+
+    def __init__(self, warmup: int = 0, warmup_ms: float = 0.0, timed_ms: float | tuple = 0.0):
+        import random
+        import time
+
+        self.warmup, self.warmup_ms, self.timed_ms = warmup, warmup_ms, timed_ms
+        self.count, self.marks = 0, {}
+        self._clock, self._sleep, self._draw = time.perf_counter, time.sleep, random.SystemRandom()
+
+    def _duration(self) -> float:
+        if isinstance(self.timed_ms, tuple):
+            return self._draw.uniform(*self.timed_ms)
+        return float(self.timed_ms)
+
+    def __call__(self) -> None:
+        self.count += 1
+        timed = self.count > self.warmup
+        if timed and "first" not in self.marks:
+            self.marks["first"] = self._clock()
+        self._sleep((self._duration() if timed else self.warmup_ms) / 1e3)
+        if timed:
+            self.marks["last"] = self._clock()
+        elif self.count == self.warmup:
+            self.marks["warm"] = self._clock()
+
+    def started(self) -> None:
+        self.marks["start"] = self._clock()
+
+    def returned(self) -> None:
+        self.marks["returned"] = self._clock()
+
+    def window(self, iters: int) -> tuple[float, float]:
+        """``(lower, upper)`` in ms per call: a correct timer's interval holds every timed call
+        (lower: their span) and lies between the end of the warm-up and its own return (upper),
+        whatever else the machine was doing meanwhile."""
+        m = self.marks
+        lower = (m["last"] - m["first"]) * 1e3 / iters
+        upper = (m["returned"] - m.get("warm", m["start"])) * 1e3 / iters
+        return lower, upper
+
+
+def check_timer_mean(got: Any, calls: TimedCalls, iters: int, what: str) -> None:
+    """``got`` is the mean of the timed calls in ms: inside ``calls.window(iters)``."""
+    if type(got) is not float:
+        raise AssertionError(f"{what}: expected a float (ms per call), got {type(got).__name__} {got!r}")
+    low, high = calls.window(iters)
+    slack = 1e-6 * max(1.0, high)  # float rounding of the same clock's readings
+    if not low - slack <= got <= high + slack:
+        raise AssertionError(
+            f"{what}: expected the mean of the timed calls, between {low:.4g} ms (their span, per "
+            f"call) and {high:.4g} ms (from the end of the warm-up to the return, per call), got "
+            f"{got!r}\n  rule: time only the `iters` calls after the warm-up, with a monotonic "
+            "clock (time.perf_counter), divide by iters, report milliseconds (below: seconds, or "
+            "a CPU-time clock? above: a total, the warm-up timed, or the wall clock?)")

@@ -55,7 +55,7 @@ def _judge(args, hide=(), jobs=None):
                              f"got {args.only!r}")
     return Judge(gpu=args.gpu, timeout_s=args.timeout, jobs=jobs or args.jobs, hide=hide,
                  exercises=only, secret=secret.load(args.secret_file), gpu_only=args.only_gpu,
-                 deadline_s=args.deadline)
+                 deadline_s=args.deadline, gpu_jobs=args.gpu_jobs)
 
 
 def write_json(path: Path, data: dict) -> None:
@@ -199,6 +199,10 @@ def main(argv: list[str] | None = None) -> int:
                        help="run the GPU checks: auto (when CUDA is there), on (error without it), off")
         p.add_argument("--only-gpu", action="store_true",
                        help="the GPU pass: grade only the GPU checks (merge it with the CPU pass)")
+        p.add_argument("--gpu-jobs", type=int, default=1, metavar="N",
+                       help="GPU workers at a time on each device (default: 1); each may hold "
+                            "0.9/N of its memory, watched by the judge, and on a machine with "
+                            "several GPUs the workers are spread over them")
         p.add_argument("--timeout", type=float, default=60.0,
                        help="seconds each exercise's worker may run at least (default: 60; more "
                             "on a slow machine, and a timed-out worker gets a second try)")

@@ -4,8 +4,8 @@ A check is a list of probes (``grader/probes.py``) and a rule. The judge runs ev
 submission (in a sandboxed worker) and on the reference (itself), then compares answer by answer:
 by default the submission's answer must equal the reference's (floats to ~1e-9 relative, tensors
 with ``allclose``); a probe that expects an error needs that error with a message naming the
-argument; a few probes judge a property instead (a timer's result inside a window, a message
-that says a CUDA device is needed).
+argument; a few probes judge a property instead (a timer's result inside the window the probe
+measured around the calls, a message that says a CUDA device is needed).
 
 Inputs are drawn (``grader/secret.py``): each check builds its probes from ``draw.rng(its
 name)``, so official grading asks what no student could know in advance, and practice mode asks
@@ -44,13 +44,12 @@ class Probe:
     raises: tuple[str, ...] = ()  # an expected error: its message must name one of these
     error: str = "ValueError"
     cuda: bool = False  # expects the RuntimeError that says a CUDA device is needed
-    window: tuple[float, float] | None = None  # expects a float in [low, high)
     last: bool = False  # runs after every other probe of its worker (a failing capture)
 
     @property
     def needs_reference(self) -> bool:
         """Judged against the reference's answer (not an expected error, not a property)."""
-        return not (self.raises or self.cuda or self.window)
+        return not (self.raises or self.cuda)
 
     def key(self) -> str:
         import json
@@ -156,8 +155,6 @@ def same(keys: tuple[str, ...] = (), rel: float = 1e-9, abs_: float = 1e-12,
             return expects_error(probe, got)
         if probe.cuda:
             return says_cuda_is_needed(probe, got, expected)
-        if probe.window:
-            return in_window(probe, got)
         if expected is None:
             raise RuntimeError(f"no reference answer for probe {probe.label}")
         if not expected.ok:
@@ -204,21 +201,11 @@ def says_cuda_is_needed(probe: Probe, got: Answer, expected: Answer) -> str | No
     return None
 
 
-def in_window(probe: Probe, got: Answer) -> str | None:
-    low, high = probe.window
-    if not got.ok:
-        return f"{probe.label} {raised(got)}"
-    if type(got.value) is not float or not low <= got.value < high:
-        return (f"{probe.label}: expected a float in [{low:g}, {high:g}) ms, got {short(got.value)} "
-                f"(below: seconds, not ms? above: a total instead of a mean, or warm-up timed?)")
-    return None
-
-
 def P(probe: str, label: str, raises: tuple[str, ...] | str = (), error: str = "ValueError",
-      cuda: bool = False, window: tuple[float, float] | None = None, last: bool = False,
+      cuda: bool = False, last: bool = False,
       **args) -> Probe:
     return Probe(probe, args, label, (raises,) if isinstance(raises, str) else tuple(raises), error,
-                 cuda, window, last)
+                 cuda, last)
 
 
 # ----------------------------------------------------------------------------- exercise 1
@@ -309,8 +296,10 @@ def call_counts(rng: random.Random, count: int) -> list[tuple[int, int]]:
 def ex2(draw: Draw) -> list[Check]:
     counts = call_counts(draw.rng("ex2.time_ms_call_count"), 6)
     r = draw.rng("ex2.time_ms_mean_ms")
-    # Two timed-call durations far apart: no constant (and no recorded value) fits both windows.
-    timed = [r.choice(range(2, 7)), r.choice(range(18, 27))]
+    # Two ranges of timed-call durations far apart; each call's own duration is drawn when it is
+    # made, so only a clock tells the mean (see probes.time_ms_observed).
+    low = [r.choice(range(1, 5)), r.choice(range(12, 20))]
+    timed = [(float(x), x + 4.0) for x in low]
     r = draw.rng("ex2.time_ms_rejects")
     bad_iters, bad_warmup = -r.randint(1, 50), -r.randint(1, 50)
     r = draw.rng("ex2.measure_needs_cuda")
@@ -328,12 +317,13 @@ def ex2(draw: Draw) -> list[Check]:
         Check("ex2", "time_ms_mean_ms",
               "the result is the mean of the timed calls only, in milliseconds, from a monotonic "
               "clock (not the wall clock time.time, which jumps when the system clock is set)",
-              [P("time_ms_sleeping", f"time_ms(fn, iters=10, warmup=2) with {t} ms timed calls and "
-                 "60 ms warm-up calls", window=(float(t), t + 8.0), iters=10, warmup=2,
-                 warmup_s=0.06, timed_s=t / 1e3) for t in timed]
-              + [P("time_ms_sleeping", f"time_ms(fn, iters=5, warmup=1) with {timed[0]} ms calls while "
-                   "the wall clock jumps an hour at every reading", window=(float(timed[0]), timed[0] + 8.0),
-                   iters=5, warmup=1, warmup_s=0.001, timed_s=timed[0] / 1e3, wall_clock_jumps=True)]),
+              [P("time_ms_observed", f"time_ms(fn, iters=10, warmup=2) with timed calls of "
+                 f"{a:g} to {b:g} ms and 40 ms warm-up calls", iters=10, warmup=2, timed_ms=(a, b),
+                 warmup_ms=40.0) for a, b in timed]
+              + [P("time_ms_observed", f"time_ms(fn, iters=5, warmup=1) with calls of {timed[0][0]:g} "
+                   f"to {timed[0][1]:g} ms while the wall clock jumps an hour at every reading",
+                   iters=5, warmup=1, timed_ms=timed[0], warmup_ms=1.0, wall_clock_jumps=True)],
+              compare=observed_mean),
         Check("ex2", "time_ms_rejects",
               "iters < 1 or warmup < 0 is a ValueError naming it; iters=1 and warmup=0 are accepted",
               [P("time_ms_args", "time_ms(fn, iters=0)", "iters", kwargs={"iters": 0}),
@@ -354,7 +344,8 @@ def ex2(draw: Draw) -> list[Check]:
               + [P("time_ms_calls", f"time_ms(fn, iters={i}, warmup={w})", iters=i, warmup=w)
                  for i, w in cpu_counts]),
         Check("ex2", "gpu_time_ms_includes_gpu_work",
-              "on CUDA the timer waits for the GPU's work (CUDA events), not just the launches",
+              "on CUDA the timer waits for the GPU's work (CUDA events), not just the launches, and "
+              "returns the mean GPU time of the timed calls",
               [P("time_ms_gpu_work", "time_ms(fn) where fn keeps the GPU busy")],
               compare=_gpu_timer, gpu=True),
         Check("ex2", "gpu_measure_launch_tax",
@@ -371,6 +362,29 @@ def ex2(draw: Draw) -> list[Check]:
     ]
 
 
+def observed_mean(probe: Probe, got: Answer, expected: Answer) -> str | None:
+    """The timer's mean is inside the window the probe measured around the calls (its own clock,
+    load included): from the timed calls' span to the time between the end of the warm-up and the
+    timer's return, per call."""
+    if not got.ok:
+        return f"{probe.label} {raised(got)}"
+    v = got.value
+    want = probe.args["iters"] + probe.args["warmup"]
+    if v["calls"] != want:
+        return f"{probe.label}: called fn {v['calls']} times, expected {want} (warmup + iters)"
+    result = v["result"]
+    if result is None:
+        return f"{probe.label}: expected a float (ms per call)"
+    low, high = v["lower_ms"], v["upper_ms"]
+    slack = 1e-6 * max(1.0, high)  # float rounding of the same clock's readings
+    if not low - slack <= result <= high + slack:
+        return (f"{probe.label}: expected the mean of the timed calls, between {low:.4g} ms (their "
+                f"span, per call) and {high:.4g} ms (from the end of the warm-up to the return, per "
+                f"call), got {result!r} (below: seconds, not ms, or a CPU-time clock? above: a total "
+                "instead of a mean, or the warm-up timed, or the wall clock?)")
+    return None
+
+
 def _gpu_timer(probe: Probe, got: Answer, expected: Answer) -> str | None:
     if not got.ok:
         return f"{probe.label} {raised(got)}"
@@ -382,6 +396,11 @@ def _gpu_timer(probe: Probe, got: Answer, expected: Answer) -> str | None:
                 "a CPU clock only times the launches; record CUDA events and wait for the last one")
     if not v["is_float"]:
         return f"{probe.label}: expected a float (ms per call)"
+    low, high, result = v["lower_ms"], v["upper_ms"], v["result"]
+    slack = 0.01 * high + 0.05  # two clocks' readings (events, and a CPU timer after a synchronize)
+    if not low - slack <= result <= high + slack:
+        return (f"{probe.label}: expected the mean GPU time of the timed calls, between {low:.4g} ms "
+                f"and {high:.4g} ms (measured by the grader's own CUDA events), got {result!r}")
     return None
 
 

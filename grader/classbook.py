@@ -507,6 +507,19 @@ def write_summary(folder: Path, rows: dict[str, dict]) -> None:
                   for s, d in sorted(others.items())]
     else:
         lines.append("None.")
+    lines += ["", "## Submissions that reach into the grader", "",
+              "Code that walks the grader's frames or objects, uses /proc, ctypes, signals or other "
+              "processes, or things the sandbox found left behind (grader/flags.py). Not scored: "
+              "read the lines.", ""]
+    from grader.flags import describe
+
+    flagged = [(s, d["extra_data"].get("flags") or []) for s, d in sorted(rows.items())]
+    flagged = [(s, f) for s, f in flagged if f]
+    for student, found in flagged:
+        lines.append(f"- **{student}** ({len(found)}): " + "; ".join(_cell(describe(f)) for f in found[:6])
+                     + ("; ..." if len(found) > 6 else ""))
+    if not flagged:
+        lines.append("None.")
     lines += ["", "## Slowest submissions", ""]
     slow = sorted(graded.items(), key=lambda kv: -kv[1]["extra_data"].get("wall_s", 0))[:5]
     lines += [f"- {s}: {d['extra_data'].get('wall_s', 0):.1f} s" for s, d in slow] or ["None."]

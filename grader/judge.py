@@ -74,6 +74,7 @@ class ExerciseResult:
     module: str
     checks: list[CheckResult] = field(default_factory=list)
     problem: str | None = None  # why the whole exercise was lost, if it was
+    observed: list[str] = field(default_factory=list)  # what its workers left behind (grader/flags.py)
 
     @property
     def score(self) -> float:
@@ -97,6 +98,7 @@ class Report:
     fingerprint: dict = field(default_factory=dict)
     staff_notes: list[str] = field(default_factory=list)  # never in what a student sees
     manual: dict | None = None  # the self-test, graded by hand: {"points", "found"}
+    flags: list[dict] = field(default_factory=list)  # code that reaches into the grader (grader/flags.py)
 
     @property
     def score(self) -> float:
@@ -256,7 +258,7 @@ class Judge:
     def __init__(self, gpu: str = "auto", timeout_s: float = 60.0, jobs: int = 2,
                  hide: tuple[Path, ...] = (), exercises: tuple[str, ...] | None = None,
                  secret: GradingSecret | None = None, gpu_only: bool = False,
-                 deadline_s: float | None = None):
+                 deadline_s: float | None = None, gpu_jobs: int = 1):
         import torch
 
         # The judge's own work (the reference's answers) is on tiny tensors: one thread, so that it
@@ -300,10 +302,66 @@ class Judge:
         self._canaries: dict[bool, Canary] = {}
         self._canary_lock = threading.Lock()
         self._reference_s: dict[tuple[str, bool], float] = {}
+        self._gpu_baseline: dict[str, int] = {}
         # One slot (and so one worker uid) per worker that can run at once; a worker waits for one.
         self._slots: queue.Queue[int] = queue.Queue()
         for slot in range(64):
             self._slots.put(slot)
+        # GPU workers: ``gpu_jobs`` at a time on each device (CUDA_VISIBLE_DEVICES per worker),
+        # each held to its share of the device's memory, watched from here (nvidia-smi).
+        if gpu_jobs < 1:
+            raise ValueError(f"--gpu-jobs: expected at least 1 worker per GPU, got {gpu_jobs}")
+        self.gpu_jobs = gpu_jobs
+        self._devices: queue.Queue[str] = queue.Queue()
+        for device in self._device_ids() if self.gpu else []:
+            for _ in range(gpu_jobs):
+                self._devices.put(device)
+        self._device_leases = self._devices.qsize()
+        memory = sandbox.gpu_memory() if self.gpu else None
+        totals = [m["total"] for m in (memory or {}).values()]
+        self.gpu_share_bytes = int(0.9 * min(totals) / gpu_jobs) if totals else None
+
+    @staticmethod
+    def _device_ids() -> list[str]:
+        """The GPUs workers may use: CUDA_VISIBLE_DEVICES's list where it is set, else all."""
+        import os
+
+        import torch
+
+        visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+        if visible is not None and visible.strip():
+            return [d.strip() for d in visible.split(",") if d.strip()]
+        return [str(i) for i in range(max(1, torch.cuda.device_count()))]
+
+    def _gpu_run(self, box, limits: sandbox.Limits, frames: list[bytes], slot: int) -> sandbox.Run:
+        """A GPU worker on a device of its own (or its share of one), then a look at the device:
+        its memory must come back once the worker is gone."""
+        leased = not self._devices.empty() or self._device_leases > 0
+        device = self._devices.get() if leased else None  # no GPU seen here: no device to share
+        try:
+            limits = replace(limits, gpu_bytes=self.gpu_share_bytes)
+            run = sandbox.run(box, limits, frames, gpu=True, hide=self.hide, slot=slot, device=device)
+            if device is not None:
+                self._device_settles(device, run)
+            return run
+        finally:
+            if device is not None:
+                self._devices.put(device)
+
+    def _device_settles(self, device: str, run: sandbox.Run) -> None:
+        """After a GPU worker: the device's used memory back near what it was before any worker
+        (a worker's process still holding memory is noted in the run's leftovers)."""
+        memory = sandbox.gpu_memory()
+        if not memory or device not in memory:
+            return
+        baseline = self._gpu_baseline.setdefault(device, memory[device]["used"])
+        for _ in range(50):
+            used = memory[device]["used"]
+            if used <= baseline + (256 << 20):
+                return
+            time.sleep(0.1)
+            memory = sandbox.gpu_memory() or memory
+        run.leftovers.append(f"GPU {device} still has {(used - baseline) >> 20} MiB in use after the worker")
 
     # ------------------------------------------------------------------------- what is asked
 
@@ -329,7 +387,9 @@ class Judge:
             self.canary(True)
         cpu_groups = {ex: group for ex in self.exercises if MODULES[ex] in submission.files
                       and (group := [c for c in checks if c.exercise == ex and not c.gpu])}
-        shared = self._run_shared(submission, cpu_groups, answers, budget) if len(cpu_groups) > 1 else {}
+        shared_observed: list[str] = []
+        shared = self._run_shared(submission, cpu_groups, answers, budget, shared_observed) \
+            if len(cpu_groups) > 1 else {}
         with ThreadPoolExecutor(self.jobs) as pool:
             results = list(pool.map(lambda ex: self._grade_exercise(submission, ex, checks, answers,
                                                                     shared.get(ex), budget),
@@ -338,8 +398,13 @@ class Judge:
         manual = None
         if not self.gpu_only and self.manual_points:
             manual = {"points": self.manual_points, "found": safe(submission.answered(), 300)}
+        from grader import flags
+
+        found = flags.scan(submission.files)
+        found += [{"exercise": r.exercise, "observed": safe(o, 300)} for r in results for o in r.observed]
+        found += [{"exercise": "shared worker", "observed": safe(o, 300)} for o in shared_observed]
         return Report(safe(submission.label, 300), results, self.notes(submission, results),
-                      time.monotonic() - start, self.fingerprint(), self.staff_notes(), manual)
+                      time.monotonic() - start, self.fingerprint(), self.staff_notes(), manual, found)
 
     def grade_exercise(self, submission: Submission, exercise: str) -> ExerciseResult:
         checks = [c for c in self.checks_for(submission) if c.exercise == exercise]
@@ -433,7 +498,8 @@ class Judge:
             limits = sandbox.Limits(timeout_s=max(120.0, self.timeout_s), memory_bytes=None)
             slot = self._slots.get()
             try:
-                run = sandbox.run(box, limits, [request], gpu=gpu, hide=self.hide, slot=slot)
+                run = (self._gpu_run(box, limits, [request], slot) if gpu else
+                       sandbox.run(box, limits, [request], gpu=False, hide=self.hide, slot=slot))
             finally:
                 self._slots.put(slot)
                 sandbox.remove_box(box)
@@ -501,7 +567,7 @@ class Judge:
         return CheckResult(check, self.points[check.id], "failed", reason)
 
     @staticmethod
-    def _plan(exercise: str, checks: list[Check]) -> tuple[list[list[Check]], list[dict], list[tuple[dict, int]]]:
+    def _plan(exercise: str, checks: list[Check], gpu_jobs: int = 1) -> tuple[list[list[Check]], list[dict], list[tuple[dict, int]]]:
         """The phases of one exercise's worker (public checks, then hidden ones), the request
         frame of each phase, and where each probe's answer lies in that phase's answer frame."""
         phases = [[c for c in checks if not c.hidden], [c for c in checks if c.hidden]]
@@ -518,6 +584,7 @@ class Judge:
             probes.sort(key=lambda p: p.last)  # a failing capture disturbs what follows it
             index = {p.key(): i for i, p in enumerate(probes)}
             requests.append({"package": "submission", "module": MODULES[exercise], "submission_dir": "",
+                             "gpu_fraction": round(0.9 / gpu_jobs, 4),
                              "probes": [{"probe": p.probe, "args": wire.encode(p.args)} for p in probes]})
             indexes.append((index, len(probes)))
         return phases, requests, indexes
@@ -539,25 +606,28 @@ class Judge:
     def _run_group(self, submission: Submission, exercise: str, checks: list[Check], gpu: bool,
                    answers: dict, result: ExerciseResult, tried_s: float = 0.0,
                    budget: Budget = Budget()) -> None:
-        phases, requests, indexes = self._plan(exercise, checks)
+        phases, requests, indexes = self._plan(exercise, checks, self.gpu_jobs)
         run = self._run_worker(submission, exercise, gpu, [wire.dumps(r) for r in requests], tried_s, budget)
+        result.observed += observations(run)
         self._apply(run, exercise, phases, indexes, answers, result)
 
     def _run_shared(self, submission: Submission, groups: dict[str, list[Check]],
-                    answers: dict, budget: Budget = Budget()) -> dict[str, ExerciseResult | float]:
+                    answers: dict, budget: Budget = Budget(),
+                    observed: list[str] | None = None) -> dict[str, ExerciseResult | float]:
         """The CPU checks of several exercises in one worker (``worker.py``'s shared mode: one
         ``import torch``, then a forked child per exercise). Returns each exercise's result, or,
         where the shared worker could not answer for it, the seconds its child was given when it
         timed out (0.0 otherwise): that exercise is then graded in a worker of its own."""
         frames, plans, limits = [], {}, {}
         for exercise, checks in groups.items():
-            phases, requests, indexes = self._plan(exercise, checks)
+            phases, requests, indexes = self._plan(exercise, checks, self.gpu_jobs)
             limits[exercise] = self._limits(exercise, False)
             plans[exercise] = (len(frames), phases, indexes)
             for phase, request in enumerate(requests):
                 frames.append({**request, "group": exercise, "phase": phase,
                                "timeout_s": limits[exercise].timeout_s})
-        frames[0].update(shared=True, cap=wire.MAX_FRAME_BYTES)
+        frames[0].update(shared=True, cap=wire.MAX_FRAME_BYTES, shared_places=sandbox.shared_places(),
+                         isolated=sandbox.drops_privileges())
         first = next(iter(limits.values()))
         total = budget.cap(sandbox.Limits(timeout_s=sum(lim.timeout_s for lim in limits.values()) + 30,
                                           memory_bytes=first.memory_bytes,
@@ -577,6 +647,8 @@ class Judge:
         finally:
             self._slots.put(slot)
             sandbox.remove_box(box)
+        if observed is not None:
+            observed += observations(run)
         out: dict[str, ExerciseResult | float] = {}
         for exercise, (start, phases, indexes) in plans.items():
             mine = run.answers[start:start + len(phases)]
@@ -627,7 +699,8 @@ class Judge:
                       for r in requests]
             slot = self._slots.get()
             try:
-                run = sandbox.run(box, limits, frames, gpu=gpu, hide=self.hide, slot=slot)
+                run = (self._gpu_run(box, limits, frames, slot) if gpu else
+                       sandbox.run(box, limits, frames, gpu=False, hide=self.hide, slot=slot))
             finally:
                 self._slots.put(slot)
                 sandbox.remove_box(box)
@@ -657,6 +730,16 @@ class Judge:
             if problem:
                 return self._lost(check, safe(problem, 1500, lines=True))
         return CheckResult(check, self.points[check.id], "passed")
+
+
+def observations(run: sandbox.Run) -> list[str]:
+    """What the sandbox saw a worker leave behind: its uid's processes, files and IPC objects
+    (``sandbox.release_uid``), and what the shared worker removed between two exercises."""
+    seen = list(run.leftovers)
+    for line in run.output.splitlines():
+        if line.startswith("launch-tax worker: before "):
+            seen.append(line.removeprefix("launch-tax worker: ").strip())
+    return seen[:20]
 
 
 def gpu_canary_problem(gpu: bool, facts: dict) -> None:

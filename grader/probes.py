@@ -166,17 +166,18 @@ def time_ms_default_calls(mod):
 
 
 @probe
-def time_ms_sleeping(mod, iters: int, warmup: int, warmup_s: float, timed_s: float,
+def time_ms_observed(mod, iters: int, warmup: int, timed_ms: tuple, warmup_ms: float,
                      wall_clock_jumps: bool = False):
-    """Warm-up calls sleep ``warmup_s``, timed calls ``timed_s``; the result in ms. With
-    ``wall_clock_jumps`` the wall clock (``time.time``) jumps an hour at every reading during the
-    call (the worker puts it back right after): a monotonic timer does not notice."""
-    count = [0]
+    """``time_ms(fn, iters, warmup)`` where each timed call sleeps a duration drawn *at the call*
+    from ``timed_ms`` (low, high), from the operating system's randomness: no frame holds it, so
+    no number derived from the probe's inputs can match. ``coursekit.checks.TimedCalls`` reads the
+    monotonic clock around the calls and gives the window any correct timer's mean falls in,
+    load or not (the same rule the public tests use). ``wall_clock_jumps``: the wall clock
+    (``time.time``) jumps an hour at every reading during the call (put back right after): a
+    monotonic timer does not notice."""
+    from coursekit.checks import TimedCalls
 
-    def fn():
-        count[0] += 1
-        time.sleep(warmup_s if count[0] <= warmup else timed_s)
-
+    fn = TimedCalls(warmup=warmup, warmup_ms=warmup_ms, timed_ms=tuple(timed_ms))
     if wall_clock_jumps:
         real_time, real_time_ns, readings = time.time, time.time_ns, [0]
 
@@ -186,12 +187,17 @@ def time_ms_sleeping(mod, iters: int, warmup: int, warmup_s: float, timed_s: flo
 
         time.time = jumping
         time.time_ns = lambda: real_time_ns() + int(3600e9) * (readings[0] + 1)
+    fn.started()
     try:
         result = call(mod.time_ms, fn, iters=iters, warmup=warmup)
     finally:
+        fn.returned()
         if wall_clock_jumps:
             time.time, time.time_ns = real_time, real_time_ns
-    return float(result) if isinstance(result, float) else None  # numpy floats are floats too
+    answer = {"calls": fn.count, "result": float(result) if isinstance(result, float) else None}
+    if fn.count == iters + warmup and iters > 0:
+        answer["lower_ms"], answer["upper_ms"] = fn.window(iters)
+    return answer
 
 
 @probe
@@ -216,19 +222,45 @@ def sweep(mod, lengths: list, iters: int):
 
 @probe
 def time_ms_gpu_work(mod):
-    """Each call keeps the GPU busy for a while and records an event after its work: when
-    ``time_ms`` returns, a timer that waited for the GPU finds the last event done."""
-    done = []
+    """``time_ms(fn, iters=5, warmup=2)`` where each call keeps the GPU busy for a number of cycles
+    drawn at the call (no frame holds it) and records a CUDA event after its work. When
+    ``time_ms`` returns, a timer that waited for the GPU finds the last event done. The probe's own
+    events bound any correct timer's mean, as on the CPU (``time_ms_observed``): the timed calls'
+    span on the GPU, and the GPU time from the end of the warm-up to an event recorded right after
+    ``time_ms`` returned, per call."""
+    import random
+
+    draw = random.SystemRandom()
+    done, marks, warmup, iters = [], {}, 2, 5
+
+    def stamp():
+        event = torch.cuda.Event(enable_timing=True)
+        event.record()
+        return event
 
     def fn():
-        torch.cuda._sleep(20_000_000)
-        event = torch.cuda.Event()
-        event.record()
+        timed = len(done) >= warmup
+        if timed and "first" not in marks:
+            marks["first"] = stamp()
+        torch.cuda._sleep(draw.randint(10_000_000, 30_000_000))
+        event = stamp()
         done.append(event)
+        if timed:
+            marks["last"] = event
+        elif len(done) == warmup:
+            marks["warm"] = event
 
-    result = call(mod.time_ms, fn, iters=5, warmup=2)
-    return {"calls": len(done), "gpu_done_on_return": bool(done) and done[-1].query(),
-            "is_float": isinstance(result, float)}
+    start = stamp()
+    result = call(mod.time_ms, fn, iters=iters, warmup=warmup)
+    returned = stamp()
+    gpu_done = bool(done) and done[-1].query()  # before the probe waits for anything itself
+    torch.cuda.synchronize()
+    answer = {"calls": len(done), "gpu_done_on_return": gpu_done, "is_float": isinstance(result, float)}
+    if len(done) == warmup + iters:
+        answer.update(result=float(result) if isinstance(result, float) else None,
+                      lower_ms=marks["first"].elapsed_time(marks["last"]) / iters,
+                      upper_ms=marks.get("warm", start).elapsed_time(returned) / iters)
+    return answer
 
 
 # ---------------------------------------------------------------- exercise 3: capture

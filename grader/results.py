@@ -119,7 +119,7 @@ def gradescope(report, hidden_visibility: str = "after_published") -> dict:
         "extra_data": {**report.fingerprint, "submission": report.submission,
                        "max_score": report.max_score, "pending": pending,
                        "manual": report.manual["points"] if report.manual else 0,
-                       "staff_notes": report.staff_notes},
+                       "staff_notes": report.staff_notes, "flags": report.flags},
         "tests": tests,
     }
 
@@ -159,6 +159,12 @@ def table(report, brief: bool = False) -> str:
                           f"{report.manual['points']:g} points)", width, indent=11)
     for note in report.notes + report.staff_notes:
         lines += _wrapped("note: ", note, width, indent=6)
+    if report.flags:
+        from grader.flags import describe
+
+        lines += _wrapped("flagged: ", f"{len(report.flags)} place(s) where the code reaches into the "
+                          "grader (not scored; the instructor sees them): " + "; ".join(
+                              describe(f) for f in report.flags[:5]), width, indent=9)
     lines.append(f"({report.wall_s:.1f} s)")
     return "\n".join(lines)
 

@@ -48,7 +48,7 @@ import sys
 import tempfile
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from grader import wire
@@ -74,6 +74,10 @@ class Limits:
     #: When the time limit was cut to what was left of the grading's whole time budget
     #: (``--deadline``): that budget, for the report.
     budget_s: float = 0.0
+    #: Device memory all of a GPU worker's processes may hold together, watched by the judge
+    #: through ``nvidia-smi`` (None: not watched): a worker over it is killed, so one student's
+    #: hog cannot cost the students beside it their GPU points.
+    gpu_bytes: int | None = None
 
 
 @dataclass
@@ -82,6 +86,7 @@ class Run:
     returncode: int | None
     timed_out: bool = False
     out_of_memory: bool = False
+    out_of_gpu_memory: bool = False
     flooded: bool = False
     result_too_big: bool = False
     malformed: str = ""  # why the result stream stopped being trusted
@@ -90,6 +95,7 @@ class Run:
     timeout_s: float = 0.0  # the limit it ran under
     first_timeout_s: float = 0.0  # when it was a second try: the first try's limit
     budget_s: float = 0.0  # when the grading's whole time budget cut or stopped it: that budget
+    leftovers: list[str] = field(default_factory=list)  # what the worker's uid left behind it
 
     def failure(self) -> str | None:
         """Why the worker's run ended badly, or None (answers received before it still count)."""
@@ -107,6 +113,8 @@ class Run:
             return f"{text}; {budget}" if budget else text
         if self.out_of_memory:
             return "used more memory than allowed"
+        if self.out_of_gpu_memory:
+            return "used more GPU memory than its share of the device"
         if self.flooded:
             return "printed more output than allowed (output flood)"
         if self.result_too_big:
@@ -288,9 +296,10 @@ def worker_environment(box: Path, gpu: bool, device: str | None = None) -> dict[
 
 
 def run(box: Path, limits: Limits, requests: list[bytes], *, gpu: bool = False,
-        hide: tuple[Path, ...] = (), slot: int = 0) -> Run:
+        hide: tuple[Path, ...] = (), slot: int = 0, device: str | None = None) -> Run:
     """Run ``runtime/worker.py`` in ``box``: send it the first request frame, each next one only
-    once the previous one is answered; return the answer frames it sent."""
+    once the previous one is answered; return the answer frames it sent. ``device``: the GPU a
+    GPU worker may see (``CUDA_VISIBLE_DEVICES``)."""
     command_read, command_write = os.pipe()
     result_read, result_write = os.pipe()
     python = [sys.executable, "-I", "-B", str(box / "runtime" / "worker.py"), str(command_read),
@@ -298,7 +307,7 @@ def run(box: Path, limits: Limits, requests: list[bytes], *, gpu: bool = False,
     rlimits = [f"--fsize={limits.file_bytes}", "--core=0", f"--nofile={limits.open_files}"]
     if limits.memory_bytes and not gpu:
         rlimits.append(f"--as={limits.memory_bytes}")
-    env = worker_environment(box, gpu)
+    env = worker_environment(box, gpu, device)
     lease = uid = None
     if is_root():
         rlimits.append(f"--nproc={limits.processes}")  # the worker's own uid: its tasks only
@@ -342,7 +351,7 @@ def run(box: Path, limits: Limits, requests: list[bytes], *, gpu: bool = False,
     talk = _Conversation(command_write, result_read, requests, limits.result_bytes)
     output = _Drain(proc.stdout.fileno(), limits.output_bytes)
     deadline = start + limits.timeout_s
-    timed_out = out_of_memory = False
+    timed_out = out_of_memory = out_of_gpu = False
     ticks = 0
     while proc.poll() is None:
         if output.over or talk.over or talk.reader.error:
@@ -354,21 +363,30 @@ def run(box: Path, limits: Limits, requests: list[bytes], *, gpu: bool = False,
         if ticks % 20 == 0 and _resident_bytes(uid, box.name) > limits.total_rss_bytes:
             out_of_memory = True
             break
+        if gpu and limits.gpu_bytes and ticks % 50 == 0 and \
+                gpu_bytes_of(_worker_pids(proc.pid, uid)) > limits.gpu_bytes:
+            out_of_gpu = True
+            break
         time.sleep(0.01)
     _kill_group(proc)
     _sweep(box.name)
-    if lease is not None:
-        os.close(lease)  # every process of that uid is gone: another worker may have it
+    leftovers = []
+    if uid is not None and not is_root():  # no namespaces: the uid itself must be made clean
+        leftovers = release_uid(uid, box)
+    if lease is not None and not any("would not die" in x for x in leftovers):
+        os.close(lease)  # the uid owns no process and no file: another worker may have it
     output.join(timeout=5)
     talk.finish()
     proc.stdout.close()
-    stopped = timed_out or out_of_memory or output.over or talk.over or bool(talk.reader.error)
+    stopped = timed_out or out_of_memory or out_of_gpu or output.over or talk.over or bool(talk.reader.error)
     return Run(answers=[] if talk.over else list(talk.reader.frames),
                returncode=None if stopped else proc.returncode,
-               timed_out=timed_out, out_of_memory=out_of_memory, flooded=output.over,
+               timed_out=timed_out, out_of_memory=out_of_memory, out_of_gpu_memory=out_of_gpu,
+               flooded=output.over,
                result_too_big=talk.over, malformed=talk.reader.error or "",
                output=b"".join(output.chunks)[-4000:].decode("utf-8", "replace"),
-               wall_s=time.monotonic() - start, timeout_s=limits.timeout_s, budget_s=limits.budget_s)
+               wall_s=time.monotonic() - start, timeout_s=limits.timeout_s, budget_s=limits.budget_s,
+               leftovers=leftovers)
 
 
 class _Drain(threading.Thread):
@@ -562,6 +580,219 @@ def _lease_uid(slot: int) -> tuple[int, int | None]:
     except OSError:
         pass
     return WORKER_UID_BASE + slot, None
+
+
+def gpu_memory(smi: str | None = None) -> dict[str, dict] | None:
+    """``{index: {"total": bytes, "used": bytes}}`` of this machine's GPUs, from ``nvidia-smi``
+    (None where it cannot be asked)."""
+    out = _smi(["--query-gpu=index,memory.total,memory.used", "--format=csv,noheader,nounits"], smi)
+    if out is None:
+        return None
+    found = {}
+    for line in out.splitlines():
+        parts = [x.strip() for x in line.split(",")]
+        if len(parts) == 3 and all(x.replace(".", "", 1).isdigit() for x in parts[1:]):
+            found[parts[0]] = {"total": int(float(parts[1])) << 20, "used": int(float(parts[2])) << 20}
+    return found
+
+
+def gpu_bytes_of(pids: set[int], smi: str | None = None) -> int:
+    """Device memory the processes ``pids`` hold, on every GPU (``nvidia-smi``'s compute apps;
+    0 where it cannot be asked)."""
+    out = _smi(["--query-compute-apps=pid,used_memory", "--format=csv,noheader,nounits"], smi)
+    total = 0
+    for line in (out or "").splitlines():
+        parts = [x.strip() for x in line.split(",")]
+        if len(parts) == 2 and parts[0].isdigit() and parts[1].replace(".", "", 1).isdigit():
+            if int(parts[0]) in pids:
+                total += int(float(parts[1])) << 20
+    return total
+
+
+def _smi(args: list[str], smi: str | None) -> str | None:
+    tool = smi or shutil.which("nvidia-smi")
+    if not tool:
+        return None
+    try:
+        done = subprocess.run([tool, *args], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return done.stdout if done.returncode == 0 else None
+
+
+def _worker_pids(root_pid: int, uid: int | None) -> set[int]:
+    """The worker's processes as the host sees them: ``root_pid``'s descendants, and where the
+    worker has a uid of its own, every process of that uid."""
+    parents: dict[int, int] = {}
+    owned: set[int] = set()
+    for entry in _processes():
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/status", "rb") as f:
+                status = f.read()
+            ppid = int(status.split(b"\nPPid:", 1)[1].split()[0])
+            parents[int(entry.name)] = ppid
+            if uid is not None and int(status.split(b"\nUid:", 1)[1].split()[0]) == uid:
+                owned.add(int(entry.name))
+        except (OSError, IndexError, ValueError):
+            continue
+    found, changed = {root_pid}, True
+    while changed:
+        changed = False
+        for pid, ppid in parents.items():
+            if ppid in found and pid not in found:
+                found.add(pid)
+                changed = True
+    return found | owned
+
+
+_PLACES: list[str] | None = None
+_PLACES_LOCK = threading.Lock()
+#: Pseudo file systems: nothing a worker writes lives there.
+_NOT_PLACES = ("/proc", "/sys")
+
+
+def shared_places() -> list[str]:
+    """Where a worker's uid could leave something for a later worker to find: with namespaces,
+    its own ``/dev/shm`` (the rest of its file system is read-only or private); without them
+    (Gradescope), every world-writable folder of the machine (``/tmp``, ``/var/tmp``,
+    ``/dev/shm``, ``/run/lock``...), found once per run by walking the file system; without root,
+    none (the worker is the user: what it writes is the user's)."""
+    global _PLACES
+    if is_root():
+        return ["/dev/shm"]
+    if not drops_privileges():
+        return []
+    with _PLACES_LOCK:
+        if _PLACES is None:
+            found = []
+            for top, dirs, _ in os.walk("/", topdown=True, onerror=lambda e: None):
+                if top == "/":
+                    dirs[:] = [d for d in dirs if "/" + d not in _NOT_PLACES]
+                kept = []
+                for d in dirs:
+                    path = os.path.join(top, d)
+                    try:
+                        info = os.lstat(path)
+                    except OSError:
+                        continue
+                    if stat.S_ISDIR(info.st_mode) and info.st_mode & 0o002:
+                        found.append(path)  # removed from inside; no need to walk it
+                    elif stat.S_ISDIR(info.st_mode):
+                        kept.append(d)
+                dirs[:] = kept
+            _PLACES = sorted(found)
+        return list(_PLACES)
+
+
+def release_uid(uid: int, box: Path | None = None) -> list[str]:
+    """Make ``uid`` free for the next worker, as root, without namespaces (with them the PID,
+    mount and IPC namespaces end with the worker): kill every process of the uid, whatever it did
+    to its process group and environment (``kill(-1)`` as that uid, until none is left), then
+    remove what it owns in ``shared_places`` and its System V IPC objects. Returns what was found
+    (for the report); processes that would not die are named, and the caller keeps the uid's
+    lease (nobody gets it) instead of handing it on."""
+    found: list[str] = []
+    for attempt in range(50):
+        alive = _pids_of(uid)
+        if not alive:
+            break
+        if attempt == 0:
+            found.append(f"{len(alive)} process(es) outlived the worker")
+        pid = os.fork()
+        if pid == 0:  # as the uid itself: kill(-1) reaches exactly its processes
+            try:
+                os.setgroups([])
+                os.setgid(uid)
+                os.setuid(uid)
+                os.kill(-1, signal.SIGKILL)
+            except BaseException:  # noqa: BLE001
+                pass
+            os._exit(0)
+        os.waitpid(pid, 0)
+        time.sleep(0.02)
+    else:
+        found.append(f"processes of uid {uid} would not die: {_pids_of(uid)[:10]}")
+    keep = str(box) if box else ""
+    for place in shared_places():
+        removed = _remove_owned(place, uid, 3, keep)
+        if removed:
+            found.append(f"{removed} file(s) left in {place}")
+    removed = _remove_ipc(uid)
+    if removed:
+        found.append(f"{removed} System V IPC object(s) left")
+    return found
+
+
+def _pids_of(uid: int) -> list[int]:
+    """Processes any of whose uids (real, effective, saved, file system) is ``uid``."""
+    pids = []
+    for entry in _processes():
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/status", "rb") as f:
+                line = f.read().split(b"\nUid:", 1)[1].split(b"\n", 1)[0]
+            if uid in {int(x) for x in line.split()}:
+                pids.append(int(entry.name))
+        except (OSError, IndexError, ValueError):
+            continue
+    return pids
+
+
+def _remove_owned(folder: str, uid: int, depth: int, keep: str = "") -> int:
+    """What ``uid`` owns under ``folder`` (``depth`` levels), removed; ``keep`` left alone."""
+    count = 0
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return 0
+    for entry in entries:
+        if keep and (entry.path == keep or keep.startswith(entry.path.rstrip("/") + "/")):
+            continue
+        try:
+            info = entry.stat(follow_symlinks=False)
+        except OSError:
+            continue
+        if info.st_uid == uid:
+            count += 1
+            if entry.is_dir(follow_symlinks=False):
+                shutil.rmtree(entry.path, ignore_errors=True)
+            else:
+                try:
+                    os.unlink(entry.path)
+                except OSError:
+                    pass
+        elif depth > 1 and entry.is_dir(follow_symlinks=False):
+            count += _remove_owned(entry.path, uid, depth - 1, keep)
+    return count
+
+
+def _remove_ipc(uid: int) -> int:
+    """Remove the System V IPC objects ``uid`` owns (root may remove any)."""
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+    except OSError:
+        return 0
+    count = 0
+    for kind, remove in (("shm", lambda i: libc.shmctl(i, 0, None)),
+                         ("sem", lambda i: libc.semctl(i, 0, 0)),
+                         ("msg", lambda i: libc.msgctl(i, 0, None))):  # 0: IPC_RMID
+        try:
+            with open(f"/proc/sysvipc/{kind}", encoding="ascii") as f:
+                header = f.readline().split()
+                rows = [line.split() for line in f if line.strip()]
+            ident = header.index({"shm": "shmid", "sem": "semid", "msg": "msqid"}[kind])
+            owner = header.index("uid")
+        except (OSError, ValueError):
+            continue
+        for row in rows:
+            if int(row[owner]) == uid and remove(int(row[ident])) == 0:
+                count += 1
+    return count
 
 
 def _sweep(marker: str) -> None:

@@ -225,14 +225,22 @@ def _serve(pipe: "_Pipe", request: dict) -> None:
 
     import torch
 
-    if torch.cuda.is_available():  # GPU workers share the device: none may take all its memory
-        torch.cuda.set_per_process_memory_fraction(0.5)
+    share = float(request.get("gpu_fraction", 0.5))
+    cuda = torch.cuda.is_available()
+    if cuda:  # GPU workers share the device: none may take all its memory
+        torch.cuda.set_per_process_memory_fraction(share)
     import probes
     import wire
     from coursekit import standin
 
     held = []
-    probes.bind(lambda: held[0].restore())  # before the snapshot: restoring keeps the binding
+
+    def restore() -> None:
+        held[0].restore()
+        if cuda:  # a submission may have raised its own cap: the judge's share again
+            torch.cuda.set_per_process_memory_fraction(share)
+
+    probes.bind(restore)  # before the snapshot: restoring keeps the binding
     namespaces = _Namespaces(
         libraries=(builtins, math, time, json, torch, standin),
         own=(probes, wire, sys.modules[__name__], torch.Tensor, standin.CapturedGraph,
@@ -388,14 +396,115 @@ def _clear(folder: str) -> None:
         pass
 
 
+def _fresh_state(work: str, places: list[str], isolated: bool) -> list[str]:
+    """Before the next exercise's child: nothing an earlier child did may reach it. Every other
+    process of this worker is killed (``kill(-1)``: in a PID namespace all of it but this
+    process, else every process of the worker's own uid), the writable folder is emptied, and
+    what this uid left in the machine's shared writable places (``places``: ``/dev/shm``, and
+    without namespaces every world-writable folder) and in System V IPC is removed. Returns what
+    was found, for the report. Not ``isolated`` (the worker runs as the judge's own user: no
+    root), only the writable folder is emptied: the rest would be the user's own."""
+    import signal
+
+    found = []
+    if not isolated:
+        _clear(work)
+        return found
+    try:
+        os.kill(-1, signal.SIGKILL)
+        found.append("processes left running")
+    except ProcessLookupError:
+        pass
+    except PermissionError:
+        pass
+    while True:  # reap what was ours (in a PID namespace orphans are ours too)
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            break
+        if pid == 0:
+            break
+    _clear(work)
+    uid = os.getuid()
+    box = os.path.dirname(work)
+    for place in places:
+        removed = _remove_owned(place, uid, depth=3, keep=box)
+        if removed:
+            found.append(f"{removed} file(s) in {place}")
+    removed = _remove_ipc(uid)
+    if removed:
+        found.append(f"{removed} System V IPC object(s)")
+    return found
+
+
+def _remove_owned(folder: str, uid: int, depth: int, keep: str = "") -> int:
+    """Remove what ``uid`` owns under ``folder`` (``depth`` levels; a folder it owns, whole),
+    except ``keep`` (the worker's own box) and what lies in it."""
+    import shutil
+
+    count = 0
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return 0
+    for entry in entries:
+        if keep and (entry.path == keep or keep.startswith(entry.path.rstrip("/") + "/")):
+            continue
+        try:
+            info = entry.stat(follow_symlinks=False)
+        except OSError:
+            continue
+        if info.st_uid == uid:
+            count += 1
+            if entry.is_dir(follow_symlinks=False):
+                shutil.rmtree(entry.path, ignore_errors=True)
+            else:
+                try:
+                    os.unlink(entry.path)
+                except OSError:
+                    pass
+        elif depth > 1 and entry.is_dir(follow_symlinks=False):
+            count += _remove_owned(entry.path, uid, depth - 1, keep)
+    return count
+
+
+def _remove_ipc(uid: int) -> int:
+    """Remove the System V shared memory segments, semaphore sets and message queues ``uid``
+    owns (they outlive the process that made them)."""
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+    except OSError:
+        return 0
+    count = 0
+    for kind, remove in (("shm", lambda i: libc.shmctl(i, 0, None)),
+                         ("sem", lambda i: libc.semctl(i, 0, 0)),
+                         ("msg", lambda i: libc.msgctl(i, 0, None))):  # 0: IPC_RMID
+        try:
+            with open(f"/proc/sysvipc/{kind}", encoding="ascii") as f:
+                header = f.readline().split()
+                rows = [line.split() for line in f if line.strip()]
+        except OSError:
+            continue
+        ident, owner = header.index({"shm": "shmid", "sem": "semid", "msg": "msqid"}[kind]), header.index("uid")
+        for row in rows:
+            if int(row[owner]) == uid and remove(int(row[ident])) == 0:
+                count += 1
+    return count
+
+
 def _serve_shared(pipe: "_Pipe", request: dict) -> None:
     """Several exercises in one sandboxed worker: the frames name their exercise (``group``) and
     phase; each exercise runs in its own forked child, so every one of them imports its module
     into a process that no other exercise's code has touched, while ``import torch`` is paid once.
-    Whatever goes wrong in a child (it dies, hangs past the frame's ``timeout_s``, sends more
-    than ``cap`` bytes) is answered ``{"fallback": why}``: the judge then grades that exercise in
-    a worker of its own, as if there were no shared worker."""
+    Before each child, ``_fresh_state`` removes everything an earlier child could have left
+    (processes, files, IPC objects). Whatever goes wrong in a child (it dies, hangs past the
+    frame's ``timeout_s``, sends more than ``cap`` bytes) is answered ``{"fallback": why}``: the
+    judge then grades that exercise in a worker of its own, as if there were no shared worker."""
     cap = int(request.get("cap", 16 << 20))
+    places = [str(p) for p in request.get("shared_places", [])]
+    isolated = bool(request.get("isolated"))
     work = os.getcwd()
     child = None
     while request is not None:
@@ -405,7 +514,9 @@ def _serve_shared(pipe: "_Pipe", request: dict) -> None:
             child = None
         why = "no child"
         if child is None and request.get("phase") == 0:
-            _clear(work)
+            found = _fresh_state(work, places, isolated)
+            if found and group is not None:
+                sys.stderr.write(f"launch-tax worker: before {group}: removed {', '.join(found)}\n")
             try:
                 child = _Child(group, pipe)
             except OSError:  # out of processes or memory: that exercise gets a worker of its own

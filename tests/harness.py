@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
@@ -17,3 +18,18 @@ def submission(folder: Path, **sources: str) -> Path:
     for name, source in sources.items():
         (folder / f"{name}.py").write_text(source)
     return folder
+
+
+def gradescope_shell(command: list[str]) -> list[str]:
+    """``command`` in a mount namespace where the Python under /root can be run by other users,
+    as on Gradescope's images (Python in /usr): the workers run as other uids there."""
+    from grader import sandbox
+
+    inside = [d for d in sandbox._python_dirs(["/root"]) if d.startswith("/root/")]
+    if not inside or os.stat("/root").st_mode & 0o001:
+        return command
+    script = ("set -e; mount --make-rprivate /; i=0; for d in $PY; do mkdir -p /run/lt-park-$$-$i; "
+              "mount --bind $d /run/lt-park-$$-$i; i=$((i+1)); done; mount -t tmpfs -o mode=755 tmpfs /root; "
+              "i=0; for d in $PY; do mkdir -p $d; mount --move /run/lt-park-$$-$i $d; i=$((i+1)); done; "
+              'exec "$@"')
+    return ["env", f"PY={' '.join(inside)}", "unshare", "--mount", "sh", "-c", script, "gs", *command]

@@ -36,6 +36,7 @@ import pytest
 from coursekit.impl import REPO_ROOT
 from tests.adversarial.cases import CASES, EXERCISES, FULL, Case
 from tests.adversarial.defences import DEFENCES, off
+from tests.harness import gradescope_shell
 from tests.warm_grader import WarmGrader
 
 WATCHED = ("solutions", "grader", "exercises")
@@ -96,15 +97,19 @@ def graded(case: Case) -> list[str]:
 
 
 def grade(submission: Path, out: Path, case: Case, tmpdir: Path, root: Path,
-          secret: Path | None) -> dict:
-    """Run the grader; return its exit status, output, wall time and peak memory."""
+          secret: Path | None, mode: str = "default") -> dict:
+    """Run the grader; return its exit status, output, wall time and peak memory. ``mode``
+    "user": as root without namespaces (Gradescope's sandbox), in a fresh process (a warm one has
+    already decided which sandbox it has)."""
     bound = 120 + 5 * case.timeout
     command = [sys.executable, "-m", "grader", "grade", str(submission), "--json", str(out),
                "--timeout", str(case.timeout), "--gpu", "off", "--only", ",".join(graded(case))]
     if secret is not None:
         command += ["--secret-file", str(secret)]
     env = {k: v for k, v in os.environ.items() if k != "LAUNCH_TAX_SECRET_FILE"}
-    if root == REPO_ROOT:  # the repository's own grader: forked from a warm one (tests/warm_grader.py)
+    if mode == "user":
+        env["LAUNCH_TAX_SANDBOX"] = "user"
+    if root == REPO_ROOT and mode == "default":  # forked from a warm grader (tests/warm_grader.py)
         done = _warm().run(command[3:], str(root), {**env, "TMPDIR": str(tmpdir)},
                            str(out.with_suffix(".log")), bound)
         raw = out.with_suffix(".log").read_bytes()
@@ -114,6 +119,8 @@ def grade(submission: Path, out: Path, case: Case, tmpdir: Path, root: Path,
         return {**done, "output": raw.decode(errors="replace"), "raw_output": raw}
     with open(out.with_suffix(".log"), "w+b") as log:
         start = time.monotonic()
+        if mode == "user":  # the workers (other users) must be able to run this Python
+            command = gradescope_shell(command)
         proc = subprocess.Popen(command, cwd=root, stdout=log, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, start_new_session=True,
                                 env={**env, "TMPDIR": str(tmpdir)})
@@ -160,7 +167,8 @@ def hidden_inputs(submission: Path, case: Case, secret: Path | None) -> list[str
     return found
 
 
-def evaluate(case: Case, tmp_path: Path, root: Path, secret: Path | None) -> list[str]:
+def evaluate(case: Case, tmp_path: Path, root: Path, secret: Path | None,
+             mode: str = "default") -> list[str]:
     """Grade ``case`` with the grader at ``root``; return every way it failed (none: it held)."""
     marker = f"ltadv{uuid.uuid4().hex[:12]}"
     tmpdir = Path("/tmp") / f"{marker}-boxes"  # world-traversable, like /tmp itself
@@ -172,7 +180,7 @@ def evaluate(case: Case, tmp_path: Path, root: Path, secret: Path | None) -> lis
     results_path = tmp_path / "results.json"
     try:
         sub = case.build(tmp_path / "submission", marker, cleanups)
-        run = grade(sub, results_path, case, tmpdir, root, secret)
+        run = grade(sub, results_path, case, tmpdir, root, secret, mode)
         time.sleep(0.2)
         leftovers = leftover_processes(marker)
         hidden = hidden_inputs(sub, case, secret) if case.hidden_inputs_absent else []
@@ -199,6 +207,11 @@ def evaluate(case: Case, tmp_path: Path, root: Path, secret: Path | None) -> lis
         exercise = test["name"].split(" ", 1)[0]
         if test["extra_data"].get("state") != "manual":
             scores[exercise] = scores.get(exercise, 0.0) + test.get("score", 0.0)
+    if case.flagged is not None:
+        described = json.dumps(results.get("extra_data", {}).get("flags", []))
+        if case.flagged not in described:
+            problems.append(f"the instructor is not told: no flag mentions {case.flagged!r} "
+                            f"(extra_data.flags: {described[:500]})")
     expected = {ex: (FULL[ex] if case.others == "full" else 0.0) for ex in graded(case)}
     if case.exercise != "all":
         expected[case.exercise] = case.expected
@@ -241,23 +254,31 @@ def evaluate(case: Case, tmp_path: Path, root: Path, secret: Path | None) -> lis
     return [f"{p}\n{context}" for p in problems]
 
 
-@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
-def test_hostile_submission_gets_exactly_its_points(case: Case, tmp_path: Path, secret_file: Path):
-    if case.name in ROOT_ONLY and os.geteuid() != 0:
+MODED = [(c, m) for c in CASES for m in c.modes]
+
+
+def _skip_mode(case: Case, mode: str) -> None:
+    if (case.name in ROOT_ONLY or mode == "user") and os.geteuid() != 0:
         pytest.skip("this protection needs the judge to run as root (see grader/sandbox.py)")
-    problems = evaluate(case, tmp_path, REPO_ROOT, secret_file if case.secret else None)
-    assert not problems, f"{case.name}: {case.why}\n" + "\n".join(problems)
 
 
-DEFENDED = [c for c in CASES if c.defence]
+@pytest.mark.parametrize("case, mode", MODED, ids=[c.name + ("" if m == "default" else f"[{m}]") for c, m in MODED])
+def test_hostile_submission_gets_exactly_its_points(case: Case, mode: str, tmp_path: Path, secret_file: Path):
+    _skip_mode(case, mode)
+    problems = evaluate(case, tmp_path, REPO_ROOT, secret_file if case.secret else None, mode)
+    assert not problems, f"{case.name} ({mode} sandbox): {case.why}\n" + "\n".join(problems)
 
 
-@pytest.mark.parametrize("case", DEFENDED, ids=[c.name for c in DEFENDED])
-def test_the_case_fails_with_its_defence_switched_off(case: Case, tmp_path: Path, secret_file: Path):
+DEFENDED = [(c, m) for c, m in MODED if c.defence]
+
+
+@pytest.mark.parametrize("case, mode", DEFENDED, ids=[c.name + ("" if m == "default" else f"[{m}]") for c, m in DEFENDED])
+def test_the_case_fails_with_its_defence_switched_off(case: Case, mode: str, tmp_path: Path, secret_file: Path):
+    _skip_mode(case, mode)
     defence = DEFENCES[case.defence]
     root = off(case.defence, tmp_path / "repository")
     secret = None if defence.no_secret or not case.secret else secret_file
-    problems = evaluate(case, tmp_path, root, secret)
+    problems = evaluate(case, tmp_path, root, secret, mode)
     assert problems, (f"{case.name} still holds with the defence {defence.name!r} ({defence.what}) "
                       "switched off: it does not prove that defence")
 

@@ -19,7 +19,7 @@ import pytest
 from coursekit.impl import REPO_ROOT
 from grader import gradescope, sandbox
 from grader.judge import all_checks, load_rubric, rubric_digest
-from tests.harness import submission
+from tests.harness import gradescope_shell, submission
 
 VISIBILITY = {"enum": ["hidden", "after_due_date", "after_published", "visible"]}
 FORMAT = {"enum": ["text", "html", "simple_format", "md", "ansi"]}
@@ -219,19 +219,6 @@ def test_setup_installs_into_a_python_the_grader_can_run(tmp_path, too_old):
     # run_autograder runs the grader with the environment setup.sh made.
     assert '${LAUNCH_TAX_VENV:-/opt/launch-tax}/bin/python' in gradescope.RUN
     assert '"$python" -m grader grade' in gradescope.RUN
-
-
-def gradescope_shell(command: list[str]) -> list[str]:
-    """``command`` in a mount namespace where the Python under /root can be run by other users,
-    as on Gradescope's images (Python in /usr): the workers run as other uids there."""
-    inside = [d for d in sandbox._python_dirs(["/root"]) if d.startswith("/root/")]
-    if not inside or os.stat("/root").st_mode & 0o001:
-        return command
-    script = ("set -e; mount --make-rprivate /; i=0; for d in $PY; do mkdir -p /run/lt-park-$$-$i; "
-              "mount --bind $d /run/lt-park-$$-$i; i=$((i+1)); done; mount -t tmpfs -o mode=755 tmpfs /root; "
-              "i=0; for d in $PY; do mkdir -p $d; mount --move /run/lt-park-$$-$i $d; i=$((i+1)); done; "
-              'exec "$@"')
-    return ["env", f"PY={' '.join(inside)}", "unshare", "--mount", "sh", "-c", script, "gs", *command]
 
 
 def run_autograder(root: Path, files: dict[str, bytes], mode: str = "user") -> dict:

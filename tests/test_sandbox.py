@@ -164,3 +164,74 @@ def test_the_address_space_limit_follows_what_import_torch_maps(monkeypatch):
 def test_without_root_the_process_cap_leaves_room_for_the_users_own_tasks():
     tasks = sandbox._tasks_of(os.getuid())
     assert tasks >= 1 + len(os.listdir(f"/proc/{os.getpid()}/task")) - 1
+
+
+FAKE_SMI = """#!PYTHON
+import os, sys
+args = " ".join(sys.argv[1:])
+if "compute-apps" in args:  # every worker process holds 8000 MiB of device memory
+    for pid in os.listdir("/proc"):
+        try:
+            if pid.isdigit() and b"runtime/worker.py" in open(f"/proc/{pid}/cmdline", "rb").read():
+                print(f"{pid}, 8000")
+        except OSError:
+            pass
+elif "query-gpu" in args:
+    print("0, 24564, 300")
+    print("1, 24564, 300")
+"""
+
+SLEEPER = b"import time\ntime.sleep(30)\n"
+
+
+def test_gpu_memory_is_watched_from_the_judge(tmp_path, monkeypatch):
+    """A GPU worker whose processes hold more device memory than its share is killed by the
+    judge, which asks nvidia-smi (here a stand-in reporting 8000 MiB for every worker process)."""
+    import sys
+
+    smi = tmp_path / "nvidia-smi"
+    smi.write_text(FAKE_SMI.replace("PYTHON", sys.executable))
+    smi.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    assert sandbox.gpu_memory() == {"0": {"total": 24564 << 20, "used": 300 << 20},
+                                    "1": {"total": 24564 << 20, "used": 300 << 20}}
+    run = run_module(SLEEPER, sandbox.Limits(timeout_s=30, gpu_bytes=4 << 30), gpu=True)
+    assert run.out_of_gpu_memory and "GPU memory" in run.failure(), run
+    assert run.wall_s < 15, run.wall_s
+    fine = run_module(b"X = 1\n", sandbox.Limits(timeout_s=30, gpu_bytes=16 << 30), gpu=True)
+    assert fine.failure() is None, fine
+
+
+def test_gpu_workers_are_spread_over_the_devices_one_at_a_time(monkeypatch):
+    """Each GPU worker leases a device (CUDA_VISIBLE_DEVICES) and holds it alone (--gpu-jobs 1):
+    two devices, four workers at once, never two on one device."""
+    import threading
+    import time
+
+    from grader import judge as judge_module
+
+    judge = judge_module.Judge(gpu="off")
+    for device in ("0", "1"):
+        judge._devices.put(device)
+    judge._device_leases = 2
+    busy, seen, lock = {}, [], threading.Lock()
+
+    def fake_run(box, limits, frames, *, gpu, hide, slot, device):
+        with lock:
+            busy[device] = busy.get(device, 0) + 1
+            seen.append((device, busy[device]))
+        time.sleep(0.2)
+        with lock:
+            busy[device] -= 1
+        return sandbox.Run(answers=[], returncode=0)
+
+    monkeypatch.setattr(judge_module.sandbox, "run", fake_run)
+    monkeypatch.setattr(judge_module.sandbox, "gpu_memory", lambda: None)
+    threads = [threading.Thread(target=judge._gpu_run, args=(None, sandbox.Limits(), [], i)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert {d for d, _ in seen} == {"0", "1"} and max(n for _, n in seen) == 1, seen
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,3")
+    assert judge_module.Judge._device_ids() == ["2", "3"]

@@ -12,7 +12,7 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from coursekit.checks import check_rejects, check_says_cuda_is_needed
+from coursekit.checks import TimedCalls, check_rejects, check_says_cuda_is_needed, check_timer_mean
 from coursekit.measurements import LaunchTax
 
 pytestmark = pytest.mark.ex2
@@ -22,18 +22,20 @@ no_cuda_only = pytest.mark.skipif(
 )
 
 
-class Calls:
-    """A function to time that counts its calls and can sleep differently while warming up."""
+class Calls(TimedCalls):
+    """A function to time that counts its calls and can sleep differently while warming up; it
+    reads the clock around the calls, so a timer's result is judged by what really happened."""
 
     def __init__(self, warmup=0, warmup_sleep_s=0.0, timed_sleep_s=0.0):
-        self.count = 0
-        self.warmup = warmup
-        self.warmup_sleep_s = warmup_sleep_s
-        self.timed_sleep_s = timed_sleep_s
+        super().__init__(warmup=warmup, warmup_ms=warmup_sleep_s * 1e3, timed_ms=timed_sleep_s * 1e3)
 
-    def __call__(self):
-        self.count += 1
-        time.sleep(self.warmup_sleep_s if self.count <= self.warmup else self.timed_sleep_s)
+
+def timed(launch_tax, fn, **kwargs):
+    fn.started()
+    try:
+        return launch_tax.time_ms(fn, **kwargs)
+    finally:
+        fn.returned()
 
 
 # ------------------------------------------------------------------------------- time_ms (CPU)
@@ -59,17 +61,15 @@ def test_time_ms_defaults(launch_tax):
 
 
 def test_time_ms_is_the_mean_of_the_timed_calls_in_ms(launch_tax):
-    # Warm-up calls sleep 60 ms, timed calls 2 ms. Sleeping never takes less than asked, so a
-    # right answer is >= 2.0; the 10 ms ceiling leaves 5x headroom for a busy machine while a
-    # total (>= 20), or a mean that counts the warm-up (>= 14), lands above it.
-    fn = Calls(warmup=2, warmup_sleep_s=0.060, timed_sleep_s=0.002)
-    got = launch_tax.time_ms(fn, iters=10, warmup=2)
-    assert isinstance(got, float) and 2.0 <= got < 10.0, (
-        f"time_ms(fn, iters=10, warmup=2) where each timed call sleeps 2 ms and each warm-up call "
-        f"60 ms: expected about 2 (ms per timed call), got {got!r}\n"
-        "  rule: time only the `iters` calls after the warm-up, divide by iters, report "
-        "milliseconds (below 2: seconds?, above 10: a total, or the warm-up included?)"
-    )
+    # Warm-up calls sleep 40 ms, timed calls 1 to 5 ms (drawn at each call). The calls read the
+    # clock around themselves: the mean must lie between the timed calls' span and the time from
+    # the end of the warm-up to the return (per call), however busy the machine is. A total, a
+    # mean that counts the warm-up, or seconds land outside.
+    fn = Calls(warmup=2, warmup_sleep_s=0.040)
+    fn.timed_ms = (1.0, 5.0)
+    got = timed(launch_tax, fn, iters=10, warmup=2)
+    check_timer_mean(got, fn, 10, "time_ms(fn, iters=10, warmup=2) with 40 ms warm-up calls and "
+                                  "timed calls of 1 to 5 ms")
 
 
 @no_cuda_only
@@ -82,15 +82,13 @@ def test_time_ms_uses_a_monotonic_clock(launch_tax, monkeypatch):
         readings[0] += 1
         return real_time() + 3600.0 * readings[0]
 
+    fn = Calls(warmup=1, timed_sleep_s=0.002)
     monkeypatch.setattr(time, "time", jumping)
     monkeypatch.setattr(time, "time_ns", lambda: real_time_ns() + int(3600e9) * (readings[0] + 1))
-    got = launch_tax.time_ms(Calls(timed_sleep_s=0.002), iters=5, warmup=1)
+    got = timed(launch_tax, fn, iters=5, warmup=1)
     monkeypatch.undo()
-    assert isinstance(got, float) and 2.0 <= got < 10.0, (
-        f"time_ms(fn, iters=5, warmup=1) with 2 ms calls, while the wall clock jumped an hour at "
-        f"every reading: expected about 2 (ms per call), got {got!r}\n  rule: time with a "
-        "monotonic clock (time.perf_counter), never the wall clock time.time"
-    )
+    check_timer_mean(got, fn, 5, "time_ms(fn, iters=5, warmup=1) with 2 ms calls, while the wall "
+                                 "clock jumped an hour at every reading (time.time must not be used)")
 
 
 @pytest.mark.parametrize("iters", [0, -1])

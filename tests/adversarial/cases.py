@@ -80,6 +80,12 @@ class Case:
     hidden_quiet: bool = False  # every hidden check's output must be its rule, nothing more
     hidden_inputs_absent: bool = False  # no hidden probe's inputs anywhere in what is reported
     clean_output: bool = False  # no control character in the terminal, results.json strict UTF-8
+    #: The sandbox modes it is graded in: "default" (what this machine gives: namespaces as root)
+    #: and "user" (root without namespaces, as on Gradescope: LAUNCH_TAX_SANDBOX=user).
+    modes: tuple[str, ...] = ("default",)
+    #: results.json's extra_data.flags must name it (grader/flags.py: code that reaches into the
+    #: grader, and what the sandbox found left behind), for the instructor; None: not checked
+    flagged: str | None = None
 
 
 # ----------------------------------------------------------------------------- source helpers
@@ -300,6 +306,12 @@ if _os.fork() == 0:
 _os.wait()
 '''
 
+#: The daemon of ESCAPING_DAEMON with nothing of its environment left: no box marker, no HOME.
+#: Without namespaces (Gradescope) only its uid says whose it is.
+UID_DAEMON = ESCAPING_DAEMON.replace('{"HOME": _os.environ.get("HOME", "/")}', "{}").replace(
+    '["sh", "-c", _LOOP]', '["sh", "-c", _LOOP + "; : MARKER"]').replace('\\"$HOME/MARKER-daemon\\"', "")
+assert "HOME" not in UID_DAEMON
+
 INIT_ESCAPE = '''
 import os as _os
 
@@ -343,6 +355,63 @@ def _worker():
             return frame.f_locals
         frame = frame.f_back
     raise ImportError("no worker frame found: this attack needs updating")
+'''
+
+#: Exercise 1's hidden probes, carried to exercise 2 through what one worker process of the
+#: shared CPU worker can leave for the next: every call of ex1's report() and simulate_eager_ms()
+#: (what its hidden checks ask) writes the request it serves to /dev/shm and to /tmp; ex2's module
+#: raises them as its import error, into the public reasons.
+LEAK_ACROSS_EXERCISES = WORKER_FRAME + '''
+def _leak(fn):
+    def wrapper(*args, **kwargs):
+        try:
+            text = _json.dumps(_worker()["request"]["probes"], default=str)
+            for place in ("/dev/shm", "/tmp"):
+                with open(place + "/MARKER-leak", "a") as f:
+                    f.write(text + "\\n")
+        except Exception:
+            pass
+        return fn(*args, **kwargs)
+    return wrapper
+
+
+report = _leak(report)
+simulate_eager_ms = _leak(simulate_eager_ms)
+'''
+READ_THE_LEAK = '''
+for _place in ("/dev/shm", "/tmp"):
+    try:
+        _leaked = open(_place + "/MARKER-leak").read()
+    except OSError:
+        continue
+    raise ImportError("leaked: " + _leaked[:3000])
+'''
+
+
+def build_leak_across(folder: Path, marker: str, cleanups: list) -> Path:
+    for place in ("/dev/shm", "/tmp"):
+        cleanups.append(lambda place=place: Path(f"{place}/{marker}-leak").unlink(missing_ok=True))
+    return submission(folder, launch_model=(reference(LM) + LEAK_ACROSS_EXERCISES).replace("MARKER", marker),
+                      launch_tax=at_import(reference("launch_tax"), READ_THE_LEAK.replace("MARKER", marker)))
+
+
+#: A timer that reads no clock: it calls fn as often as it should and answers with a number
+#: derived from the probe's own inputs (the range of durations the timed calls sleep).
+INPUT_DERIVED_TIMER = '''
+def _input_derived(fn, iters, warmup):
+    import sys
+    for _ in range(warmup + iters):
+        fn()
+    frame = sys._getframe(1)
+    while frame is not None:
+        for name in ("timed_ms", "timed_s"):
+            if name in frame.f_locals:
+                value = frame.f_locals[name]
+                if isinstance(value, (tuple, list)):
+                    return (value[0] + value[1]) / 2.0
+                return float(value) * (1e3 if name == "timed_s" else 1.0)
+        frame = frame.f_back
+    return 3.0
 '''
 
 FORGED_RESULT = WORKER_FRAME + '''
@@ -855,6 +924,31 @@ CASES = [
     Case("forged-conftest-stub", "ex4", build_forged_config(stubbed=True), 0,
          "the same forged files next to the untouched static_runner stub: they pass nothing",
          reason="not implemented"),
+    Case("hidden-inputs-across-exercises", "ex2", build_leak_across, FULL["ex2"],
+         "exercise 1 is the reference, but each call its hidden checks make writes the request it "
+         "serves (their inputs) to /dev/shm and /tmp; exercise 2 is the reference too, but raises "
+         "what it finds there when imported. Each exercise's process of the shared worker starts "
+         "from a state no earlier one could write (processes killed, its files in the shared "
+         "places and the work folder removed): exercise 2 finds nothing and keeps its points, and "
+         "no hidden input reaches a reason", leftovers=("/dev/shm/MARKER-leak", "/tmp/MARKER-leak"),
+         defence="fresh-state-per-exercise", hidden_inputs_absent=True, modes=("default", "user"),
+         flagged="removed"),
+    Case("frame-walker-flagged", "ex1",
+         module_case(LM, lambda m: reference(LM) + WORKER_FRAME + "\n_peek = _worker\n"), FULL["ex1"],
+         "the reference with a helper that walks the call stack to the worker's frame (never "
+         "called): it keeps every point, and the instructor is told where it reaches in",
+         defence="flag-code-that-reaches-in", flagged="walks the call stack"),
+    Case("input-derived-timer", "ex2",
+         module_case("launch_tax", lambda m: edit(reference("launch_tax"), (
+             "    for _ in range(warmup):\n        fn()\n    if torch.cuda.is_available():",
+             "    if True:\n        return _input_derived(fn, iters, warmup)\n"
+             "    if torch.cuda.is_available():")) + INPUT_DERIVED_TIMER),
+         FULL["ex2"] - points("ex2.time_ms_mean_ms"),
+         "time_ms calls fn warmup + iters times, reads no clock and returns the middle of the "
+         "durations the probe's timed calls sleep, found in the probe's frame: the timed calls' "
+         "durations are drawn when they are made and the window comes from the clock around them, "
+         "so time_ms_mean_ms is lost (everything else about the timer holds)",
+         defence="observed-timer-window"),
     Case("swallowed-timeout", "ex2", hostile("launch_tax", SWALLOWED_TIMEOUT, end=True), 0,
          "time_ms sleeps forever, catching every exception and ignoring catchable signals: the "
          "worker is killed at the timeout", timeout=6, reason="timed out"),
@@ -872,6 +966,14 @@ CASES = [
          "forever; the module is otherwise the reference, so it keeps its points, and the daemon "
          "must be gone and have written nothing outside the box",
          leftovers=("/tmp/MARKER-daemon", "/var/tmp/MARKER-daemon", "/dev/shm/MARKER-daemon")),
+    Case("daemon-outlives-worker", "ex2", hostile("launch_tax", UID_DAEMON), FULL["ex2"],
+         "without namespaces (Gradescope), a double-forked daemon in a new session with an empty "
+         "environment escapes the process-group kill and the sweep by box marker: the worker's uid "
+         "is free for the next worker only once it owns no process (killed by uid) and no file "
+         "(its files in the shared places removed). Exercise 2 is the last one its worker "
+         "serves: nothing after it in the worker clears the way",
+         leftovers=("/tmp/MARKER-daemon", "/var/tmp/MARKER-daemon", "/dev/shm/MARKER-daemon"),
+         defence="uid-free-only-when-empty", modes=("user",), flagged="outlived the worker"),
     Case("worker-leaves-group", "ex2", hostile("launch_tax", INIT_ESCAPE), 0,
          "the worker itself calls setsid() and execs a shell loop with an empty environment: it "
          "is out of the process group and carries no box marker; it must still be killed",

@@ -97,6 +97,22 @@ DEFENCES = {d.name: d for d in [
             "limit is cut to what is left",
             (("grader/judge.py", "        if self.total_s is None:\n            return limits\n",
               "        if True:\n            return limits\n"),)),
+    Defence("fresh-state-per-exercise", "each exercise's process of the shared worker starts from a "
+            "state no earlier one could write (processes, shared folders, IPC)",
+            (("grader/worker.py", "            found = _fresh_state(work, places, isolated)\n",
+              "            found = []\n            _clear(work)\n"),
+             ("grader/sandbox.py", "        leftovers = release_uid(uid, box)\n",
+              "        leftovers = []\n"))),
+    Defence("uid-free-only-when-empty", "without namespaces, a worker's uid is handed on only once "
+            "it owns no process and no file in the shared places",
+            (("grader/sandbox.py", "        leftovers = release_uid(uid, box)\n", "        leftovers = []\n"),)),
+    Defence("flag-code-that-reaches-in", "the instructor is told which lines reach into the grader",
+            (("grader/flags.py", "    found = []\n    for module, data in sorted(files.items()):",
+              "    return []\n    found = []\n    for module, data in sorted(files.items()):"),)),
+    Defence("observed-timer-window", "a timer's mean is judged by the window the probe measured "
+            "around the calls (durations drawn at the call), not by one derived from its inputs",
+            (("grader/checks.py", '    low, high = v["lower_ms"], v["upper_ms"]\n',
+              '    low, high = probe.args["timed_ms"]\n'),)),
     Defence("class-needs-isolation", "grade-all refuses to run without isolation",
             (("grader/__main__.py", "    if not sandbox.is_root() and not args.allow_unisolated:",
               "    if False:"),)),
