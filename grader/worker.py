@@ -396,18 +396,27 @@ def _clear(folder: str) -> None:
         pass
 
 
+#: The first uid the judge leases to workers (grader/sandbox.py WORKER_UID_BASE).
+_WORKER_UID_BASE = 61000
+
+
 def _fresh_state(work: str, places: list[str], isolated: bool) -> list[str]:
     """Before the next exercise's child: nothing an earlier child did may reach it. Every other
     process of this worker is killed (``kill(-1)``: in a PID namespace all of it but this
     process, else every process of the worker's own uid), the writable folder is emptied, and
     what this uid left in the machine's shared writable places (``places``: ``/dev/shm``, and
     without namespaces every world-writable folder) and in System V IPC is removed. Returns what
-    was found, for the report. Not ``isolated`` (the worker runs as the judge's own user: no
-    root), only the writable folder is emptied: the rest would be the user's own."""
+    was found, for the report. Only a worker that is sure to be alone with what it removes does
+    more than empty its writable folder: ``isolated`` (the judge gave it a uid of its own, or
+    namespaces), not root itself, and either the first process of its own PID namespace or
+    running as a leased worker uid. Anywhere else ``kill(-1)`` and the shared folders would be
+    someone else's (the user's, or the whole machine's)."""
     import signal
 
     found = []
-    if not isolated:
+    uid = os.getuid()
+    alone = isolated and uid != 0 and (os.getpid() == 1 or uid >= _WORKER_UID_BASE)
+    if not alone:
         _clear(work)
         return found
     try:
@@ -425,7 +434,6 @@ def _fresh_state(work: str, places: list[str], isolated: bool) -> list[str]:
         if pid == 0:
             break
     _clear(work)
-    uid = os.getuid()
     box = os.path.dirname(work)
     for place in places:
         removed = _remove_owned(place, uid, depth=3, keep=box)

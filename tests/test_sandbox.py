@@ -235,3 +235,29 @@ def test_gpu_workers_are_spread_over_the_devices_one_at_a_time(monkeypatch):
     assert {d for d, _ in seen} == {"0", "1"} and max(n for _, n in seen) == 1, seen
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,3")
     assert judge_module.Judge._device_ids() == ["2", "3"]
+
+
+def test_fresh_state_never_kills_or_removes_as_root_or_unleased(tmp_path, monkeypatch):
+    """kill(-1) and removing a uid's files are for a worker alone with them: as root (a harness
+    running the worker's code in-process) or as an ordinary user they would hit the machine or
+    the user: only the work folder is emptied."""
+    import importlib.util
+    import signal
+
+    spec = importlib.util.spec_from_file_location("worker_under_test", sandbox.Path(__file__).parents[1] / "grader" / "worker.py")
+    worker = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(worker)
+    killed, removed = [], []
+    monkeypatch.setattr(worker.os, "kill", lambda pid, sig: killed.append((pid, sig)))
+    monkeypatch.setattr(worker, "_remove_owned", lambda *a, **k: removed.append(a) or 0)
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "left").write_text("x")
+    for uid, pid in ((0, 1), (0, 4242), (1000, 4242)):
+        monkeypatch.setattr(worker.os, "getuid", lambda uid=uid: uid)
+        monkeypatch.setattr(worker.os, "getpid", lambda pid=pid: pid)
+        assert worker._fresh_state(str(work), ["/tmp"], isolated=True) == []
+    assert not killed and not removed and not list(work.iterdir())
+    monkeypatch.setattr(worker.os, "getuid", lambda: 61003)
+    worker._fresh_state(str(work), ["/nonexistent"], isolated=True)
+    assert killed == [(-1, signal.SIGKILL)] and removed
