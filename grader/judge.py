@@ -13,6 +13,17 @@ It holds the rubric, the checks and the reference, and decides every point. For 
    it sends the public probes, and only once those are answered the hidden ones
    (``grader/worker.py``), reads back plain data (``grader/wire.py``) and compares.
 
+No state is shared between exercises: each exercise's process starts from a state no earlier
+one could write. In the shared CPU worker, before each exercise's child, every other process of
+the worker is killed and what its uid left in ``work/``, the machine's shared writable places
+(``sandbox.shared_places``) and System V IPC is removed; without namespaces, a worker's uid is
+handed to the next worker only once it owns no process and no such file
+(``sandbox.release_uid``). GPU workers each lease a device and a share of its memory.
+Every check needs a value the submission computed or a measurement it could not make up: no
+verdict follows from a probe's inputs alone (a timer's mean is judged by the window the probe
+measured around calls whose durations no frame holds). What a submission did that reaches into
+the grader is flagged for the instructor, never scored (``grader/flags.py``).
+
 A worker that times out is tried once more with twice the time; the limit itself grows with how
 long the reference and a bare worker (the judge's canary) took on this machine in this run, so a
 loaded grading box does not zero correct code. If the worker still times out, crashes, exits,

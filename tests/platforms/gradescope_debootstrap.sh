@@ -29,6 +29,9 @@
 # hypothesis and torch's dependencies), about 2 GB free under $GSROOT_WORK.
 # Torch's CPU wheel: from a folder holding torch-<version>*.whl (TORCH_WHEELS=DIR; /opt/wheels
 # if it has one), else from https://download.pytorch.org/whl/cpu.
+# Run it while no other judge grades on this machine (the test suite included): judges that share
+# a kernel but not /run share worker uids and kill each other's workers; it refuses to start
+# while processes of worker uids (61000-62023) exist.
 # Time: about 2 to 4 minutes (debootstrap ~30 s, pip download, setup.sh ~30 s, grading
 # runs a few seconds each on two cores); less with a cached base root.
 #
@@ -61,6 +64,17 @@ command -v debootstrap >/dev/null || die "debootstrap is missing: apt-get instal
 command -v unzip >/dev/null || die "unzip is missing: apt-get install unzip"
 [ -x "$py" ] || die "no Python at $py (make the repository's .venv, or set PYTHON)"
 case "$work" in /|/tmp|"$repo"|"$repo"/*) die "GSROOT_WORK=$work: choose a folder of its own, outside the repository";; esac
+
+# Worker uids are WORKER_UID_BASE + slot (61000..62023), leased under /run, which the root does not
+# share with the host: a judge grading on the host at the same time (the test suite...) would kill
+# this root's workers and remove their files (it kills and cleans by uid, walking every
+# world-writable folder, this root's /tmp included). Refuse rather than report its damage.
+host_workers() { ps -e -o ruid=,euid=,pid=,args= | awk '($1 >= 61000 && $1 < 62024) || ($2 >= 61000 && $2 < 62024)'; }
+busy=$(host_workers)
+if [ -n "$busy" ]; then
+  printf '%s\n' "$busy" | head -5 >&2
+  die "processes of worker uids (61000-62023) are running on this machine: another judge is grading (the test suite?); run this when it is done"
+fi
 
 mounted_under() { awk -v r="$1" '$2 == r || index($2, r "/") == 1 { print $2 }' /proc/self/mounts; }
 unmount_root() {
@@ -138,12 +152,12 @@ mkdir -p "$root/wheels"
   || { tail -20 "$work/pip-download.log" >&2; die "pip download failed (log: $work/pip-download.log)"; }
 say "wheels: $(ls "$root/wheels" | wc -l) in /wheels"
 
-# What a container has: /proc, /sys, /dev (with /dev/pts and /dev/shm).
-mount -t proc proc "$root/proc"
+# What a container has: /sys and /dev (with /dev/pts) here; its own PID and IPC namespaces, /proc
+# and /dev/shm for each command (in_root). Its own PID namespace matters: without it the judge in
+# the root (kill(-1) as a worker uid, processes killed by uid) would reach the host's processes.
 mount -t sysfs sysfs "$root/sys"
 mount --bind /dev "$root/dev"
 mount --bind /dev/pts "$root/dev/pts"
-if mountpoint -q /dev/shm; then mount --bind /dev/shm "$root/dev/shm"; fi
 
 in_root() {  # in_root DIR VAR=VALUE... -- COMMAND...: as root in the chroot, a clean environment
   local dir=$1; shift
@@ -151,7 +165,9 @@ in_root() {  # in_root DIR VAR=VALUE... -- COMMAND...: as root in the chroot, a 
   while [ "$1" != "--" ]; do vars+=("$1"); shift; done
   shift
   env -i PATH="$chroot_path" HOME=/root LANG=C.UTF-8 ${vars[@]+"${vars[@]}"} \
-    chroot "$root" /bin/bash -c 'cd "$0" && exec "$@"' "$dir" "$@" </dev/null
+    unshare --mount --pid --ipc --uts --fork --kill-child --mount-proc="$root/proc" \
+    /bin/sh -c 'mount -t tmpfs -o mode=1777,nosuid,nodev tmpfs "$0/dev/shm" && exec chroot "$0" "$@"' "$root" \
+    /bin/bash -c 'cd "$0" && exec "$@"' "$dir" "$@" </dev/null
 }
 
 # --- setup.sh ----------------------------------------------------------------------------------
@@ -171,6 +187,7 @@ summary=()
 
 grade() {  # grade LABEL EXPECTED_SCORE [NOTE_THAT_MUST_APPEAR]: submission/ is already filled
   local label=$1 expected=$2 note=${3:-} t0 took verdict
+  [ -z "$(host_workers)" ] || say "warning: another judge's workers are running on this machine: $label may be disturbed"
   rm -rf "$root/autograder/results"
   t0=$(now)
   in_root /autograder LAUNCH_TAX_SANDBOX=user -- /autograder/run_autograder >"$work/run-$label.log" 2>&1 \
