@@ -21,6 +21,7 @@ from typing import Any, Callable
 
 import torch
 
+from coursekit.allocator import end_failed_capture  # noqa: F401  (given: see step 5)
 from coursekit.standin import CapturedGraph  # noqa: F401  (given: what capture returns)
 
 
@@ -36,17 +37,21 @@ def capture(
     2. Warm-up: on a new ``torch.cuda.Stream()`` that first waits on the current stream
        (``side.wait_stream(torch.cuda.current_stream())``), run ``fn(*static_inputs)`` exactly
        ``warmup_iters`` times; then make the current stream wait on the side stream.
-    3. Capture: ``g = torch.cuda.CUDAGraph()``; inside ``with torch.cuda.graph(g, pool=pool):``
-       call ``fn(*static_inputs)`` once more and keep what it returns.
+    3. Capture into a pool you name: ``pool``, or when it is None a new one,
+       ``torch.cuda.graph_pool_handle()`` (step 5 needs its id). ``g = torch.cuda.CUDAGraph()``;
+       inside ``with torch.cuda.graph(g, pool=pool):`` call ``fn(*static_inputs)`` once more and
+       keep what it returns.
     4. Return ``CapturedGraph(g, static_inputs, outputs)``: ``replay()`` replays ``g`` and returns
        those same output tensors, now holding the new results.
-
-    Some functions cannot be captured: ``.item()``, ``.cpu()`` or ``print(tensor)`` make the CPU
-    wait for the GPU, and ``torch.tensor(..., device="cuda")`` copies from CPU memory; a graph
-    can do neither. Then ``torch.cuda.graph`` raises, and may leave the stream it captured on as the
-    current stream (when ending the failed capture raises too). Catch the error, make the stream that was current before the capture current
-    again (``torch.cuda.set_stream``), and raise a RuntimeError that says which of these causes
-    it looks like, chained to the original error (``raise ... from exc``). After that, capturing
-    a good function must still work.
+    5. Some functions cannot be captured: ``.item()``, ``.cpu()`` or ``print(tensor)`` make the
+       CPU wait for the GPU, and ``torch.tensor(..., device="cuda")`` copies from CPU memory; a
+       graph can do neither. Then ``torch.cuda.graph`` raises, and may leave the stream it
+       captured on as the current stream (when ending the failed capture raises too). Catch the
+       error and clean up after it: make the stream that was current before the capture current
+       again (``torch.cuda.set_stream``), and call ``end_failed_capture(pool)`` (given: torch
+       2.4 to 2.13 leave the allocator sending allocations to the failed capture's pool, and the
+       next capture then fails; ``coursekit/allocator.py`` says why). Then raise a RuntimeError
+       that says which of these causes it looks like, chained to the original error
+       (``raise ... from exc``). After that, capturing a good function must still work.
     """
     raise NotImplementedError("exercise 3: capture")

@@ -424,7 +424,9 @@ def ex3(draw: Draw) -> list[Check]:
             if not v["stream_restored"]:
                 return f"{probe.label}: the caller's stream must be current again after a failed capture"
             if not v["good_capture_after"]:
-                return f"{probe.label}: capturing a good function afterwards must still work"
+                return (f"{probe.label}: capturing a good function afterwards must still work (after "
+                        f"restoring the stream, call end_failed_capture(pool) with the failed "
+                        f"capture's pool)")
             return None
 
         return compare

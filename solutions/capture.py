@@ -6,6 +6,7 @@ from typing import Any, Callable
 
 import torch
 
+from coursekit.allocator import end_failed_capture
 from coursekit.standin import CapturedGraph
 
 #: Phrases in PyTorch / CUDA errors -> what the function did that a graph cannot record.
@@ -54,6 +55,8 @@ def capture(
             fn(*static_inputs)
     caller.wait_stream(side)
 
+    if pool is None:
+        pool = torch.cuda.graph_pool_handle()  # named, so a failed capture can be ended
     graph = torch.cuda.CUDAGraph()
     try:
         with torch.cuda.graph(graph, pool=pool):
@@ -61,6 +64,7 @@ def capture(
     except Exception as exc:
         # torch.cuda.graph skips restoring the caller's stream when ending the capture fails.
         torch.cuda.set_stream(caller)
+        end_failed_capture(pool)
         raise RuntimeError(f"capture: fn cannot be captured into a CUDA graph: {_cause(exc)}") from exc
     return CapturedGraph(graph, tuple(static_inputs), outputs)
 

@@ -24,6 +24,8 @@ class Mutant:
     edits: tuple[tuple[str, str], ...]
     gpu: bool = False  # caught only by the GPU tests
     kind: str = ""  # for the gap corpus (issue 14): which kind of test gap it probes
+    #: The mistake costs points only on torch releases older than this (None: on every release).
+    torch_below: tuple[int, int] | None = None
 
     @property
     def id(self) -> str:
@@ -218,6 +220,10 @@ CAPTURE = [
       ("{_cause(exc)}\") from exc", "{_cause(exc)}\") from None")),
     G("capture", "stream-not-restored", "leaves the capture stream current after a failure",
       ("        torch.cuda.set_stream(caller)\n", "")),
+    Mutant("capture", "failed-capture-pool-not-ended",
+           "forgets end_failed_capture: the next capture fails (torch <= 2.13: capture_end checks the "
+           "capture's error before it ends allocation to the pool)",
+           (("        end_failed_capture(pool)\n", ""),), gpu=True, torch_below=(2, 14)),
     G("capture", "outputs-from-warmup", "returns a warm-up call's outputs, which replay never writes",
       ("            fn(*static_inputs)\n    caller.wait_stream", "            outputs = fn(*static_inputs)\n    caller.wait_stream"),
       ("            outputs = fn(*static_inputs)\n    except", "            fn(*static_inputs)\n    except")),

@@ -1,8 +1,10 @@
 """Exercise 3, solved another way: inputs checked before CUDA, the stream restored in a
-``finally``, a one-line cause chosen with plain ``in`` tests, capture on an explicit stream."""
+``finally`` (and the failed capture's pool ended there too, on success a no-op), a one-line
+cause chosen with plain ``in`` tests, capture on an explicit stream."""
 
 import torch
 
+from coursekit.allocator import end_failed_capture
 from coursekit.standin import CapturedGraph
 
 
@@ -21,10 +23,13 @@ def capture(fn, *static_inputs, warmup_iters=3, pool=None):
         for _ in range(warmup_iters):
             fn(*static_inputs)
     before.wait_stream(warm)
+    pool = pool or torch.cuda.graph_pool_handle()
     g = torch.cuda.CUDAGraph()
+    ok = False
     try:
         with torch.cuda.graph(g, pool=pool, stream=torch.cuda.Stream()):
             out = fn(*static_inputs)
+        ok = True
     except RuntimeError as exc:
         text = str(exc) + str(exc.__context__)
         if "CPU" in text or "pinned" in text:
@@ -34,4 +39,6 @@ def capture(fn, *static_inputs, warmup_iters=3, pool=None):
         raise RuntimeError(f"graph capture failed: {why}") from exc
     finally:
         torch.cuda.set_stream(before)
+        if not ok:
+            end_failed_capture(pool)
     return CapturedGraph(graph=g, static_inputs=static_inputs, static_outputs=out)
