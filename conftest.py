@@ -13,6 +13,7 @@ import pytest  # noqa: E402
 from hypothesis import settings  # noqa: E402
 
 from coursekit import strategies  # noqa: E402
+from coursekit.course import EXERCISES  # noqa: E402
 from coursekit.impl import Implementation  # noqa: E402
 
 settings.load_profile(strategies.default_profile())
@@ -30,6 +31,9 @@ def pytest_addoption(parser):
 
 
 def pytest_configure(config):
+    for exercise in EXERCISES:  # one marker per exercise, from its declaration
+        config.addinivalue_line("markers", f"{exercise.marker}: exercise {exercise.number}, "
+                                           f"{exercise.module}: {exercise.title}")
     try:
         config._launch_tax_impl = Implementation(config.getoption("--impl"))
     except ValueError as exc:

@@ -21,17 +21,6 @@ from types import ModuleType
 REPO_ROOT = Path(__file__).resolve().parent.parent
 NAMED = ("exercises", "solutions")
 
-#: Exercise modules in course order: (exercise number, module name).
-EXERCISES = (
-    (1, "launch_model"),
-    (2, "launch_tax"),
-    (3, "capture"),
-    (4, "static_runner"),
-    (5, "buckets"),
-    (6, "dispatch"),
-    (7, "fusion"),
-    (8, "engine"),
-)
 
 
 class ModuleNotInSubmission(ImportError):

@@ -28,7 +28,8 @@ import sys
 from pathlib import Path
 
 from coursekit import lesson
-from coursekit.impl import EXERCISES, NAMED, REPO_ROOT, Implementation
+from coursekit.course import by_module
+from coursekit.impl import NAMED, REPO_ROOT, Implementation
 from coursekit.svgplot import line_chart
 
 PART_A_OPS, PART_A_NUMEL = 200, 1024  # the lesson's Part A: 200 tiny kernels on 1024 floats
@@ -54,7 +55,7 @@ def call_student(impl: Implementation, module: str, function: str, *args, **kwar
     try:
         return fn(*args, **kwargs)
     except NotImplementedError as exc:
-        number = {name: n for n, name in EXERCISES}[module]
+        number = by_module(module).number
         message = str(exc).removeprefix(f"exercise {number}: ")  # the stubs' own prefix
         raise ExerciseNotFinished(number, message) from None
 

@@ -19,11 +19,16 @@ from coursekit.standin import capture_on_cpu  # noqa: F401  (the CPU default for
 
 
 def default_capture_sizes(max_size: int = 512) -> list[int]:
-    """vLLM's default buckets: ``[1, 2, 4]``, then the multiples of 8 below 256, then the multiples
+    """vLLM's default buckets: [1, 2, 4], then the multiples of 8 below 256, then the multiples
     of 16 from 256 on, keeping only sizes ``<= max_size``, ascending.
-
-    ``default_capture_sizes(512)`` has 51 sizes; ``default_capture_sizes(8) == [1, 2, 4, 8]``.
     ``max_size < 1`` -> ValueError naming ``max_size``.
+
+    >>> len(default_capture_sizes(512))
+    51
+    >>> default_capture_sizes(8)
+    [1, 2, 4, 8]
+    >>> default_capture_sizes(300)[-4:]
+    [248, 256, 272, 288]
     """
     raise NotImplementedError("exercise 5: default_capture_sizes")
 

@@ -3,7 +3,8 @@
 Derived, and rewritten here (``--check`` writes nothing and exits 1 when one is out of date):
 
 * the README's points paragraph (``<!-- points -->``) and Gradescope's points
-  (``<!-- gradescope-points -->``), from ``grader/rubric.toml`` (``grader/rubric.py``);
+  (``<!-- gradescope-points -->``), from ``grader/rubric.toml`` (``grader/rubric.py``), and its
+  table of exercises (``<!-- exercises -->``), from ``coursekit/course.py``;
 * ``answers.md``: the self-test questions and their points;
 * the nbgrader source notebook (``course/source/launch_tax/launch_tax.ipynb``): the modules, the
   checks and their points.
@@ -27,11 +28,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from coursekit.course import readme_table
 from coursekit.impl import REPO_ROOT
 from grader import rubric
 
 README = REPO_ROOT / "README.md"
 ANSWERS = REPO_ROOT / "answers.md"
+EXERCISE_TABLE = re.compile(r"(<!-- exercises -->\n)(.*?)(<!-- /exercises -->\n)", re.DOTALL)
 GRADESCOPE_POINTS = re.compile(r"(<!-- gradescope-points -->\n)(.*?)(<!-- /gradescope-points -->\n)", re.DOTALL)
 
 AFTER = """\
@@ -55,6 +58,7 @@ def _readme(text: str) -> str:
     course = rubric.load()
     text = rubric.readme_with_points(text, course)
     settings = textwrap.fill(rubric.gradescope_settings(course), 99) + "\n"
+    text = EXERCISE_TABLE.sub(lambda m: m.group(1) + readme_table() + m.group(3), text)
     return GRADESCOPE_POINTS.sub(lambda m: m.group(1) + settings + m.group(3), text)
 
 
@@ -71,7 +75,7 @@ def _notebook(_: str) -> str:
 
 
 def derived() -> list[Derived]:
-    items = [Derived("README.md points", README, _readme)] if README.is_file() else []
+    items = [Derived("README.md points and exercises", README, _readme)] if README.is_file() else []
     items.append(Derived("answers.md", ANSWERS, _answers))
     from grader.notebook import SOURCE_NOTEBOOK
 

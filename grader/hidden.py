@@ -3,8 +3,8 @@ failed hidden check reports its rule, never the values (nor anything its worker 
 
 from __future__ import annotations
 
-from grader.checks import (ATTRS, Check, P, bucket_probe, decode_step_kwargs, report_rows, requests,
-                           runner_setups, same, step_label)
+from grader.checks import (ATTRS, Check, P, bucket_probe, decode_step_kwargs, per_exercise,
+                           report_rows, requests, runner_setups, same, step_label)
 from grader.secret import PRACTICE, Draw
 from coursekit.lesson import H200_SWEEP
 from coursekit.strategies import MODES
@@ -142,9 +142,6 @@ def ex8(draw: Draw) -> list[Check]:
     ]
 
 
-HIDDEN = (ex1, ex2, ex3, ex4, ex5, ex6, ex7, ex8)
-
-
 def hidden_checks(draw: Draw | None = None) -> list[Check]:
     draw = draw or PRACTICE
-    return [check for make in HIDDEN for check in make(draw)]
+    return [check for make in per_exercise(globals(), "grader/hidden.py") for check in make(draw)]

@@ -44,7 +44,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from coursekit.impl import EXERCISES, REPO_ROOT
+from coursekit.course import EXERCISES
+from coursekit.impl import REPO_ROOT
 from grader import rubric, sandbox, wire
 from grader.checks import Answer, Check, Probe, same
 from grader.secret import Draw, GradingSecret
@@ -54,7 +55,7 @@ from grader.text import safe
 GRADER_DIR = Path(__file__).resolve().parent
 RUBRIC = GRADER_DIR / "rubric.toml"
 RECORDED = GRADER_DIR / "expected.json"  # the reference's practice answers, in a release
-MODULES = {f"ex{n}": name for n, name in EXERCISES}
+MODULES = {e.marker: e.module for e in EXERCISES}
 PENDING_GPU = "not run: needs a GPU, graded in the GPU pass"
 
 

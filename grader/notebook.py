@@ -30,7 +30,8 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
-from coursekit.impl import EXERCISES, REPO_ROOT
+from coursekit.course import EXERCISES
+from coursekit.impl import REPO_ROOT
 from grader.submission import MODULE_NAMES, writefile_module  # noqa: F401  (MODULE_NAMES: for callers)
 
 ASSIGNMENT = "launch_tax"
@@ -378,7 +379,7 @@ def build_notebook(root: Path = REPO_ROOT) -> dict:
 
     points = load_rubric()
     checks = [c for c in all_checks() if c.id in points]
-    modules = [(n, name) for n, name in EXERCISES if (root / "exercises" / f"{name}.py").exists()]
+    modules = [(e.number, e.module) for e in EXERCISES if (root / "exercises" / f"{e.module}.py").exists()]
     cpu_total = sum(points[c.id] for c in checks if not c.gpu)
     gpu_total = sum(points[c.id] for c in checks if c.gpu)
     questions = self_test_points()

@@ -4,8 +4,6 @@
 
     [course]
     total = 100              # the automatic points (public + hidden checks): a decision
-    [ex5]
-    module = "buckets"
     [ex5.public]             # checks in grader/checks.py; names starting gpu_ need CUDA
     padded_size = 2
     [ex5.hidden]             # the hidden checks (never released)
@@ -35,6 +33,8 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from coursekit.course import EXERCISES
+
 RUBRIC = Path(__file__).resolve().parent / "rubric.toml"
 SPECIAL = ("course", "self_test")
 #: The README's paragraph on points, written by ``points_paragraph`` (the ``grader build`` command).
@@ -49,7 +49,6 @@ class RubricError(ValueError):
 class Rubric:
     checks: dict[str, float]  # check id ("ex5.padded_size") -> points, public and hidden
     hidden_ids: frozenset[str]
-    modules: dict[str, str]  # "ex5" -> "buckets"
     stated_total: float | None  # [course] total
     declared_hidden: float | None  # [course] withheld, in a released rubric
     questions: dict[str, float] = field(default_factory=dict)  # [self_test]
@@ -94,14 +93,16 @@ class Rubric:
 
 def parse(text: str) -> Rubric:
     data = tomllib.loads(text)
-    checks, hidden, modules = {}, set(), {}
+    checks, hidden = {}, set()
     for exercise, table in data.items():
         if exercise in SPECIAL:
             continue
         if not isinstance(table, dict):
             raise RubricError(f"grader/rubric.toml: [{exercise}] must be a table")
-        if "module" in table:
-            modules[exercise] = str(table["module"])
+        markers = [e.marker for e in EXERCISES]
+        if exercise not in markers:
+            raise RubricError(f"grader/rubric.toml: [{exercise}] is no exercise of the course "
+                              f"(they are declared in coursekit/course.py: {', '.join(markers)})")
         for visibility in ("public", "hidden"):
             for name, value in table.get(visibility, {}).items():
                 if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
@@ -114,7 +115,7 @@ def parse(text: str) -> Rubric:
     total = course.get("total")
     declared = course.get("withheld")
     questions = {name: float(value) for name, value in data.get("self_test", {}).items()}
-    return Rubric(checks, frozenset(hidden), modules,
+    return Rubric(checks, frozenset(hidden),
                   None if total is None else float(total),
                   None if declared is None else float(declared), questions)
 

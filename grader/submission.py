@@ -29,9 +29,8 @@ import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
-from coursekit.impl import EXERCISES
+from coursekit.course import MODULES as MODULE_NAMES
 
-MODULE_NAMES = tuple(name for _, name in EXERCISES)
 MAX_FILE_BYTES = 1 << 20
 MAX_NOTEBOOK_BYTES = 16 * MAX_FILE_BYTES
 MAX_ZIP_MEMBERS = 1000

@@ -27,12 +27,13 @@ import tempfile
 from collections import defaultdict
 from pathlib import Path
 
+from coursekit import course
 from coursekit.impl import REPO_ROOT
 from tests import mutants
 from tests.harness import submission
 
 BEGIN, END = "<!-- kill-matrix -->", "<!-- /kill-matrix -->"
-EXERCISES = sorted(set(mutants.MARKERS.values()))
+EXERCISES = [e.marker for e in course.EXERCISES]  # in course order (ex10 after ex9)
 
 
 def counts() -> dict[str, tuple[int, int]]:

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from coursekit import course
+
 
 @dataclass(frozen=True)
 class Mutant:
@@ -467,8 +469,7 @@ GAPS = [
 ALL = LAUNCH_MODEL + LAUNCH_TAX + CAPTURE + STATIC_RUNNER + BUCKETS + DISPATCH + FUSION + ENGINE + GAPS
 
 #: The pytest marker of each module's exercise.
-MARKERS = {"launch_model": "ex1", "launch_tax": "ex2", "capture": "ex3", "static_runner": "ex4",
-           "buckets": "ex5", "dispatch": "ex6", "fusion": "ex7", "engine": "ex8"}
+MARKERS = course.MARKERS
 
 
 def apply(mutant: Mutant, source: str) -> str:

@@ -3,7 +3,7 @@ a test that asks for ``buckets`` gets ``<impl>/buckets.py``, imported as part of
 
 import pytest
 
-from coursekit.impl import EXERCISES
+from coursekit.course import EXERCISES
 
 
 def _module_fixture(name: str):
@@ -17,5 +17,5 @@ def _module_fixture(name: str):
     return pytest.fixture(scope="module", name=name)(fixture)
 
 
-for _number, _name in EXERCISES:
-    globals()[f"_{_name}_fixture"] = _module_fixture(_name)
+for _exercise in EXERCISES:
+    globals()[f"_{_exercise.module}_fixture"] = _module_fixture(_exercise.module)

@@ -31,10 +31,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from coursekit.impl import EXERCISES as COURSE_EXERCISES, REPO_ROOT
+from coursekit.course import EXERCISES as COURSE_EXERCISES
+from coursekit.impl import REPO_ROOT
 from tests.harness import submission
 
-EXERCISES = {f"ex{n}": name for n, name in COURSE_EXERCISES}
+EXERCISES = {e.marker: e.module for e in COURSE_EXERCISES}
 _RUBRIC = tomllib.loads((REPO_ROOT / "grader" / "rubric.toml").read_text(encoding="utf-8"))
 
 

@@ -1,0 +1,112 @@
+"""``coursekit/course.py`` declares each exercise once; its files must say the same.
+
+Every exercise module of the repository is declared (no stub without a declaration, none
+declared without its stub, reference, public tests and rubric table), numbered 1..N, and the
+stub's first line is its heading (``Exercise N · title``): the declaration is the course's only
+list of exercises, so a file it does not name would be ignored by every tool.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+
+import pytest
+
+from coursekit.course import EXERCISES, MARKERS, by_module, readme_table
+from coursekit.impl import REPO_ROOT
+from grader import rubric
+
+
+def test_exercises_are_numbered_one_to_n_with_distinct_modules():
+    assert [e.number for e in EXERCISES] == list(range(1, len(EXERCISES) + 1)), (
+        "exercises must be numbered 1, 2, ... in course order (coursekit/course.py)")
+    assert len(MARKERS) == len(EXERCISES), "two exercises declare the same module"
+
+
+def test_every_module_file_is_declared():
+    for folder in ("exercises", "solutions"):
+        found = {p.stem for p in (REPO_ROOT / folder).glob("[a-z]*.py")}
+        assert found == set(MARKERS), (
+            f"{folder}/ holds modules {sorted(found - set(MARKERS))} that coursekit/course.py does "
+            f"not declare, and lacks {sorted(set(MARKERS) - found)} that it does")
+
+
+@pytest.mark.parametrize("exercise", EXERCISES, ids=lambda e: e.marker)
+def test_each_declaration_matches_its_files(exercise):
+    stub = (REPO_ROOT / "exercises" / f"{exercise.module}.py").read_text(encoding="utf-8")
+    assert stub.startswith(f'"""{exercise.stub_heading}'), (
+        f"exercises/{exercise.module}.py must start with the heading \"{exercise.stub_heading}\" "
+        f"(coursekit/course.py), it starts {stub.splitlines()[0]!r}")
+    reference = (REPO_ROOT / "solutions" / f"{exercise.module}.py").read_text(encoding="utf-8")
+    assert reference.startswith(f'"""Exercise {exercise.number} reference:'), (
+        f"solutions/{exercise.module}.py must start with \"Exercise {exercise.number} reference:\"")
+    test = REPO_ROOT / "exercises" / "tests" / f"test_{exercise.module}.py"
+    marks = re.findall(r"pytestmark = pytest\.mark\.(ex\d+)", test.read_text(encoding="utf-8"))
+    assert marks == [exercise.marker], (
+        f"{test.relative_to(REPO_ROOT)} must carry `pytestmark = pytest.mark.{exercise.marker}`, "
+        f"found {marks}")
+    points = rubric.load()
+    assert any(c.startswith(f"{exercise.marker}.") for c in points.checks), (
+        f"grader/rubric.toml has no [{exercise.marker}.public] points")
+
+
+def test_the_readme_table_is_the_declarations():
+    readme = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
+    assert f"<!-- exercises -->\n{readme_table()}<!-- /exercises -->\n" in readme, (
+        "README.md's table of exercises is not coursekit/course.py's: run `python -m grader build`")
+
+
+def test_a_rubric_table_for_an_undeclared_exercise_is_refused():
+    with pytest.raises(rubric.RubricError, match="ex99"):
+        rubric.parse("[course]\ntotal = 1\n[ex99.public]\nsome_check = 1\n")
+
+
+def test_by_module_names_what_it_did_not_find():
+    assert by_module("buckets").marker == "ex5"
+    with pytest.raises(KeyError, match="nope"):
+        by_module("nope")
+
+
+def test_no_exercise_list_is_kept_anywhere_else():
+    """The lists this declaration replaced (a tuple of (number, module), a module -> marker map,
+    exercise markers in pyproject.toml, f"ex{i}" for i in range(1, 9)) must not come back."""
+    pyproject = (REPO_ROOT / "pyproject.toml").read_text(encoding="utf-8")
+    assert not re.search(r'"ex\d+:', pyproject), "exercise markers are registered by conftest.py"
+    listed = re.compile(r'\(1, "launch_model"\)|"launch_model": "ex1"|f"ex\{\w+\}" for \w+ in range\(')
+    for path in [*REPO_ROOT.glob("*/*.py"), *REPO_ROOT.glob("*/*/*.py")]:
+        if ".venv" in path.parts or path.name == "test_course.py":
+            continue
+        text = path.read_text(encoding="utf-8", errors="replace")
+        assert not listed.search(text), f"{path.relative_to(REPO_ROOT)} keeps its own exercise list"
+        ast.parse(text)  # (a file that does not parse would hide a list from this search)
+
+
+def test_the_bucket_checks_boundaries_follow_the_rule_the_reference_keeps():
+    """The ex5 check's boundary inputs are made from its rule's numbers; those numbers must be the
+    reference's rule and the stub's words, so that a rule change cannot leave them stale."""
+    from coursekit.impl import Implementation
+    from grader.checks import LARGE_STEP, SMALL_STEP, SWITCH, bucket_boundaries
+
+    top = 4 * SWITCH
+    rule = sorted({1, 2, 4, *range(SMALL_STEP, SWITCH, SMALL_STEP), *range(SWITCH, top + 1, LARGE_STEP)})
+    reference = Implementation("solutions").module("buckets").default_capture_sizes(top)
+    assert reference == rule, (
+        f"grader/checks.py's bucket rule (steps {SMALL_STEP} below {SWITCH}, {LARGE_STEP} from it) is "
+        f"not the reference's: update SMALL_STEP, SWITCH, LARGE_STEP")
+    stub = " ".join(Implementation("exercises").module("buckets").default_capture_sizes.__doc__.split())
+    for words in (f"multiples of {SMALL_STEP} below {SWITCH}", f"multiples of {LARGE_STEP} from {SWITCH}"):
+        assert words in stub, f"exercises/buckets.py's docstring does not say {words!r}"
+    boundaries = set(bucket_boundaries())
+    for first in (SMALL_STEP, SWITCH, SWITCH + LARGE_STEP):
+        assert {first - 1, first} <= boundaries, f"the check does not ask max_size {first - 1} and {first}"
+
+
+def test_a_declared_exercise_without_checks_is_named(monkeypatch):
+    from coursekit import course
+    from grader import checks
+
+    extra = course.Exercise(len(course.EXERCISES) + 1, "new_one", "a new exercise", "x", "CPU")
+    monkeypatch.setattr(course, "EXERCISES", course.EXERCISES + (extra,))
+    with pytest.raises(LookupError, match=f"no checks for {extra.marker}"):
+        checks.public_checks()
