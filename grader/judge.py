@@ -141,12 +141,10 @@ def cpu_points() -> float:
 
 
 def all_checks(draw: Draw | None = None) -> list[Check]:
-    from grader.checks import public_checks
+    from grader.exercises import has_hidden_checks, hidden_checks, public_checks
 
     checks = public_checks(draw)
-    try:
-        from grader.hidden import hidden_checks
-    except ImportError:  # a released grader has no hidden checks
+    if not has_hidden_checks():  # a released grader has no hidden checks
         return checks
     return checks + hidden_checks(draw)
 
@@ -157,7 +155,12 @@ def has_reference() -> bool:
 
 def runtime_files() -> dict[str, bytes]:
     """What a worker runs with: its own code and the course's support package, nothing else."""
-    files = {name: (GRADER_DIR / name).read_bytes() for name in ("worker.py", "wire.py", "probes.py")}
+    files = {"worker.py": (GRADER_DIR / "worker.py").read_bytes()}
+    # The grader package as far as the exercises' probes need it (never the hidden checks).
+    for name in ("__init__.py", "wire.py", "probes.py", "checks.py"):
+        files[f"grader/{name}"] = (GRADER_DIR / name).read_bytes()
+    for path in sorted((GRADER_DIR / "exercises").glob("*.py")):
+        files[f"grader/exercises/{path.name}"] = path.read_bytes()
     for path in sorted((REPO_ROOT / "coursekit").glob("*.py")):
         files[f"coursekit/{path.name}"] = path.read_bytes()
     return files
@@ -206,7 +209,9 @@ class Reference:
             return None if data is None else _answer(data)
         from coursekit.impl import Implementation
         from grader import probes
+        from grader.exercises import load_probes
 
+        load_probes()
         module = Implementation("solutions").module(MODULES[exercise])
         try:
             value = probes.PROBES[probe.probe](module, **wire.decode(wire.encode(probe.args)))

@@ -2,7 +2,7 @@
 
 What goes out: the stubs and public tests (``exercises/``), the support package (``coursekit/``,
 with the bundled H200 measurement in ``coursekit/data/``), the public grader (``grader/`` without
-``hidden.py``, its rubric without the hidden checks, and ``expected.json``: the reference's
+``hidden/``, its rubric without the hidden checks, and ``expected.json``: the reference's
 answers to the public probes, recorded here because the release has no reference to ask), the
 decode engine benchmark (``benchmarks/decode_engine.py``: it runs on a student's own exercises),
 ``conftest.py``, ``pyproject.toml``, ``.gitignore``, ``AGENTS.md`` (the policy for AI coding
@@ -31,7 +31,7 @@ from grader.rubric import parse as parse_rubric
 
 COPIED = ("exercises", "coursekit", "grader", "benchmarks/decode_engine.py", "conftest.py",
           "pyproject.toml", ".gitignore", "AGENTS.md")
-NEVER = {"hidden.py", "release.py", "notebook.py", "nbgrader_bridge.py", "build.py", "staff.py",
+NEVER = {"hidden", "release.py", "notebook.py", "nbgrader_bridge.py", "build.py", "staff.py",
          "gradescope.py", "__pycache__", "expected.json", "BUILD.json"}
 STAFF = re.compile(r"<!-- staff-only -->.*?<!-- /staff-only -->\n?", re.DOTALL)
 #: README lines that name what a release does not have, and what they say there instead (None:
@@ -72,7 +72,7 @@ def public_rubric(text: str) -> str:
         "the student repository.\n"
         f"# [self_test]: the {len(points.questions)} questions in answers.md, {points.manual:g} "
         f"points graded by hand, not part of the {points.total:g}.\n"
-        "# The public checks themselves: grader/checks.py.\n\n"
+        "# The public checks themselves: grader/exercises/.\n\n"
         "# The course's automatic points, and how many of them are in checks this repository does "
         "not have.\n"
         f"[course]\ntotal = {points.total:g}\nwithheld = {points.hidden:g}\n\n")
@@ -143,7 +143,8 @@ def recorded_answers() -> dict:
     import torch
 
     from grader import wire
-    from grader.checks import public_checks, same
+    from grader.checks import same
+    from grader.exercises import public_checks
     from grader.judge import Reference
 
     reference, answers = Reference(), {}

@@ -4,7 +4,7 @@
 
     [course]
     total = 100              # the automatic points (public + hidden checks): a decision
-    [ex5.public]             # checks in grader/checks.py; names starting gpu_ need CUDA
+    [ex5.public]             # checks in grader/exercises/buckets.py; names starting gpu_ need CUDA
     padded_size = 2
     [ex5.hidden]             # the hidden checks (never released)
     other_rows = 1

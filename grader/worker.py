@@ -1,7 +1,8 @@
 """The worker: imports one exercise module of a submission, runs the judge's probes on it and
 sends back plain data. It runs in a sandbox (grader/sandbox.py) as
-``python -I -B worker.py COMMAND_FD RESULT_FD``, next to copies of ``wire.py``, ``probes.py`` and
-the course's support package, never the repository.
+``python -I -B worker.py COMMAND_FD RESULT_FD``, next to a copy of the part of the grader the
+probes need (``wire``, ``probes``, ``checks``, ``exercises/``; never ``hidden/``) and of the
+course's support package, never the repository.
 
 The judge speaks in frames (``grader/wire.py``): it writes a request frame on the command pipe,
 the worker answers with one frame on the result pipe, and only then may the judge send the next
@@ -31,7 +32,8 @@ import traceback
 
 # Our own references, taken before any submission code runs.
 _write, _read, _exit, _dumps = os.write, os.read, os._exit, json.dumps
-# -I leaves the script's folder off the path; it holds only the runtime (wire, probes, coursekit).
+# -I leaves the script's folder off the path; it holds only the runtime (the grader's wire,
+# probes, checks and exercises, and coursekit).
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -207,8 +209,10 @@ def main(command_fd: int, result_fd: int) -> None:
 
     torch.manual_seed(0)
     torch.set_num_threads(1)
-    import probes  # noqa: F401 - imported once here, so that a forked child starts warm
-    import wire  # noqa: F401
+    from grader import probes, wire  # noqa: F401 - imported once here, so that a forked child starts warm
+    from grader.exercises import load_probes
+
+    load_probes()
     from coursekit import standin  # noqa: F401
 
     if request.get("shared"):
@@ -229,9 +233,11 @@ def _serve(pipe: "_Pipe", request: dict) -> None:
     cuda = torch.cuda.is_available()
     if cuda:  # GPU workers share the device: none may take all its memory
         torch.cuda.set_per_process_memory_fraction(share)
-    import probes
-    import wire
     from coursekit import standin
+    from grader import probes, wire
+    from grader.exercises import load_probes
+
+    exercises = load_probes()
 
     held = []
 
@@ -243,7 +249,7 @@ def _serve(pipe: "_Pipe", request: dict) -> None:
     probes.bind(restore)  # before the snapshot: restoring keeps the binding
     namespaces = _Namespaces(
         libraries=(builtins, math, time, json, torch, standin),
-        own=(probes, wire, sys.modules[__name__], torch.Tensor, standin.CapturedGraph,
+        own=(probes, wire, *exercises, sys.modules[__name__], torch.Tensor, standin.CapturedGraph,
              standin.StandInGraph, _Pipe, _Child),
     )
     held.append(namespaces)

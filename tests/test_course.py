@@ -86,7 +86,7 @@ def test_the_bucket_checks_boundaries_follow_the_rule_the_reference_keeps():
     """The ex5 check's boundary inputs are made from its rule's numbers; those numbers must be the
     reference's rule and the stub's words, so that a rule change cannot leave them stale."""
     from coursekit.impl import Implementation
-    from grader.checks import LARGE_STEP, SMALL_STEP, SWITCH, bucket_boundaries
+    from grader.exercises.buckets import LARGE_STEP, SMALL_STEP, SWITCH, bucket_boundaries
 
     top = 4 * SWITCH
     rule = sorted({1, 2, 4, *range(SMALL_STEP, SWITCH, SMALL_STEP), *range(SWITCH, top + 1, LARGE_STEP)})
@@ -104,9 +104,9 @@ def test_the_bucket_checks_boundaries_follow_the_rule_the_reference_keeps():
 
 def test_a_declared_exercise_without_checks_is_named(monkeypatch):
     from coursekit import course
-    from grader import checks
+    from grader import exercises
 
     extra = course.Exercise(len(course.EXERCISES) + 1, "new_one", "a new exercise", "x", "CPU")
-    monkeypatch.setattr(course, "EXERCISES", course.EXERCISES + (extra,))
-    with pytest.raises(LookupError, match=f"no checks for {extra.marker}"):
-        checks.public_checks()
+    monkeypatch.setattr(exercises, "EXERCISES", course.EXERCISES + (extra,))
+    with pytest.raises(LookupError, match="grader/exercises/new_one.py is missing"):
+        exercises.public_checks()

@@ -18,10 +18,12 @@ import pytest
 
 from coursekit.impl import Implementation
 from grader import probes
+from grader.exercises import load_probes
 from grader.checks import Check, P
 from grader.judge import MODULES, all_checks
 
 STUBS = Implementation("exercises")
+load_probes()
 #: What a docstring may say instead of the argument's own name: the argument at fault, in general.
 GENERIC = re.compile(r"naming\s+(the\s+argument|it\b|the\s+field|the\s+position)|names\s+the\s+(field|argument)")
 
@@ -33,8 +35,10 @@ def _reached(fn, seen: set[str] | None = None) -> set[str]:
     source = inspect.getsource(fn)
     names = set(re.findall(r"\bmod\.(\w+)", source))
     for helper in set(re.findall(r"\b(\w+)\(", source)):
-        target = vars(probes).get(helper)
-        if helper not in seen and inspect.isfunction(target) and target.__module__ == probes.__name__:
+        target = fn.__globals__.get(helper)
+        ours = inspect.isfunction(target) and (
+            target.__module__ == probes.__name__ or target.__module__.startswith("grader.exercises."))
+        if helper not in seen and ours:
             seen.add(helper)
             names |= _reached(target, seen)
     return names

@@ -64,7 +64,7 @@ def test_the_report_lists_every_lost_check_with_its_whole_rule(tmp_path):
     shutil.copy(REPO_ROOT / "exercises" / "dispatch.py", folder / "dispatch.py")
     run = grader("grade", str(folder), "--only", "ex6")
     assert run.returncode == 0, run.stderr
-    from grader.checks import public_checks
+    from grader.exercises import public_checks
 
     for check in [c for c in public_checks() if c.exercise == "ex6"]:
         assert f"- {check.name} (-" in run.stdout, run.stdout

@@ -3,10 +3,11 @@
 From the bottom up: ``coursekit`` (the support package students get) imports no other part of
 the repository; ``exercises`` and ``solutions`` (the exercise modules) import only ``coursekit``;
 ``grader`` imports ``coursekit`` and itself, never the exercise modules by name (it loads them
-through ``coursekit.impl``); ``benchmarks`` (staff figures) may use any of those and the tests' harness. The files a sandboxed worker
-runs with (``grader/worker.py``, ``probes.py``, ``wire.py``, copied beside the submission with
-``coursekit/``) import nothing of ``grader``: the sandbox has no ``grader`` package. And no two
-modules of one package import each other in a circle.
+through ``coursekit.impl``); ``benchmarks`` (staff figures) may use any of those and the tests'
+harness. The files a sandboxed worker runs with (``grader/worker.py`` and the part of the grader
+``grader.judge.runtime_files`` copies beside the submission, with ``coursekit/``) import, when
+loaded, nothing else of the grader: the sandbox has nothing else of it. And no two modules of
+one package import each other in a circle.
 """
 
 from __future__ import annotations
@@ -28,7 +29,6 @@ ALLOWED = {
     "grader": {"coursekit"},
     "benchmarks": {"coursekit", "grader", "exercises", "solutions", "tests"},  # staff figures
 }
-WORKER_FILES = ("worker.py", "probes.py", "wire.py")
 TOP = set(PACKAGES) | {"tests", "course"}
 
 
@@ -74,10 +74,32 @@ def test_no_package_imports_a_higher_layer(package):
                     f"repository:\n  " + "\n  ".join(bad)
 
 
-def test_the_workers_files_need_no_grader_package():
-    for file in WORKER_FILES:
-        bad = sorted(t for t in GRAPH[f"grader.{file.removesuffix('.py')}"] if t.split(".")[0] == "grader")
-        assert not bad, f"grader/{file} runs in the sandbox without the grader package, but imports {bad}"
+def loaded_imports(path: Path) -> set[str]:
+    """What importing ``path`` imports: its top-level imports, not those under ``if
+    TYPE_CHECKING:`` or inside functions (they run only where they are called)."""
+    found = set()
+    for node in ast.parse(path.read_text(encoding="utf-8")).body:
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and not node.level:
+            found.add(node.module)
+    return {m for m in found if m.split(".")[0] == "grader"}
+
+
+def test_the_workers_files_need_nothing_the_sandbox_lacks():
+    from grader.judge import runtime_files
+
+    shipped = {name.removesuffix(".py").removesuffix("/__init__").replace("/", ".")
+               for name in runtime_files() if name.endswith(".py")}
+    assert "grader.hidden" not in shipped and not any(s.startswith("grader.hidden.") for s in shipped)
+    for name in sorted(shipped):
+        path = REPO_ROOT / (name.replace(".", "/") + ".py")
+        if not path.is_file():
+            path = path.with_suffix("") / "__init__.py"
+        if not path.is_file():  # worker.py: at the sandbox's top
+            path = REPO_ROOT / "grader" / (name + ".py")
+        missing = sorted(m for m in loaded_imports(path) if m not in shipped)
+        assert not missing, f"{name} runs in the sandbox, which has no {missing}"
 
 
 def cycles_in(edges: dict[str, set[str]]) -> list[list[str]]:

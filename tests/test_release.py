@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from coursekit.impl import REPO_ROOT
-from grader.hidden import hidden_checks
+from grader.exercises import hidden_checks
 
 
 @pytest.fixture(scope="module")
@@ -47,7 +47,7 @@ def reference_bodies():
 def test_no_solution_and_no_hidden_check_in_the_release(released):
     names = {p.relative_to(released).as_posix() for p in released.rglob("*")}
     assert not any(n.startswith(("solutions", "tests", ".ci")) for n in names), sorted(names)
-    assert "grader/hidden.py" not in names and "grader/release.py" not in names
+    assert not any(n.startswith("grader/hidden/") for n in names) and "grader/release.py" not in names
     readme = (released / "README.md").read_text()
     assert "solutions" not in readme and "staff-only" not in readme, "the README points at staff files"
     files = {p: squash(t) for p, t in release_text(released).items()}

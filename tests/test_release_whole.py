@@ -49,9 +49,6 @@ PENDING = {
     ("coursekit/impl.py", "--impl solutions: no solutions in the release"):
         "coursekit/impl.py's docstring: '--impl exercises|PATH' (and 'solutions' only as the "
         "staff repository's reference)",
-    ("grader/checks.py", "path grader/hidden.py is not in the release"):
-        "grader/checks.py's docstring: 'hidden checks (not in the student repository)' without "
-        "the path",
     ("grader/judge.py", "path solutions/ is not in the release"):
         "grader/judge.py's Reference docstring: 'the reference (solutions/ in the staff "
         "repository)' → 'the reference, where there is one'",

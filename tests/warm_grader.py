@@ -22,7 +22,11 @@ SERVER = r"""
 import json, os, signal, sys, time, traceback
 import torch  # noqa: F401 - warm for every child
 import grader.__main__ as cli
-import grader.judge, grader.checks, grader.hidden, grader.probes, grader.results  # noqa: F401
+import grader.judge, grader.checks, grader.exercises, grader.probes, grader.results  # noqa: F401
+
+grader.exercises.load_probes()
+if grader.exercises.has_hidden_checks():
+    grader.exercises.hidden_checks()
 import grader.sandbox, grader.submission, grader.secret, grader.text, grader.wire  # noqa: F401
 for line in sys.stdin:
     job = json.loads(line)

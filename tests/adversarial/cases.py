@@ -819,7 +819,7 @@ def build_replay(module: str, exercise: str):
 
 
 def _every_name_a_check_asks_for() -> str:
-    from grader.checks import public_checks
+    from grader.exercises import public_checks
 
     names = sorted({n for c in public_checks() for p in c.probes for n in p.raises})
     return " ".join(names)

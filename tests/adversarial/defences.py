@@ -111,7 +111,7 @@ DEFENCES = {d.name: d for d in [
               "    return []\n    found = []\n    for module, data in sorted(files.items()):"),)),
     Defence("observed-timer-window", "a timer's mean is judged by the window the probe measured "
             "around the calls (durations drawn at the call), not by one derived from its inputs",
-            (("grader/checks.py", '    low, high = v["lower_ms"], v["upper_ms"]\n',
+            (("grader/exercises/launch_tax.py", '    low, high = v["lower_ms"], v["upper_ms"]\n',
               '    low, high = probe.args["timed_ms"]\n'),)),
     Defence("class-needs-isolation", "grade-all refuses to run without isolation",
             (("grader/__main__.py", "    if not sandbox.is_root() and not args.allow_unisolated:",

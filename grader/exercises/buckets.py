@@ -1,0 +1,236 @@
+"""Exercise 5 (buckets): the probes a worker runs on the submission's ``buckets`` and
+the public checks the judge grades their answers with (``checks(draw)``). Its hidden checks are
+the staff repository's, never released."""
+
+from __future__ import annotations
+
+import math
+import random
+from typing import TYPE_CHECKING
+
+import torch
+
+from coursekit.standin import RecordingCapture
+from coursekit.standin import capture_on_cpu
+from grader.checks import Check, P, Probe, same
+from grader.probes import (_as_list, _attr, _plain_outputs, _pool_key, _sibling, call, probe, rows,
+                           rowwise)
+
+if TYPE_CHECKING:
+    from grader.secret import Draw
+
+
+# ------------------------------------------------------------------------- probes
+
+
+@probe
+def default_sizes(mod, max_size=None):
+    """The sizes as returned: the signature says ``-> list[int]``, so a tuple is not the answer."""
+    return call(mod.default_capture_sizes) if max_size is None else call(mod.default_capture_sizes, max_size)
+
+
+@probe
+def padded(mod, n: int, sizes: list):
+    return call(mod.padded_size, n, list(sizes))
+
+
+@probe
+def pad(mod, n: int, width: int, size: int, value: float, dtype: str):
+    x = rows(n, width, seed=n * 7 + size).to(getattr(torch, dtype))
+    before = x.clone()
+    out = call(mod.pad_rows, x, size, value)
+    unchanged = torch.equal(x, before)
+    shares = False
+    if type(out) is torch.Tensor:  # a subclass would run its own code
+        kept = out.clone()
+        out.fill_(7.0)  # writing into the result must not reach x
+        shares = not torch.equal(x, before)
+        out = kept
+    return {"out": out, "x_unchanged": unchanged, "shares_memory": shares}
+
+
+@probe
+def bucket_runner(mod, max_rows: int, sizes, batches: list, warmup_iters: int = 3,
+                  pad_value: float = math.nan, device: str = "cpu", width: int = 3,
+                  use_default_capture: bool = False):
+    seen = {}
+
+    def fn(x):
+        seen["last"] = x.detach().clone()
+        return rowwise(x)
+
+    example = rows(max_rows, width, seed=0, device=device)
+    example_before = example.clone()
+    capture = capture_on_cpu if device == "cpu" else _sibling(mod, "capture").capture
+    recorder = RecordingCapture(capture)
+    kwargs = dict(capture_sizes=None if sizes is None else list(sizes), warmup_iters=warmup_iters,
+                  pad_value=pad_value)
+    if not use_default_capture:
+        kwargs["capture"] = recorder
+    runner = call(mod.BucketedGraphRunner, fn, example, **kwargs)
+    results, first = [], None
+    for i, n in enumerate(batches):
+        seen.pop("last", None)
+        x = rows(n, width, seed=i + 1, device=device)
+        out = call(runner, x)
+        if first is None and type(out) is torch.Tensor:  # a subclass would run its own code
+            first = (out, out.clone())  # the result itself, and what it held when returned
+        last = seen.get("last")
+        results.append({"output": _plain_outputs(out),
+                        "fn_saw": None if last is None else last.to("cpu")})
+    stats = _attr(runner, "stats")
+    if isinstance(stats, dict):  # a Counter or a dict: the keys that were counted
+        stats = {str(k): v for k, v in stats.items() if v}
+    return {
+        "calls": results,
+        "first_output_unchanged": first is None or torch.equal(*first),
+        "capture_sizes_seen": [len(c["inputs"][0]) for c in recorder.calls],
+        "capture_order": _as_list(_attr(runner, "capture_order")),
+        "inputs_per_capture": [len(c["inputs"]) for c in recorder.calls],
+        "buffer_addresses": len({c["inputs"][0].data_ptr() for c in recorder.calls}),
+        "buffer_is_example": any(c["inputs"][0].data_ptr() == example.data_ptr() for c in recorder.calls),
+        "pools": len({str(_pool_key(c["graph"].graph.pool())) for c in recorder.calls}),
+        "warmups_passed": sorted({c["warmup_iters"] for c in recorder.calls}),
+        "replays": {str(len(c["inputs"][0])): c["graph"].graph.replays for c in recorder.calls
+                    if getattr(c["graph"].graph, "replays", 0)},
+        "stats": stats,
+        "example_unchanged": bool(torch.equal(example, example_before)),
+    }
+
+
+BAD_BATCHES = {
+    "float64": lambda: rows(3, 3, seed=1).double(),
+    "int64": lambda: torch.ones(3, 3, dtype=torch.long),
+    "wider": lambda: rows(3, 4, seed=1),
+    "narrower": lambda: rows(3, 2, seed=1),
+    "rank": lambda: rows(3, 3, seed=1).unsqueeze(-1),
+    "empty": lambda: rows(0, 3, seed=1),
+    "0-d": lambda: torch.tensor(1.0),
+    "device": lambda: torch.empty(3, 3, device="meta"),
+    "list": lambda: [[1.0, 2.0, 3.0]],
+}
+
+
+@probe
+def bucket_runner_bad_batch(mod, kind: str, rows_in: int = 3):
+    """A runner over 8 rows of width 3 (float32, buckets 4 and 8) called with a bad batch; for
+    ``"good"`` a batch of ``rows_in`` good rows (the answer: the output)."""
+    runner = call(mod.BucketedGraphRunner, rowwise, rows(8, 3, seed=0), capture_sizes=[4, 8])
+    x = rows(rows_in, 3, seed=2) if kind == "good" else BAD_BATCHES[kind]()
+    return _plain_outputs(call(runner, x))
+
+
+@probe
+def bucket_runner_bad_sizes(mod, sizes: list, max_rows: int = 8):
+    """Build a runner over ``max_rows`` rows with these sizes: the order it captured them in."""
+    runner = call(mod.BucketedGraphRunner, rowwise, rows(max_rows, 3, seed=0), capture_sizes=list(sizes))
+    return _as_list(_attr(runner, "capture_order"))
+
+
+# ------------------------------------------------------------------------- checks
+
+
+def runner_setups(rng: random.Random, count: int) -> list[tuple[int, list[int], list[int]]]:
+    setups = []
+    for _ in range(count):
+        max_rows = rng.randint(1, 40)
+        sizes = rng.sample(range(1, max_rows + 1), rng.randint(1, min(6, max_rows)))
+        batches = [rng.randint(1, max(sizes))] + [rng.randint(1, max_rows + 8)
+                                                  for _ in range(rng.randint(0, 6))]
+        # the first batch comes back once more at the end: its bucket is replayed again, so a
+        # runner that returned a view of the static output sees its first result overwritten
+        batches.append(batches[0])
+        setups.append((max_rows, sizes, batches))
+    return setups
+
+
+def bucket_probe(max_rows, sizes, batches, warmup_iters=2, **extra) -> Probe:
+    return P("bucket_runner", f"BucketedGraphRunner(fn, {max_rows} rows, capture_sizes={sizes}, "
+             f"warmup_iters={warmup_iters}) on batches {batches}", max_rows=max_rows, sizes=sizes,
+             batches=batches, warmup_iters=warmup_iters, **extra)
+
+
+#: vLLM's default buckets as exercises/buckets.py states them: [1, 2, 4], then the multiples of
+#: SMALL_STEP below SWITCH, then the multiples of LARGE_STEP from SWITCH on. The check's boundary
+#: inputs are made from these, so they move with the rule.
+SMALL_STEP, SWITCH, LARGE_STEP = 8, 256, 16
+BUCKET_RULE = (f"[1, 2, 4], then the multiples of {SMALL_STEP} below {SWITCH}, then the multiples "
+               f"of {LARGE_STEP} from {SWITCH} on")
+
+
+def bucket_boundaries() -> tuple[int, ...]:
+    """Every ``max_size`` where the rule changes (the first sizes of each step), one either side."""
+    points = (1, 2, 4, SMALL_STEP, SWITCH - SMALL_STEP, SWITCH, SWITCH + LARGE_STEP, 2 * SWITCH)
+    return tuple(sorted({p + d for p in points for d in (-1, 0, 1) if p + d >= 1}))
+
+
+def checks(draw: Draw) -> list[Check]:
+    r = draw.rng("ex5.default_capture_sizes")
+    fixed = bucket_boundaries() + (1000,)
+    drawn = [r.randint(1, 300), r.randint(300, 2000), r.randint(2000, 5000)]
+    r = draw.rng("ex5.padded_size")
+    size_lists = [[r.randint(1, 600) for _ in range(r.randint(1, 12))] for _ in range(12)]
+    padded_probes = [P("padded", f"padded_size({n}, {s})", n=n, sizes=s)
+                     for s in size_lists for n in (r.randint(1, 700), min(s), max(s), max(s) + 1)]
+    r = draw.rng("ex5.pad_rows")
+    pads = [(r.randint(1, 6), r.randint(0, 6), v, d) for v, d in
+            [(0.0, "float32"), (round(r.uniform(-9, 9), 2), "float32"), (math.nan, "float64"),
+             (0.0, "bfloat16"), (round(r.uniform(-9, 9), 1), "float32")]]
+    # Always one x that needs no padding at all: it must still come back as a new tensor.
+    pads.append((r.randint(1, 6), 0, round(r.uniform(-9, 9), 1), r.choice(["float32", "float64"])))
+    r = draw.rng("ex5.runner_returns_fn_of_real_rows")
+    runners = [bucket_probe(*setup, warmup_iters=r.randint(1, 3)) for setup in runner_setups(r, 10)]
+    r = draw.rng("ex5.runner_checks_each_batch")
+    bad_batches = ["float64", "int64", "wider", "narrower", "rank", "device", "list", "empty", "0-d"]
+    good_rows = [r.randint(1, 4), r.randint(5, 8), 8]
+    r = draw.rng("ex5.runner_rejects_sizes_outside_the_buffer")
+    rows = r.randint(2, 12)
+    r2 = draw.rng("ex5.gpu_runner")
+    return [
+        Check("ex5", "default_capture_sizes",
+              f"{BUCKET_RULE}, <= max_size, ascending",
+              [P("default_sizes", "default_capture_sizes()")]
+              + [P("default_sizes", f"default_capture_sizes({m})", max_size=m) for m in fixed + tuple(drawn)]
+              + [P("default_sizes", "default_capture_sizes(0)", "max_size", max_size=0)]),
+        Check("ex5", "padded_size",
+              "the smallest size >= n (sizes unsorted or repeated), None above every size",
+              padded_probes + [P("padded", "padded_size(0, [1, 2])", "n", n=0, sizes=[1, 2]),
+                               P("padded", "padded_size(3, [])", "capture_sizes", n=3, sizes=[])]),
+        Check("ex5", "pad_rows", "size rows: x first, then value; x untouched, no shared memory",
+              [P("pad", f"pad_rows(x of {n} rows, {n + e}, {v})", n=n, width=3, size=n + e, value=v,
+                 dtype=d) for n, e, v, d in pads]),
+        Check("ex5", "runner_returns_fn_of_real_rows",
+              "pad to the bucket with pad_value (NaN here), replay, return the real rows as a fresh "
+              "tensor; batches above every bucket run eagerly",
+              runners, compare=same(keys=("calls", "first_output_unchanged", "example_unchanged"))),
+        Check("ex5", "runner_captures_largest_first_in_one_pool",
+              "one capture per size, largest first, all over one static buffer (not the caller's) "
+              "and one memory pool, each with the runner's warmup_iters",
+              runners, compare=same(keys=("capture_sizes_seen", "capture_order", "inputs_per_capture",
+                                          "buffer_addresses", "buffer_is_example", "pools",
+                                          "warmups_passed"))),
+        Check("ex5", "runner_stats", "stats counts replays per size and eager fallbacks under 'eager'",
+              runners, compare=same(keys=("stats", "replays"))),
+        Check("ex5", "runner_checks_each_batch",
+              "a batch that is not a tensor of at least one row with the buffer's row shape, dtype "
+              "and device is a ValueError naming x; good batches of 1 to len(max_example) rows "
+              "are replayed",
+              [P("bucket_runner_bad_batch", f"runner(x: {k})", "x", kind=k) for k in bad_batches]
+              + [P("bucket_runner_bad_batch", f"runner(x of {n} good rows)", kind="good", rows_in=n)
+                 for n in good_rows]),
+        Check("ex5", "runner_rejects_sizes_outside_the_buffer",
+              "a capture size outside 1..len(max_example) is a ValueError naming capture_sizes; "
+              "1 and len(max_example) themselves are accepted",
+              [P("bucket_runner_bad_sizes", f"BucketedGraphRunner(fn, {rows} rows, capture_sizes={s})",
+                 "capture_sizes", sizes=s, max_rows=rows)
+               for s in ([0, r.randint(1, rows)], [r.randint(1, rows), rows + r.randint(1, 9)])]
+              + [P("bucket_runner_bad_sizes", f"BucketedGraphRunner(fn, {rows} rows, capture_sizes="
+                   f"[{rows}, 1])", sizes=[rows, 1], max_rows=rows)]),
+        Check("ex5", "gpu_runner",
+              "on real CUDA graphs: NaN padding never reaches real rows, eager above the largest "
+              "bucket, largest first into one pool",
+              [bucket_probe(16, [1, 2, 4, 8, 16], [r2.randint(1, 20) for _ in range(8)], device="cuda",
+                            width=8)],
+              compare=same(keys=("calls", "capture_order", "pools", "buffer_addresses", "stats")),
+              gpu=True),
+    ]

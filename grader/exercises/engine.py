@@ -1,0 +1,368 @@
+"""Exercise 8 (engine): the probes a worker runs on the submission's ``engine`` and
+the public checks the judge grades their answers with (``checks(draw)``). Its hidden checks are
+the staff repository's, never released."""
+
+from __future__ import annotations
+
+import random
+from typing import TYPE_CHECKING
+
+import torch
+
+from coursekit.standin import RecordingCapture
+from coursekit.strategies import MODES
+from grader.checks import Check, P, same
+from grader.probes import _attr, _sibling, call, probe
+
+if TYPE_CHECKING:
+    from grader.secret import Draw
+
+
+# ------------------------------------------------------------------------- probes
+
+
+def _engine(mod, mode: str, sizes, device: str = "cpu", warmup_iters: int = 1, seed: int = 0,
+            capture=None, capture_now: bool = True):
+    from coursekit.toymodel import ModelConfig, ToyModel
+
+    model = ToyModel(ModelConfig(seed=seed), device=device)
+    kwargs = {"capture_sizes": None if sizes is None else list(sizes), "warmup_iters": warmup_iters}
+    if capture is not None:
+        kwargs["capture"] = capture
+    engine = call(mod.DecodeEngine, model, mode=_sibling(mod, "dispatch").CUDAGraphMode[mode], **kwargs)
+    if capture_now:
+        call(engine.capture_model)
+    return model, engine
+
+
+def _rows(device: str, *columns) -> list[torch.Tensor]:
+    return [torch.tensor(c, dtype=torch.long, device=device) for c in columns]
+
+
+@probe
+def engine_generate(mod, mode: str, sizes, prompts: list, new_tokens, seed: int = 0,
+                    device: str = "cpu"):
+    _, engine = _engine(mod, mode, sizes, device, seed=seed)
+    out = call(engine.generate, [list(p) for p in prompts], new_tokens)
+    return [[int(t) for t in seq] for seq in out]
+
+
+@probe
+def engine_steps(mod, mode: str, sizes, steps: list, device: str = "cpu", capture_now: bool = True):
+    """Each step is ``[tokens, positions, slots]``; the answers are the logits, on the CPU.
+    ``capture_now=False``: steps before ``capture_model()``, which must run eagerly."""
+    _, engine = _engine(mod, mode, sizes, device, capture_now=capture_now)
+    out = []
+    for tokens, positions, slots in steps:
+        logits = call(engine.step, *_rows(device, tokens, positions, slots))
+        out.append(logits.float().cpu())
+    if not capture_now:
+        out.append(_stats_kinds(engine))
+    return out
+
+
+@probe
+def engine_padding_rows(mod, mode: str, sizes: list, steps: list):
+    """Steps of ``[tokens, positions, slots]`` (each smaller than its bucket after the first);
+    after each, what rows ``n..bucket-1`` of the static buffers hold."""
+    _, engine = _engine(mod, mode, sizes)
+    held = []
+    for tokens, positions, slots in steps:
+        call(engine.step, *_rows("cpu", tokens, positions, slots))
+        n, bucket = len(tokens), min(s for s in sizes if s >= len(tokens))
+        held.append({name: _buffer_rows(engine, name, n, bucket) for name in ("tokens", "positions", "slots")})
+    return held
+
+
+def _buffer_rows(engine, name: str, start: int, stop: int):
+    buffer = _attr(engine, name)
+    if type(buffer) is not torch.Tensor or buffer.dim() != 1 or len(buffer) < stop:
+        return f"<no 1-D static buffer {name!r} of {stop} rows>"
+    return [int(v) for v in buffer[start:stop].tolist()]
+
+
+@probe
+def engine_uniform_flags(mod, slot_lists: list):
+    """FULL_AND_PIECEWISE with one bucket of 4: one step per slot list without
+    ``uniform_decode``; what each step replayed."""
+    _, engine = _engine(mod, "FULL_AND_PIECEWISE", [4])
+    kinds = []
+    for slots in slot_lists:
+        n = len(slots)
+        before = {k: v for k, v in _stats_kinds_counts(engine).items()}
+        call(engine.step, *_rows("cpu", [7] * n, list(range(n)), slots))
+        after = _stats_kinds_counts(engine)
+        kinds.append(sorted(k for k, v in after.items() if v != before.get(k, 0)))
+    return kinds
+
+
+def _stats_kinds_counts(engine) -> dict:
+    return {repr(k[:-1]): k[-1] for k in _stats_kinds(engine)}
+
+
+@probe
+def engine_default_captures(mod, max_seqs: int, mode: str = "FULL"):
+    """``DecodeEngine(model, mode)`` with the default capture sizes for a model of ``max_seqs``
+    slots: the sizes ``capture_model()`` captured, in order."""
+    from coursekit.toymodel import ModelConfig, ToyModel
+
+    model = ToyModel(ModelConfig(max_seqs=max_seqs, n_layers=1))
+    recorder = RecordingCapture()
+    engine = call(mod.DecodeEngine, model, mode=_sibling(mod, "dispatch").CUDAGraphMode[mode],
+                  capture=recorder)
+    call(engine.capture_model)
+    return [len(c["inputs"][0]) for c in recorder.calls]
+
+
+@probe
+def engine_padding(mod, mode: str, sizes: list, tokens: list, positions: list, slots: list):
+    model, engine = _engine(mod, mode, sizes)
+    call(engine.step, *_rows("cpu", [21, 22, 23, 24], [1, 1, 1, 1], [4, 5, 6, 7]))  # rows used once
+    g = torch.Generator().manual_seed(5)
+    model.k_cache.copy_(torch.randn(model.k_cache.shape, generator=g))
+    model.v_cache.copy_(torch.randn(model.v_cache.shape, generator=g))
+    before = (model.k_cache.clone(), model.v_cache.clone())
+    call(engine.step, *_rows("cpu", tokens, positions, slots))
+    changed = set()
+    for old, new in zip(before, (model.k_cache, model.v_cache)):
+        diff = (old != new).any(dim=(0, 3, 4))
+        diff[model.padding_slot] = False
+        changed |= {tuple(i) for i in diff.nonzero().tolist()}
+    return sorted(list(c) for c in changed)
+
+
+@probe
+def engine_captures(mod, mode: str, sizes: list, warmup_iters: int):
+    recorder = RecordingCapture()
+    model, engine = _engine(mod, mode, sizes, warmup_iters=warmup_iters, capture=recorder)
+    calls = recorder.calls
+    first_pool = calls[0]["graph"].graph.pool() if calls else None
+    return {"sizes": [len(c["inputs"][0]) for c in calls],
+            "first_pool_none": bool(calls) and calls[0]["pool"] is None,
+            "shared_pool": all(c["pool"] is first_pool for c in calls[1:]),
+            "warmups": sorted({c["warmup_iters"] for c in calls}),
+            "graphs": len(engine.graphs) if isinstance(getattr(engine, "graphs", None), dict) else None}
+
+
+@probe
+def engine_attention(mod, mode: str, sizes: list | None = None, tokens: list | None = None,
+                     positions: list | None = None, slots: list | None = None):
+    from coursekit.standin import inside_graph
+
+    tokens, positions, slots = tokens or [1, 2, 3], positions or [0, 0, 0], slots or [0, 1, 2]
+    model, engine = _engine(mod, mode, sizes or [4], capture_now=False)
+    calls, attention = [], model.attention
+
+    def spy(*args, **kwargs):
+        calls.append(inside_graph())
+        return attention(*args, **kwargs)
+
+    model.attention = spy
+    call(engine.capture_model)
+    captured = list(calls)
+    calls.clear()
+    call(engine.step, *_rows("cpu", tokens, positions, slots))
+    return {"captured_any": any(captured), "eager_in_step": sum(1 for c in calls if not c),
+            "replayed": _stats_kinds(engine)}
+
+
+def _stats_kinds(engine) -> list:
+    """What ``stats`` counted: [mode, num_tokens, uniform] per replayed key, and "eager"."""
+    stats = _attr(engine, "stats")
+    if not isinstance(stats, dict):
+        return [str(stats)]
+    kinds = []
+    for key, count in stats.items():
+        if not count:
+            continue
+        if key == "eager":
+            kinds.append(["eager", count])
+        elif isinstance(key, tuple) and len(key) == 2:
+            kinds.append([getattr(key[0], "name", str(key[0])), getattr(key[1], "num_tokens", None),
+                          bool(getattr(key[1], "uniform_decode", None)), count])
+        else:
+            kinds.append([repr(key), count])
+    return sorted(kinds, key=repr)
+
+
+@probe
+def engine_stats(mod, mode: str, prompts: list, new_tokens):
+    _, engine = _engine(mod, mode, [1, 2, 4, 8, 16])
+    call(engine.generate, [list(p) for p in prompts], new_tokens)
+    return _stats_kinds(engine)
+
+
+@probe
+def engine_batches(mod, prompts: list, new_tokens):
+    _, engine = _engine(mod, "FULL", [1, 2, 4, 8, 16])
+    sizes, step = [], engine.step
+
+    def spy(tokens, positions, slots, *args, **kwargs):
+        sizes.append(len(tokens))
+        return step(tokens, positions, slots, *args, **kwargs)
+
+    engine.step = spy
+    call(engine.generate, [list(p) for p in prompts], new_tokens)
+    return sizes
+
+
+@probe
+def engine_bad(mod, kind: str, token: int = 1):
+    """A bad (or, for the ``*-largest`` kinds, the largest good) request to a FULL engine with
+    one bucket of 2; a good one's answer is its logits or tokens."""
+    _, engine = _engine(mod, "FULL", [2])
+    if kind.startswith("step"):
+        long = torch.long
+        made = {"step-int32": lambda: [torch.tensor([1, 2], dtype=torch.int32), *_rows("cpu", [0, 1], [0, 1])],
+                "step-float-positions": lambda: [*_rows("cpu", [1]), torch.tensor([0.0]), *_rows("cpu", [0])],
+                "step-2d-slots": lambda: [*_rows("cpu", [1], [0]), torch.tensor([[0]], dtype=long)],
+                "step-empty": lambda: [torch.zeros(0, dtype=long)] * 3,
+                "step-list": lambda: [[1], *_rows("cpu", [0], [0])]}
+        if kind in made:
+            args = made[kind]()
+        else:
+            args = _rows("cpu", *{"step-lengths": ([1, 2], [0, 1], [0]), "step-padding-slot": ([1], [0], [8]),
+                                  "step-negative-slot": ([1], [0], [-1]),
+                                  "step-position": ([1], [64], [0]), "step-negative-position": ([1], [-1], [0]),
+                                  "step-largest": ([token, token], [63, 63], [7, 0])}[kind])
+        logits = call(engine.step, *args)
+        return logits.float()
+    prompts, new = {"generate-too-many": ([[1]] * 9, 1), "generate-empty": ([[1], []], 1),
+                    "generate-zero-new": ([[1]], 0), "generate-too-long": ([[1] * 60], 10),
+                    "generate-largest": ([[token] * 55] + [[token]] * 7, [10, 1, 1, 1, 1, 1, 1, 2])}[kind]
+    out = call(engine.generate, prompts, new)
+    return [[int(t) for t in seq] for seq in out]
+
+
+# ------------------------------------------------------------------------- checks
+
+
+def requests(rng: random.Random, count: int = 4) -> tuple[list[list[int]], list[int]]:
+    """``count`` prompts of 1 to 4 tokens and how many tokens each wants (1 to 6)."""
+    prompts = [[rng.randint(0, 511) for _ in range(rng.randint(1, 4))] for _ in range(count)]
+    return prompts, [rng.randint(1, 6) for _ in prompts]
+
+
+def step_batches(rng: random.Random) -> list[list[list[int]]]:
+    """Steps of 1 to 9 rows (beyond the largest bucket, 8), one row per slot."""
+    steps = []
+    for n in range(1, 10):
+        slots = rng.sample(range(8), n) if n <= 8 else None
+        if slots is None:  # 9 rows: one sequence has two rows (a prompt chunk), so not uniform
+            slots = list(range(8)) + [0]
+            position = rng.randint(0, 20)
+            positions = [position] * 8 + [position + 1]
+        else:
+            positions = [rng.randint(0, 20) for _ in slots]
+        steps.append([[rng.randint(0, 511) for _ in slots], positions, slots])
+    return steps
+
+
+#: The argument a bad step's ValueError must name.
+BAD_ROW_NAMES = {"step-int32": "tokens", "step-float-positions": "positions", "step-2d-slots": "slots",
+                 "step-list": "tokens", "step-negative-slot": "slots", "step-negative-position": "positions"}
+
+
+def checks(draw: Draw) -> list[Check]:
+    sizes = [1, 2, 4, 8, 16]
+    r = draw.rng("ex8.generate_every_mode")
+    prompts, new_tokens = requests(r)
+    seed = r.randint(0, 2**16)
+    steps = step_batches(draw.rng("ex8.step_logits"))
+    r = draw.rng("ex8.padding_uses_the_padding_slot")
+    pad_slots = r.sample(range(8), 3)
+    pad_positions = [r.randint(0, 60) for _ in pad_slots]
+    pad_tokens = [r.randint(0, 511) for _ in pad_slots]
+    r = draw.rng("ex8.capture_largest_first_in_one_pool")
+    capture_sizes = r.sample([1, 2, 3, 4, 6, 8], 3)
+    # A different warm-up count for each probe: a hard-coded count can match one of them only.
+    capture_warmups = dict(zip(("FULL", "PIECEWISE", "FULL_AND_PIECEWISE"), r.sample(range(1, 6), 3)))
+    r = draw.rng("ex8.piecewise_attention_is_eager")
+    n = r.randint(1, 4)
+    attention_rows = dict(tokens=[r.randint(0, 511) for _ in range(n)], positions=[0] * n,
+                          slots=r.sample(range(8), n))
+    shrink_prompts, shrink_new = requests(draw.rng("ex8.generate_shrinks_the_batch"))
+    r = draw.rng("ex8.engine_rejects")
+    token = r.randint(0, 511)
+    bad_kinds = list(BAD_ROW_NAMES)
+    r = draw.rng("ex8.step_logits.before_capture")
+    early = [[[r.randint(0, 511) for _ in range(n)], [r.randint(0, 20) for _ in range(n)],
+              r.sample(range(8), n)] for n in (r.randint(1, 4), r.randint(5, 8))]
+    r = draw.rng("ex8.padding_uses_the_padding_slot.rows")
+    refill = [[[r.randint(1, 511) for _ in range(4)], [r.randint(1, 60) for _ in range(4)], [4, 5, 6, 7]]]
+    refill += [[[r.randint(1, 511) for _ in range(n)], [r.randint(1, 60) for _ in range(n)],
+                r.sample(range(8), n)] for n in (r.randint(1, 3), r.randint(1, 3))]
+    r = draw.rng("ex8.generate_shrinks_the_batch.flags")
+    # Always distinct slots in descending order (uniform: every slot distinct), which a rule
+    # such as "the slots ascend" gets wrong; drawn in any order they may happen to ascend.
+    flag_slots = [sorted(r.sample(range(8), r.randint(2, 4)), reverse=True), r.sample(range(8), r.randint(1, 4))]
+    a, b = r.randint(0, 3), r.randint(4, 7)  # two slots; a repeated one is a prompt chunk
+    flag_slots += [[a, a, b], [a, b, b], [b, a, b], [a] * r.randint(2, 4)]
+    r2 = draw.rng("ex8.gpu_engine")
+    gpu_prompts, gpu_new = requests(r2)
+    gpu_steps = step_batches(r2)
+    return [
+        Check("ex8", "generate_every_mode",
+              "every mode yields the tokens of eager decoding: the prompt step, then one token per "
+              "unfinished sequence, greedy",
+              [P("engine_generate", f"DecodeEngine({m}, {sizes}).generate({prompts}, {new_tokens})",
+                 mode=m, sizes=sizes, prompts=prompts, new_tokens=new_tokens, seed=seed) for m in MODES]),
+        Check("ex8", "step_logits",
+              "step returns one row of logits per token, within 1e-5 of the eager model, for 1 to "
+              "9 rows (buckets up to 8; 9 runs eagerly); before capture_model() nothing is "
+              "captured, so every step runs eagerly",
+              [P("engine_steps", f"DecodeEngine({m}, [1, 2, 4, 8]): steps of 1..9 rows", mode=m,
+                 sizes=[1, 2, 4, 8], steps=steps) for m in MODES]
+              + [P("engine_steps", f"DecodeEngine({m}, [1, 2, 4, 8]): steps before capture_model()",
+                   mode=m, sizes=[1, 2, 4, 8], steps=early, capture_now=False) for m in ("FULL", "PIECEWISE")],
+              compare=same(rtol=0, atol=1e-5)),
+        Check("ex8", "padding_uses_the_padding_slot",
+              "rows that only pad a batch are reset before every replay to token 0, position 0 and "
+              "model.padding_slot, so they read and write only the padding slot, never a real "
+              "sequence's cache",
+              [P("engine_padding", f"a 3-row step padded to 4 ({m})", mode=m, sizes=[4],
+                 tokens=pad_tokens, positions=pad_positions, slots=pad_slots) for m in ("FULL", "PIECEWISE")]
+              + [P("engine_padding_rows", f"padding rows of the static buffers after steps of "
+                   f"{[len(t) for t, _, _ in refill]} rows padded to 4 ({m})", mode=m, sizes=[4], steps=refill)
+                 for m in ("FULL", "PIECEWISE")]),
+        Check("ex8", "capture_largest_first_in_one_pool",
+              "capture_model captures capture_descs() in order (largest first), PIECEWISE one graph "
+              "per segment, all in the first graph's pool, with the engine's warmup_iters",
+              [P("engine_captures", f"DecodeEngine({m}, {capture_sizes}, warmup_iters={w})"
+                 ".capture_model()", mode=m, sizes=capture_sizes, warmup_iters=w)
+               for m, w in capture_warmups.items()]),
+        Check("ex8", "piecewise_attention_is_eager",
+              "PIECEWISE captures the segments between attention calls and runs attention eagerly; "
+              "FULL captures the whole forward pass",
+              [P("engine_attention", f"where attention runs ({m}), a {n}-row step", mode=m,
+                 **attention_rows) for m in ("PIECEWISE", "FULL")]),
+        Check("ex8", "generate_shrinks_the_batch",
+              "the first step feeds every prompt token (a mixed batch), later steps only the "
+              "unfinished sequences (uniform decode); stats count each (mode, descriptor) replayed; "
+              "step(uniform_decode=None) is uniform exactly when every slot is distinct",
+              [P("engine_batches", f"step sizes of generate({shrink_prompts}, {shrink_new})",
+                 prompts=shrink_prompts, new_tokens=shrink_new)]
+              + [P("engine_stats", f"stats after generate in {m}", mode=m, prompts=shrink_prompts,
+                   new_tokens=shrink_new) for m in ("FULL_AND_PIECEWISE", "FULL_DECODE_ONLY")]
+              + [P("engine_uniform_flags", f"what steps with slots {flag_slots} replay in "
+                   "FULL_AND_PIECEWISE without uniform_decode", slot_lists=flag_slots)]),
+        Check("ex8", "engine_rejects",
+              "bad rows (lengths, the padding slot, positions) and bad requests are ValueErrors "
+              "naming the argument (rows: 1-D int64 tensors of one length >= 1); the largest good "
+              "ones (last slot, last position, max_seqs prompts filling the cache) are accepted",
+              [P("engine_bad", kind, names, kind=kind) for kind, names in (
+                  ("step-lengths", ("slots", "rows")), ("step-padding-slot", "slots"),
+                  ("step-position", "positions"), ("step-empty", "tokens"), ("generate-too-many", "prompts"),
+                  ("generate-empty", "prompts"), ("generate-zero-new", "max_new_tokens"),
+                  ("generate-too-long", "max_new_tokens"))]
+              + [P("engine_bad", kind, BAD_ROW_NAMES[kind], kind=kind) for kind in bad_kinds]
+              + [P("engine_bad", kind, kind=kind, token=token) for kind in ("step-largest", "generate-largest")],
+              compare=same(rtol=0, atol=1e-5)),
+        Check("ex8", "gpu_engine",
+              "on real CUDA graphs: every mode yields eager decoding's tokens and logits within 1e-5",
+              [P("engine_generate", f"generate on CUDA ({m})", mode=m, sizes=sizes, prompts=gpu_prompts,
+                 new_tokens=gpu_new, device="cuda") for m in MODES]
+              + [P("engine_steps", f"steps on CUDA ({m})", mode=m, sizes=[1, 2, 4, 8], steps=gpu_steps,
+                   device="cuda") for m in ("FULL", "PIECEWISE")],
+              compare=same(rtol=0, atol=1e-5), gpu=True),
+    ]

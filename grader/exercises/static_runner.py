@@ -1,0 +1,175 @@
+"""Exercise 4 (static_runner): the probes a worker runs on the submission's ``static_runner`` and
+the public checks the judge grades their answers with (``checks(draw)``). Its hidden checks are
+the staff repository's, never released."""
+
+from __future__ import annotations
+
+import random
+from typing import TYPE_CHECKING
+
+import torch
+
+from coursekit.standin import RecordingCapture
+from coursekit.standin import capture_on_cpu
+from coursekit.standin import tensors_in
+from grader.checks import Check, P, same
+from grader.probes import (_attr, _buffers, _plain_outputs, _sibling, call, combine, FUNCTIONS,
+                           probe, rows)
+
+if TYPE_CHECKING:
+    from grader.secret import Draw
+
+
+# ------------------------------------------------------------------------- probes
+
+
+def _inputs(shapes: list, seed: int, device: str) -> list[torch.Tensor]:
+    """One random tensor per shape (values in [0.5, 1.5)), each from its own seed."""
+    return [torch.rand(*s, generator=torch.Generator(device=device).manual_seed(seed + i),
+                       device=device) + 0.5 for i, s in enumerate(shapes)]
+
+
+@probe
+def graph_runner(mod, fn: str, shapes: list, seeds: list, warmup_iters: int = 3,
+                 clone_outputs: bool = True, device: str = "cpu", spy: bool = True):
+    """Build a runner, call it once per seed; report what came back and what the graph saw."""
+    function = FUNCTIONS[fn]
+    examples = _inputs(shapes, seed=100, device=device)
+    kept = [x.clone() for x in examples]
+    recorder = None
+    if spy:
+        recorder = RecordingCapture(capture_on_cpu if device == "cpu" else _sibling(mod, "capture").capture)
+    kwargs = dict(warmup_iters=warmup_iters, clone_outputs=clone_outputs)
+    if recorder is not None:
+        kwargs["capture"] = recorder
+    runner = call(mod.GraphRunner, function, *examples, **kwargs)
+    buffers = _buffers(runner)
+    first_pointers = [b.data_ptr() for b in buffers]
+    outputs, hold, moved, held = [], [], [], []
+    for seed in seeds:
+        inputs = _inputs(shapes, seed=seed * 10, device=device)
+        out = call(runner, *inputs)
+        held.append(out)
+        outputs.append(_plain_outputs(out))
+        now = _buffers(runner)
+        hold.append(len(now) == len(inputs) and all(torch.equal(b, x) for b, x in zip(now, inputs)))
+        moved.append([b.data_ptr() for b in now] != first_pointers)
+    static = set()
+    if recorder is not None and recorder.calls:
+        static = {t.data_ptr() for t in tensors_in(recorder.calls[0]["graph"].static_outputs)}
+    return {
+        "buffer_count": len(buffers),
+        "buffers_are_examples": any(b.data_ptr() == x.data_ptr() for b, x in zip(buffers, examples)),
+        "examples_unchanged": all(torch.equal(x, k) for x, k in zip(examples, kept)),
+        "outputs": outputs,
+        "buffers_hold_inputs": hold,
+        "buffers_moved": moved,
+        "held_first_now": _plain_outputs(held[0]) if held else None,
+        "outputs_share_static": bool(held) and bool(static & {t.data_ptr() for t in tensors_in(held[-1])}),
+        "output_type": type(held[0]).__name__ if held else None,
+        "num_captures": _attr(runner, "num_captures"),
+        "captures_seen": None if recorder is None else len(recorder.calls),
+        "warmups_passed": None if recorder is None else [c["warmup_iters"] for c in recorder.calls],
+        "captured_buffers": None if recorder is None or not recorder.calls else
+        [t.data_ptr() for t in recorder.calls[0]["inputs"]] == first_pointers,
+    }
+
+
+@probe
+def graph_runner_bad_example(mod, kind: str):
+    """``GraphRunner(combine, tensor, <something that is not a tensor>)``; for ``"tensors"``
+    two good example inputs (the answer: the first call's outputs)."""
+    second = {"list": [1.0, 2.0], "float": 3.0, "none": None, "tensors": rows(1, 2, seed=1)[0]}[kind]
+    runner = call(mod.GraphRunner, combine, rows(1, 2, seed=0)[0], second)
+    return _plain_outputs(call(runner, rows(1, 2, seed=2)[0], rows(1, 2, seed=3)[0]))
+
+
+@probe
+def graph_runner_bad_call(mod, kind: str, device: str = "cpu"):
+    examples = [rows(1, 2, seed=0, device=device)[0], rows(1, 3, seed=1, device=device)[0],
+                rows(1, 1, seed=2, device=device)[0]]
+    runner = call(mod.GraphRunner, combine, *examples)
+    good = [rows(1, 2, seed=3, device=device)[0], rows(1, 3, seed=4, device=device)[0],
+            rows(1, 1, seed=5, device=device)[0]]
+    bad = {
+        "none": None, "too_few": None, "too_many": None,
+        "shape": torch.ones(4, 3, device=device),
+        "float64": torch.ones(3, dtype=torch.float64, device=device),
+        "int64": torch.ones(3, dtype=torch.int64, device=device),
+        "device": torch.empty(3, device="meta") if device == "cpu" else torch.ones(3),
+    }[kind]
+    if kind == "none":  # a good call
+        return _plain_outputs(call(runner, *good))
+    if kind == "too_few":
+        return _plain_outputs(call(runner, *good[:2]))
+    if kind == "too_many":
+        return _plain_outputs(call(runner, *good, good[0]))
+    return _plain_outputs(call(runner, good[0], bad, good[2]))
+
+
+# ------------------------------------------------------------------------- checks
+
+
+RUNNER_KEYS = ("buffer_count", "buffers_are_examples", "examples_unchanged", "buffers_hold_inputs",
+               "buffers_moved")
+
+
+def input_shapes(rng: random.Random) -> list[list[int]]:
+    return [[rng.randint(1, 6) for _ in range(rng.randint(1, 3))] for _ in range(rng.randint(1, 3))]
+
+
+def checks(draw: Draw) -> list[Check]:
+    r = draw.rng("ex4.runner_returns_fn_of_latest_inputs")
+    # A different warm-up count for each runner: a hard-coded count can match one of them only.
+    runs = [P("graph_runner", f"GraphRunner(combine, inputs shaped {s}) called 3 times",
+              fn="combine", shapes=s, seeds=r.sample(range(1, 10_000), 3), warmup_iters=w)
+            for s, w in [(input_shapes(r), w) for w in r.sample(range(1, 6), 4)]]
+    r = draw.rng("ex4.runner_clone_outputs")
+    clone = [P("graph_runner", f"GraphRunner({fn}, ..., clone_outputs={c}) called twice",
+               fn=fn, shapes=[[n], [n]], seeds=r.sample(range(1, 10_000), 2), clone_outputs=c, spy=True)
+             for fn in ("combine", "pair", "listed") for c in (True, False) for n in [r.randint(1, 9)]]
+    r = draw.rng("ex4.runner_checks_each_call")
+    position = ("inputs[1]", "input 1", "position 1", "argument 1", "input #1")
+    r2 = draw.rng("ex4.gpu_runner")
+    return [
+        Check("ex4", "runner_returns_fn_of_latest_inputs",
+              "copy every input into its static buffer (copy_), replay, return fn of these inputs",
+              runs, compare=same(keys=("outputs",))),
+        Check("ex4", "runner_owns_stable_buffers",
+              "one static buffer per input, a copy the runner owns, same address on every call",
+              runs, compare=same(keys=RUNNER_KEYS)),
+        Check("ex4", "runner_captures_once",
+              "capture once at construction, with the runner's buffers and warmup_iters",
+              runs, compare=same(keys=("num_captures", "captures_seen", "warmups_passed",
+                                       "captured_buffers"))),
+        Check("ex4", "runner_clone_outputs",
+              "clone_outputs=True returns fresh copies in fn's structure (a tensor, tuple, list or "
+              "dict stays one); False returns the static outputs, overwritten by the next call",
+              clone, compare=same(keys=("held_first_now", "outputs_share_static", "output_type"))),
+        Check("ex4", "runner_checks_each_call",
+              "an example input that is not a tensor is a ValueError naming example_inputs[i]; at "
+              "a call, the wrong number of inputs is a TypeError, the wrong shape, dtype or device "
+              "a ValueError naming the position; matching inputs are accepted",
+              [P("graph_runner_bad_call", "runner(2 of 3 inputs)", ("3", "inputs"), "TypeError",
+                 kind="too_few"),
+               P("graph_runner_bad_call", "runner(4 of 3 inputs)", ("3", "inputs"), "TypeError",
+                 kind="too_many")]
+              + [P("graph_runner_bad_call", f"runner(good, bad {k}, good)", position, kind=k)
+                 for k in r.sample(["shape", "float64", "int64", "device"], 4)]
+              + [P("graph_runner_bad_call", "runner(3 good inputs)", kind="none")]
+              + [P("graph_runner_bad_example", f"GraphRunner(fn, tensor, {k})", "example_inputs[1]", kind=k)
+                 for k in ("list", "float", "none")]
+              + [P("graph_runner_bad_example", "GraphRunner(fn, tensor, tensor)", kind="tensors")]),
+        Check("ex4", "gpu_runner",
+              "on CUDA tensors the runner captures with exercise 3 and replays fn of fresh inputs",
+              [P("graph_runner", "GraphRunner(combine, cuda inputs) called 4 times", fn="combine",
+                 shapes=[[r2.randint(1, 32), 32], [32]], seeds=r2.sample(range(1, 10_000), 4),
+                 device="cuda", spy=False),
+               P("graph_runner", "GraphRunner(combine, cuda, clone_outputs=False) called twice",
+                 fn="combine", shapes=[[64], [64]], seeds=r2.sample(range(1, 10_000), 2),
+                 clone_outputs=False, device="cuda", spy=False),
+               P("graph_runner_bad_call", "runner(good, a CPU tensor, good) on CUDA", position,
+                 kind="device", device="cuda")],
+              compare=same(keys=("outputs", "held_first_now", "num_captures", "buffers_are_examples")),
+              gpu=True),
+    ]
