@@ -1,4 +1,4 @@
-"""The kill matrix: what the public tests and the grader do to every mutant in tests/mutants.py.
+"""The kill matrix: what the public tests and the grader do to every mutant in tests/mutants/.
 
     python -m tests.kill_matrix            # print it (a few minutes: every mutant, both ways)
     python -m tests.kill_matrix --write    # also rewrite README.md's table and tests/kill_matrix.md

@@ -110,9 +110,13 @@ def test_alternative_implementations_keep_every_gpu_point():
 
 
 def test_corpus_is_large_enough():
+    import importlib
+
     for module in mutants.MARKERS:
-        count = sum(m.module == module for m in mutants.ALL)
-        assert count >= 10, f"only {count} mutants of {module}; the corpus needs at least 10"
+        own = importlib.import_module(f"tests.mutants.{module}").MUTANTS
+        strays = [m.id for m in own if m.module != module]
+        assert not strays, f"tests/mutants/{module}.py holds mutants of other modules: {strays}"
+        assert len(own) >= 10, f"only {len(own)} mutants of {module}; the corpus needs at least 10"
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks how GPU tests behave without CUDA")
@@ -127,10 +131,10 @@ def test_gpu_tests_are_collected_and_skipped_with_a_reason_on_a_cpu():
 
 def test_the_readme_kill_matrix_counts_the_corpus():
     """The README's kill matrix is measured by hand (python -m tests.kill_matrix --write); its
-    mutant counts must still be those of tests/mutants.py."""
+    mutant counts must still be those of tests/mutants/."""
     from tests import kill_matrix
 
     stated = kill_matrix.readme_counts((REPO_ROOT / "README.md").read_text(encoding="utf-8"))
     assert stated == kill_matrix.counts(), (
-        f"README.md's kill matrix counts {stated}, tests/mutants.py holds {kill_matrix.counts()}: "
+        f"README.md's kill matrix counts {stated}, tests/mutants/ holds {kill_matrix.counts()}: "
         "run python -m tests.kill_matrix --write")

@@ -1,5 +1,5 @@
 """The grader against the corpus: the reference and every alternative keep every point, the
-stubs get none, every wrong implementation in tests/mutants.py loses points in its exercise
+stubs get none, every wrong implementation in tests/mutants/ loses points in its exercise
 (on the CPU checks; the GPU-only mutants on a CUDA machine), and the rubric adds up to 100 —
 in practice mode (the release's fixed inputs) and in official grading (inputs drawn from a
 grading secret and the submission: here a fixed secret, so that a failure can be replayed;

@@ -1,0 +1,35 @@
+"""Exercise 3 (capture): plausible wrong versions of ``solutions/capture.py``."""
+
+from tests.mutants import G, Mutant
+
+MUTANTS = [
+    G("capture", "warmup-on-current-stream", "warm-up on the caller's (default) stream",
+      ("    with torch.cuda.stream(side):\n        for _ in range(warmup_iters):\n            fn(*static_inputs)\n",
+       "    for _ in range(warmup_iters):\n        fn(*static_inputs)\n")),
+    G("capture", "no-warmup", "captures cold: no warm-up at all",
+      ("        for _ in range(warmup_iters):\n            fn(*static_inputs)\n", "        pass\n")),
+    G("capture", "warmup-one-too-many", "warms up warmup_iters + 1 times",
+      ("for _ in range(warmup_iters):", "for _ in range(warmup_iters + 1):")),
+    G("capture", "side-stream-does-not-wait", "the side stream races work queued on the caller's",
+      ("    side.wait_stream(caller)\n", "")),
+    G("capture", "ignores-pool", "every graph gets a new memory pool",
+      ("torch.cuda.graph(graph, pool=pool)", "torch.cuda.graph(graph)")),
+    G("capture", "accepts-zero-warmup", "warmup_iters = 0 accepted",
+      ("or warmup_iters < 1:", "or warmup_iters < 0:")),
+    G("capture", "accepts-cpu-inputs", "a CPU static input accepted",
+      ("if not isinstance(t, torch.Tensor) or not t.is_cuda:", "if not isinstance(t, torch.Tensor):")),
+    G("capture", "raw-capture-error", "lets torch's capture error through without naming the cause",
+      ('raise RuntimeError(f"capture: fn cannot be captured into a CUDA graph: {_cause(exc)}") from exc',
+       "raise")),
+    G("capture", "unchained-capture-error", "hides the original error (from None)",
+      ("{_cause(exc)}\") from exc", "{_cause(exc)}\") from None")),
+    G("capture", "stream-not-restored", "leaves the capture stream current after a failure",
+      ("        torch.cuda.set_stream(caller)\n", "")),
+    Mutant("capture", "failed-capture-pool-not-ended",
+           "forgets end_failed_capture: the next capture fails (torch <= 2.13: capture_end checks the "
+           "capture's error before it ends allocation to the pool)",
+           (("        end_failed_capture(pool)\n", ""),), gpu=True, torch_below=(2, 14)),
+    G("capture", "outputs-from-warmup", "returns a warm-up call's outputs, which replay never writes",
+      ("            fn(*static_inputs)\n    caller.wait_stream", "            outputs = fn(*static_inputs)\n    caller.wait_stream"),
+      ("            outputs = fn(*static_inputs)\n    except", "            fn(*static_inputs)\n    except")),
+]

@@ -1,0 +1,40 @@
+"""Exercise 6 (dispatch): plausible wrong versions of ``solutions/dispatch.py``."""
+
+from tests.mutants import K, M
+
+MUTANTS = [
+    M("dispatch", "decode-only-is-full", "FULL_DECODE_ONLY treated as FULL for mixed batches",
+      ("CUDAGraphMode.FULL_DECODE_ONLY: (CUDAGraphMode.FULL, CUDAGraphMode.NONE)",
+       "CUDAGraphMode.FULL_DECODE_ONLY: (CUDAGraphMode.FULL, CUDAGraphMode.FULL)")),
+    M("dispatch", "full-and-piecewise-swapped", "(PIECEWISE, FULL) instead of (FULL, PIECEWISE)",
+      ("CUDAGraphMode.FULL_AND_PIECEWISE: (CUDAGraphMode.FULL, CUDAGraphMode.PIECEWISE)",
+       "CUDAGraphMode.FULL_AND_PIECEWISE: (CUDAGraphMode.PIECEWISE, CUDAGraphMode.FULL)")),
+    M("dispatch", "descs-smallest-first", "captures smallest first",
+      ("self.capture_sizes = sorted(set(sizes), reverse=True)", "self.capture_sizes = sorted(set(sizes))")),
+    M("dispatch", "descs-uniform-always", "uniform-decode graphs captured in FULL mode too",
+      (" and mode.mixed_mode() is not CUDAGraphMode.FULL:", ":")),
+    M("dispatch", "descs-uniform-group-first", "uniform-decode group listed before the mixed one",
+      ("        self._descs = descs\n", "        descs.sort(key=lambda d: not d[1].uniform_decode)\n        self._descs = descs\n")),
+    M("dispatch", "dispatch-no-padding", "looks up the unpadded size",
+      ("candidates = [(self.mode.mixed_mode(), BatchDescriptor(size, False))]",
+       "candidates = [(self.mode.mixed_mode(), BatchDescriptor(num_tokens, False))]")),
+    M("dispatch", "dispatch-ignores-uniform", "never uses the uniform-decode graphs",
+      ("        if uniform_decode:\n            candidates.insert", "        if False:\n            candidates.insert")),
+    M("dispatch", "dispatch-trusts-first-candidate", "returns a key without checking it was captured",
+      ("            if candidate in self._captured:\n                return candidate",
+       "            if candidate[0] is not CUDAGraphMode.NONE:\n                return candidate")),
+    M("dispatch", "dispatch-clamps-large-batches", "a batch above every bucket gets the largest graph",
+      ("        if size is None:\n            return unpadded", "        if size is None:\n            size = self.capture_sizes[0]")),
+    M("dispatch", "dispatch-none-padded", "eager batches reported with the padded size",
+      ("                return candidate\n        return unpadded",
+       "                return candidate\n        return (CUDAGraphMode.NONE, BatchDescriptor(size, False))")),
+    M("dispatch", "dispatch-off-by-one", "pads n + 1 tokens",
+      ("size = padded_size(num_tokens, self.capture_sizes)", "size = padded_size(num_tokens + 1, self.capture_sizes)")),
+    M("dispatch", "dispatch-accepts-zero", "no check on num_tokens",
+      ("or num_tokens < 1:", "or num_tokens < -1:")),
+    # The gap corpus: mistakes each of which one kind of test could miss.
+    K("non-default", "dispatch", "uniform-default-true", "a batch is uniform decode unless told otherwise",
+      ("        self, num_tokens: int, uniform_decode: bool = False", "        self, num_tokens: int, uniform_decode: bool = True")),
+    K("container", "dispatch", "capture-descs-tuple", "capture_descs returns a tuple",
+      ("        return list(self._descs)", "        return tuple(self._descs)")),
+]

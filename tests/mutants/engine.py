@@ -1,0 +1,91 @@
+"""Exercise 8 (engine): plausible wrong versions of ``solutions/engine.py``."""
+
+from tests.mutants import K, M
+
+MUTANTS = [
+    M("engine", "padding-into-slot-0", "pads with slot 0 instead of the padding slot",
+      ("self.slots[n:s].fill_(self.model.padding_slot)", "self.slots[n:s].fill_(0)")),
+    M("engine", "stale-positions", "never copies the positions into their static buffer",
+      ("        self.positions[:n].copy_(positions)\n", "")),
+    M("engine", "piecewise-captures-attention", "PIECEWISE captures the whole forward pass",
+      ("            if mode is CUDAGraphMode.FULL:\n                graph = self.capture(",
+       "            if True:\n                graph = self.capture("),
+      ("        if mode is CUDAGraphMode.FULL:\n            logits = graph.replay()",
+       "        if not isinstance(graph, list):\n            logits = graph.replay()")),
+    M("engine", "returns-padded-rows", "returns every row of the bucket",
+      ("return logits[:n].clone()", "return logits.clone()")),
+    M("engine", "returns-the-static-output", "returns the graph's output tensor, overwritten by the next step",
+      ("return logits[:n].clone()", "return logits[:n]")),
+    M("engine", "smallest-first", "captures the smallest size first",
+      ("for mode, desc in self.dispatcher.capture_descs():",
+       "for mode, desc in sorted(self.dispatcher.capture_descs(), key=lambda d: d[1].num_tokens):")),
+    M("engine", "pool-per-graph", "a new memory pool for every graph",
+      ("                pool = pool or graph.graph.pool()\n", ""),
+      ("                    pool = pool or piece.graph.pool()\n", "")),
+    M("engine", "rebinds-tokens", "rebinds the token buffer instead of copy_",
+      ("        self.tokens[:n].copy_(tokens)\n", "        self.tokens = tokens\n")),
+    M("engine", "batch-never-shrinks", "keeps finished sequences in the batch",
+      ("            active = [i for i in range(len(prompts)) if len(new[i]) < wanted[i]]\n            if not active:\n                return new\n",
+       "            if all(len(new[i]) >= wanted[i] for i in range(len(prompts))):\n                return new\n"
+       "            active = list(range(len(prompts)))\n")),
+    M("engine", "decode-position-off-by-one", "feeds the new token at the position after its own",
+      ("positions = torch.tensor([len(prompts[i]) + len(new[i]) - 1 for i in active],",
+       "positions = torch.tensor([len(prompts[i]) + len(new[i]) for i in active],")),
+    M("engine", "fixed-warmup", "ignores warmup_iters",
+      ("self.warmup_iters = warmup_iters", "self.warmup_iters = 1")),
+    M("engine", "piecewise-never-replays", "captures piecewise graphs but runs every PIECEWISE step eagerly",
+      ("        graph = self.graphs.get((mode, desc))\n",
+       "        graph = None if mode is CUDAGraphMode.PIECEWISE else self.graphs.get((mode, desc))\n")),
+    M("engine", "stale-padding-rows", "never refills the padding rows: they keep an old real slot",
+      ("        self.tokens[n:s].zero_()\n        self.positions[n:s].zero_()\n"
+       "        self.slots[n:s].fill_(self.model.padding_slot)\n", "")),
+    M("engine", "always-uniform", "treats a prompt step (several rows per sequence) as uniform decode",
+      ("uniform_decode=all(len(p) == 1 for p in prompts))", "uniform_decode=True)")),
+    M("engine", "padding-slot-accepted", "lets a request use the reserved padding slot",
+      ('_check_rows("slots", slots, n, 0, c.max_seqs - 1, self.model.device)',
+       '_check_rows("slots", slots, n, 0, c.max_seqs, self.model.device)')),
+    # The gap corpus: mistakes each of which one kind of test could miss.
+    K("mismatch", "engine", "step-dtype-unchecked", "accepts int32 token ids",
+      ("x.dim() != 1 or x.dtype != torch.long or len(x) < 1", "x.dim() != 1 or len(x) < 1")),
+    K("boundary", "engine", "rejects-last-position", "the last position of the cache is refused",
+      ('_check_rows("positions", positions, n, 0, c.max_seq_len - 1, self.model.device)',
+       '_check_rows("positions", positions, n, 0, c.max_seq_len - 2, self.model.device)')),
+    # Before set-up: stepping before capture_model().
+    K("before-set-up", "engine", "step-before-capture-crashes", "step() before capture_model() raises KeyError",
+      ("        graph = self.graphs.get((mode, desc))\n        if graph is None:\n",
+       "        graph = self.graphs[(mode, desc)] if mode is not CUDAGraphMode.NONE else None\n"
+       "        if graph is None:\n")),
+    K("before-set-up", "engine", "step-before-capture-refuses", "step() before capture_model() raises",
+      ("        graph = self.graphs.get((mode, desc))\n",
+       "        if not self.graphs and mode is not CUDAGraphMode.NONE:\n"
+       "            raise RuntimeError('call capture_model() first')\n"
+       "        graph = self.graphs.get((mode, desc))\n")),
+    K("before-set-up", "engine", "step-captures-lazily", "the first step captures the model itself",
+      ("        graph = self.graphs.get((mode, desc))\n",
+       "        if not self.graphs:\n            self.capture_model()\n"
+       "        graph = self.graphs.get((mode, desc))\n")),
+    # A flag worked out when not given, where two plausible rules disagree.
+    K("worked-out-flag", "engine", "uniform-from-row-count", "uniform when at most max_seqs rows",
+      ("            uniform_decode = len(torch.unique(slots)) == n\n",
+       "            uniform_decode = n <= c.max_seqs\n")),
+    K("worked-out-flag", "engine", "uniform-from-first-slot", "uniform when the first two slots differ",
+      ("            uniform_decode = len(torch.unique(slots)) == n\n",
+       "            uniform_decode = n == 1 or bool(slots[0] != slots[1])\n")),
+    K("worked-out-flag", "engine", "uniform-from-sorted-slots", "uniform when the slots ascend",
+      ("            uniform_decode = len(torch.unique(slots)) == n\n",
+       "            uniform_decode = bool((slots[1:] > slots[:-1]).all())\n")),
+    # State the docstring names that no test looked at.
+    K("named-state", "engine", "padding-positions-stale", "padding rows keep their old positions",
+      ("        self.positions[n:s].zero_()\n", "")),
+    K("named-state", "engine", "padding-tokens-stale", "padding rows keep their old tokens",
+      ("        self.tokens[n:s].zero_()\n", "")),
+    K("empty", "engine", "step-accepts-empty", "a step of 0 tokens is accepted",
+      ("x.dim() != 1 or x.dtype != torch.long or len(x) < 1", "x.dim() != 1 or x.dtype != torch.long")),
+    # A configuration rule that the outcome does not show.
+    K("configuration", "engine", "default-sizes-1-2-4-8", "captures [1, 2, 4, 8] by default",
+      ("sizes = default_capture_sizes(model.config.max_seqs) if capture_sizes is None",
+       "sizes = [1, 2, 4, 8] if capture_sizes is None")),
+    K("configuration", "engine", "default-sizes-powers-of-two", "captures powers of two by default",
+      ("sizes = default_capture_sizes(model.config.max_seqs) if capture_sizes is None",
+       "sizes = [2 ** i for i in range(model.config.max_seqs.bit_length()) if 2 ** i <= model.config.max_seqs] if capture_sizes is None")),
+]
