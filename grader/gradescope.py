@@ -53,7 +53,7 @@ from coursekit.impl import REPO_ROOT
 
 SOURCES = ("grader", "coursekit", "solutions")
 NEVER = ("__pycache__", "expected.json", "notebook.py", "nbgrader_bridge.py", "release.py",
-         "build.py", "BUILD.json")
+         "build.py", "scaffold.py", "BUILD.json")
 #: What setup.sh installs besides torch, each pinned (``pins``).
 PINNED = ("numpy", "hypothesis")
 #: Where setup.sh takes torch from unless ``LAUNCH_TAX_PIP_SOURCE`` says otherwise.

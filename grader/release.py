@@ -31,8 +31,8 @@ from grader.rubric import parse as parse_rubric
 
 COPIED = ("exercises", "coursekit", "grader", "benchmarks/decode_engine.py", "conftest.py",
           "pyproject.toml", ".gitignore", "AGENTS.md")
-NEVER = {"hidden", "release.py", "notebook.py", "nbgrader_bridge.py", "build.py", "staff.py",
-         "gradescope.py", "__pycache__", "expected.json", "BUILD.json"}
+NEVER = {"hidden", "release.py", "scaffold.py", "notebook.py", "nbgrader_bridge.py", "build.py",
+         "staff.py", "gradescope.py", "__pycache__", "expected.json", "BUILD.json"}
 STAFF = re.compile(r"<!-- staff-only -->.*?<!-- /staff-only -->\n?", re.DOTALL)
 #: README lines that name what a release does not have, and what they say there instead (None:
 #: the line goes).

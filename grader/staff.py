@@ -1,4 +1,5 @@
-"""The staff repository's commands: ``gradescope``, ``release``, ``build`` and ``notebook``.
+"""The staff repository's commands: ``gradescope``, ``release``, ``build``, ``notebook`` and
+``new-exercise``.
 
 A student release leaves this module out (with the modules these commands use), so its
 ``python -m grader`` has only the commands that work there; ``grader/__main__.py`` adds these
@@ -9,6 +10,7 @@ when this module is present.
     python -m grader build [--check]
     python -m grader notebook build [--check]
     python -m grader notebook fill NOTEBOOK FOLDER --out FILLED.ipynb
+    python -m grader new-exercise MODULE --title TITLE
 """
 
 from __future__ import annotations
@@ -66,6 +68,16 @@ def cmd_gradescope(args) -> int:
           f"{args.timeout_minutes:g} minutes (grading stops after "
           f"{gradescope.deadline_s(args.timeout_minutes)} s); the README lists the other settings.")
     return 0
+
+
+def cmd_new_exercise(args) -> int:
+    from grader import scaffold
+
+    try:
+        return scaffold.main(args.module, args.title, REPO_ROOT, say=say)
+    except scaffold.ScaffoldError as exc:
+        print(f"grader: new-exercise: {exc}", file=sys.stderr)
+        return 2
 
 
 def cmd_build(args) -> int:
@@ -174,5 +186,9 @@ def add_commands(commands) -> dict:
     fill.add_argument("notebook", help="a course notebook (source or release)")
     fill.add_argument("folder", help="a folder of module files (launch_model.py, buckets.py, ...)")
     fill.add_argument("--out", required=True, help="where to write the filled notebook")
+    new = commands.add_parser("new-exercise", help="write the files of a new exercise, to fill "
+                                                   "(declaration, stub, reference, tests, checks)")
+    new.add_argument("module", help="the exercise's module name, e.g. kv_cache")
+    new.add_argument("--title", required=True, help="its title, e.g. 'a KV cache with paged blocks'")
     return {"gradescope": cmd_gradescope, "release": cmd_release, "build": cmd_build,
-            "notebook": cmd_notebook}
+            "notebook": cmd_notebook, "new-exercise": cmd_new_exercise}

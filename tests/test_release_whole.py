@@ -351,8 +351,8 @@ PLANTS = [
      "pip extra [cuda] is not in the release's pyproject.toml"),
     ("coursekit/lesson.py", f"\n# The measurement: see {OUT}/reference/.\n",
      f"path {OUT}/reference/ leads out of the repository"),
-    ("exercises/buckets.py", "\n# the reference is in mutants.py\n",
-     "file mutants.py is not in the release"),
+    ("exercises/buckets.py", "\n# the wrong answers are in kill_matrix.py\n",
+     "file kill_matrix.py is not in the release"),
     ("grader/rubric.toml", "\n# hidden checks: grader/hidden.py\n",
      "path grader/hidden.py is not in the release"),
     ("benchmarks/planted.py", 'import argparse\n\n# Run: python benchmarks/planted.py\n'

@@ -1,0 +1,205 @@
+"""``python -m grader new-exercise MODULE --title TITLE``: the files of a new exercise, to fill.
+
+It appends the exercise's declaration to ``coursekit/course.py`` (the next number) and a
+``[exN.public]`` table to ``grader/rubric.toml``, and writes, each with one example to replace:
+
+* ``exercises/<module>.py``, the stub (its first line the heading the declaration states), and
+  ``exercises/tests/test_<module>.py``, its public tests (marker ``exN``);
+* ``solutions/<module>.py``, the reference;
+* ``grader/exercises/<module>.py`` (probes and public checks) and ``grader/hidden/<module>.py``;
+* ``tests/alternatives/<module>.py`` and ``tests/mutants/<module>.py`` (which the corpus test
+  says is too small until it holds 10 mutants).
+
+It refuses a module name that is not a Python identifier or that an exercise already has, and
+writes nothing over an existing file. What to do next is printed: fill each file, give the check
+its points (and ``[course] total`` its new value), then ``python -m grader build`` and the suite.
+Staff only: a release leaves it out.
+"""
+
+from __future__ import annotations
+
+import keyword
+import re
+from pathlib import Path
+
+from coursekit.course import EXERCISES
+
+
+class ScaffoldError(ValueError):
+    """The new exercise cannot be written as asked (the message says why)."""
+
+
+def _files(n: int, module: str, title: str) -> dict[str, str]:
+    marker = f"ex{n}"
+    return {
+        f"exercises/{module}.py": f'''"""Exercise {n} · {title}.
+
+Check your work with ``python -m pytest exercises -m {marker}``.
+"""
+
+from __future__ import annotations
+
+
+def example(x: float) -> float:
+    """Twice ``x``. ``x < 0`` -> ValueError naming ``x``.
+
+    >>> example(1.5)
+    3.0
+    """
+    raise NotImplementedError("exercise {n}: example")
+''',
+        f"solutions/{module}.py": f'''"""Exercise {n} reference: {title}. Rules: exercises/{module}.py."""
+
+from __future__ import annotations
+
+
+def example(x: float) -> float:
+    if x < 0:
+        raise ValueError(f"x: expected a number >= 0, got {{x!r}}")
+    return 2.0 * x
+''',
+        f"exercises/tests/test_{module}.py": f'''"""Exercise {n} · {module} — {title}.
+
+Run: python -m pytest exercises -m {marker}.
+"""
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from coursekit.checks import check_rejects
+
+pytestmark = pytest.mark.{marker}
+
+
+@given(st.floats(0, 1e6))
+def test_example_doubles({module}, x):
+    got = {module}.example(x)
+    assert got == 2.0 * x, f"example({{x!r}}): expected {{2.0 * x!r}}, got {{got!r}}\\n  rule: twice x"
+
+
+def test_example_rejects_negative({module}):
+    check_rejects(lambda: {module}.example(-1.0), "x", "x < 0 is a ValueError naming x")
+''',
+        f"grader/exercises/{module}.py": f'''"""Exercise {n} ({module}): the probes a worker runs on the submission's ``{module}`` and
+the public checks the judge grades their answers with (``checks(draw)``). Its hidden checks are
+the staff repository's, never released."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from grader.checks import Check, P
+from grader.probes import call, probe
+
+if TYPE_CHECKING:
+    from grader.secret import Draw
+
+
+# ------------------------------------------------------------------------- probes
+
+
+@probe
+def {module}_example(mod, x: float):
+    return call(mod.example, x)
+
+
+# ------------------------------------------------------------------------- checks
+
+
+def checks(draw: Draw) -> list[Check]:
+    r = draw.rng("{marker}.example")
+    xs = [0.0, round(r.uniform(0, 100), 3)]
+    return [
+        Check("{marker}", "example", "twice x; x < 0 is a ValueError naming x",
+              [P("{module}_example", f"example({{x}})", x=x) for x in xs]
+              + [P("{module}_example", "example(-1.0)", "x", x=-1.0)]),
+    ]
+''',
+        f"grader/hidden/{module}.py": f'''"""Exercise {n} ({module}): hidden checks, more cases of its rules drawn from their own names.
+Never released."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from grader.checks import Check
+
+if TYPE_CHECKING:
+    from grader.secret import Draw
+
+
+def checks(draw: Draw) -> list[Check]:
+    return []  # each hidden check also needs its points in grader/rubric.toml's [{marker}.hidden]
+''',
+        f"tests/alternatives/{module}.py": f'''"""Exercise {n}, solved another way: (say how it differs from the reference)."""
+
+
+def example(x):
+    if x < 0:
+        raise ValueError(f"x must be >= 0, got {{x}}")
+    return x + x
+''',
+        f"tests/mutants/{module}.py": f'''"""Exercise {n} ({module}): plausible wrong versions of ``solutions/{module}.py``."""
+
+from tests.mutants import M
+
+MUTANTS = [
+    M("{module}", "no-validation", "accepts a negative x",
+      ("    if x < 0:\\n        raise", "    if False:\\n        raise")),
+]
+''',
+    }
+
+
+def new_exercise(root: Path, module: str, title: str) -> list[str]:
+    """Write the new exercise's files under ``root``; return the paths written (relative)."""
+    if not module.isidentifier() or keyword.iskeyword(module) or module != module.lower():
+        raise ScaffoldError(f"module: expected a lower-case Python name such as 'kv_cache', got {module!r}")
+    if any(e.module == module for e in EXERCISES):
+        raise ScaffoldError(f"module: exercise {module!r} exists already (coursekit/course.py)")
+    title = " ".join(title.split()).rstrip(".")
+    if not title:
+        raise ScaffoldError("title: expected a few words, such as 'a KV cache with paged blocks'")
+    n = len(EXERCISES) + 1
+    files = _files(n, module, title)
+    taken = [rel for rel in files if (root / rel).exists()]
+    if taken:
+        raise ScaffoldError(f"{taken[0]} exists already: nothing was written")
+    course = root / "coursekit" / "course.py"
+    text = course.read_text(encoding="utf-8")
+    end = re.search(r"\n\)\n\nMODULES = ", text)
+    if end is None:
+        raise ScaffoldError("coursekit/course.py: the EXERCISES tuple's end was not found")
+    entry = f'\n    Exercise({n}, "{module}", "{title}",\n             "`example` (replace: what the student implements)", "CPU"),'
+    course.write_text(text[:end.start()] + entry + text[end.start():], encoding="utf-8")
+    rubric = root / "grader" / "rubric.toml"
+    rubric_text = rubric.read_text(encoding="utf-8")
+    marker = f"ex{n}"
+    addition = f"\n[{marker}.public]\nexample = 1\n"
+    at = rubric_text.find("\n[self_test]")
+    rubric.write_text(rubric_text[:at] + addition + rubric_text[at:] if at >= 0 else rubric_text + addition,
+                      encoding="utf-8")
+    for rel, content in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(content, encoding="utf-8")
+    return ["coursekit/course.py", "grader/rubric.toml", *files]
+
+
+NEXT = """\
+Next: replace each file's example with the exercise (the stub's docstring states every rule the
+checks enforce), give its checks their points in grader/rubric.toml and [course] total its new
+value, write 10 or more mutants, then:
+  python -m grader build
+  python -m pytest exercises -m {marker} --impl solutions   (passes)   and without --impl (fails)
+  python -m tests.kill_matrix --write
+  python -m pytest tests -n auto"""
+
+
+def main(module: str, title: str, root: Path, say=print) -> int:
+    written = new_exercise(root, module, title)
+    say(f"exercise {len(EXERCISES) + 1} ({module}): wrote or extended")
+    for rel in written:
+        say(f"  {rel}")
+    say(NEXT.format(marker=f"ex{len(EXERCISES) + 1}"))
+    return 0
