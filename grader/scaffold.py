@@ -3,10 +3,11 @@
 It appends the exercise's declaration to ``coursekit/course.py`` (the next number) and a
 ``[exN.public]`` table to ``grader/rubric.toml``, and writes, each with one example to replace:
 
-* ``exercises/<module>.py``, the stub (its first line the heading the declaration states), and
-  ``exercises/tests/test_<module>.py``, its public tests (marker ``exN``);
+* ``exercises/<module>.py``, the stub (its first line the heading the declaration states; its
+  docstring's ``>>>`` examples are tested);
 * ``solutions/<module>.py``, the reference;
-* ``grader/exercises/<module>.py`` (probes and public checks) and ``grader/hidden/<module>.py``;
+* ``grader/exercises/<module>.py`` (probes and public checks: ``exercises/tests/test_checks.py``
+  runs each public check as a public test) and ``grader/hidden/<module>.py``;
 * ``tests/alternatives/<module>.py`` and ``tests/mutants/<module>.py`` (which the corpus test
   says is too small until it holds 10 mutants).
 
@@ -57,29 +58,6 @@ def example(x: float) -> float:
     if x < 0:
         raise ValueError(f"x: expected a number >= 0, got {{x!r}}")
     return 2.0 * x
-''',
-        f"exercises/tests/test_{module}.py": f'''"""Exercise {n} · {module} — {title}.
-
-Run: python -m pytest exercises -m {marker}.
-"""
-
-import pytest
-from hypothesis import given
-from hypothesis import strategies as st
-
-from coursekit.checks import check_rejects
-
-pytestmark = pytest.mark.{marker}
-
-
-@given(st.floats(0, 1e6))
-def test_example_doubles({module}, x):
-    got = {module}.example(x)
-    assert got == 2.0 * x, f"example({{x!r}}): expected {{2.0 * x!r}}, got {{got!r}}\\n  rule: twice x"
-
-
-def test_example_rejects_negative({module}):
-    check_rejects(lambda: {module}.example(-1.0), "x", "x < 0 is a ValueError naming x")
 ''',
         f"grader/exercises/{module}.py": f'''"""Exercise {n} ({module}): the probes a worker runs on the submission's ``{module}`` and
 the public checks the judge grades their answers with (``checks(draw)``). Its hidden checks are
@@ -189,7 +167,8 @@ def new_exercise(root: Path, module: str, title: str) -> list[str]:
 NEXT = """\
 Next: replace each file's example with the exercise (the stub's docstring states every rule the
 checks enforce), give its checks their points in grader/rubric.toml and [course] total its new
-value, write 10 or more mutants, then:
+value, write 10 or more mutants (and, for property tests and teaching messages beyond the
+checks, exercises/tests/test_<module>.py with pytestmark = pytest.mark.{marker}), then:
   python -m grader build
   python -m pytest exercises -m {marker} --impl solutions   (passes)   and without --impl (fails)
   python -m tests.kill_matrix --write
