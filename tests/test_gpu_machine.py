@@ -125,6 +125,26 @@ def test_the_student_path_is_valid_python_3_10():
     assert done.returncode == 0, done.stderr[-3000:]
 
 
+def test_the_public_tests_run_where_the_grader_cannot(tmp_path):
+    """Python 3.10 (many rented images) has no ``tomllib``, which the grader needs: the public tests
+    still collect and pass on the reference there, the grader's checks as tests
+    (exercises/tests/test_checks.py) skipped with the reason. Simulated on this Python by making
+    ``tomllib`` unimportable."""
+    site = tmp_path / "site"
+    site.mkdir()
+    # A plugin takes tomllib away once pytest has read its configuration (with tomllib here, with
+    # the tomli package on 3.10): from then on `import tomllib` fails as it does on 3.10.
+    (site / "no_tomllib.py").write_text("import sys\n\n\ndef pytest_configure(config):\n"
+                                        "    sys.modules['tomllib'] = None\n")
+    done = subprocess.run([sys.executable, "-m", "pytest", "exercises", "--impl", "solutions", "-m",
+                           "not gpu", "-q", "-rs", "-p", "no:xdist", "-p", "no_tomllib"],
+                          env={**os.environ, "PYTHONPATH": str(site)}, cwd=REPO_ROOT,
+                          capture_output=True, text=True, timeout=300)
+    tail = (done.stdout + done.stderr)[-3000:]
+    assert done.returncode == 0 and "error" not in done.stdout.lower(), tail
+    assert "test_checks.py" in done.stdout and "need Python 3.11" in done.stdout, tail
+
+
 def test_compile_checks_are_pending_where_triton_cannot_build():
     """On a GPU machine that cannot build Triton kernels (PyTorch's *-runtime images: no gcc, no
     Python.h), the checks that need torch.compile are pending with the doctor's reason, never

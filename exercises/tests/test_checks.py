@@ -11,11 +11,21 @@ vs got. Checks that need a CUDA GPU carry the ``gpu`` marker too.
 
 import pytest
 
+from coursekit.course import EXERCISES
+
+try:
+    from grader.judge import Reference
+except ModuleNotFoundError as exc:  # Python 3.10: no tomllib for the grader's rubric
+    if exc.name != "tomllib":
+        raise
+    pytest.skip("the grader's checks need Python 3.11 or newer (as `python -m grader` says); the "
+                "other public tests run on this Python", allow_module_level=True)
 from grader import wire
 from grader.checks import Answer, same
 from grader.exercises import public_checks
-from grader.judge import MODULES, Reference
 from grader.probes import PROBES
+
+MODULES = {e.marker: e.module for e in EXERCISES}
 
 CHECKS = public_checks()
 _reference = Reference()
