@@ -24,6 +24,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from coursekit.course import MODULES  # noqa: E402
 from grader import notebook as nb  # noqa: E402
 from tests.nbcourse import (cell_scores, make_course, nbgrader, release_notebook,  # noqa: E402
                             submit)
@@ -34,7 +35,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
     print(f"{os.cpu_count()} cores, root={os.geteuid() == 0}, python {sys.version.split()[0]}")
-    modules = {m: (ROOT / "solutions" / f"{m}.py").read_text() for m in nb.MODULE_NAMES
+    modules = {m: (ROOT / "solutions" / f"{m}.py").read_text() for m in MODULES
                if (ROOT / "solutions" / f"{m}.py").exists()}
     with tempfile.TemporaryDirectory() as tmp:
         secret = Path(tmp) / "secret"

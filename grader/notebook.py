@@ -32,7 +32,7 @@ from pathlib import Path
 
 from coursekit.course import EXERCISES
 from coursekit.impl import REPO_ROOT
-from grader.submission import MODULE_NAMES, writefile_module  # noqa: F401  (MODULE_NAMES: for callers)
+from grader.submission import writefile_module
 
 ASSIGNMENT = "launch_tax"
 COURSE_DIR = REPO_ROOT / "course"

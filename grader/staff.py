@@ -19,6 +19,7 @@ import json
 import sys
 from pathlib import Path
 
+from coursekit.course import MODULES
 from coursekit.impl import REPO_ROOT
 from grader import secret
 from grader.text import say
@@ -144,7 +145,7 @@ def cmd_notebook(args) -> int:
         print(f"grader: FOLDER: expected a folder of module files, got {args.folder!r}", file=sys.stderr)
         return 2
     files = {m: (folder / f"{m}.py").read_text(encoding="utf-8")
-             for m in notebook.MODULE_NAMES if (folder / f"{m}.py").is_file()}
+             for m in MODULES if (folder / f"{m}.py").is_file()}
     try:
         filled = notebook.fill(json.loads(source.read_text(encoding="utf-8")), files)
     except ValueError as exc:

@@ -29,7 +29,7 @@ import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
-from coursekit.course import MODULES as MODULE_NAMES
+from coursekit.course import MODULES
 
 MAX_FILE_BYTES = 1 << 20
 MAX_NOTEBOOK_BYTES = 16 * MAX_FILE_BYTES
@@ -144,7 +144,7 @@ def _from_folder(folder: Path) -> Submission:
 def _search_below(submission: Submission, folder: Path) -> None:
     """The module files one or two folders below ``folder`` (a whole repository handed in)."""
     holders = [sub for sub in _folders_below(folder, SEARCH_DEPTH)
-               if any(_is_module_file(sub / f"{name}.py") for name in MODULE_NAMES)]
+               if any(_is_module_file(sub / f"{name}.py") for name in MODULES)]
     if not holders:
         return
     where = [h.relative_to(folder).as_posix() + "/" for h in holders]
@@ -195,7 +195,7 @@ def _folders_below(folder: Path, depth: int) -> list[Path]:
 
 
 def _take_folder(submission: Submission, folder: Path) -> None:
-    for name in MODULE_NAMES:
+    for name in MODULES:
         path = folder / f"{name}.py"
         if path.is_symlink():
             _refuse(submission, name, f"{name}.py is a symlink: refused, not followed (submit the file itself)")
@@ -279,7 +279,7 @@ def _take_zip(submission: Submission, data: bytes) -> None:
                 answers.append(member)
                 continue
             module = name.removesuffix(".py")
-            if not name.endswith(".py") or module not in MODULE_NAMES:
+            if not name.endswith(".py") or module not in MODULES:
                 continue
             by_module.setdefault(module, []).append(member)
         doubled = {m: ms for m, ms in by_module.items() if len(ms) > 1}
@@ -342,6 +342,6 @@ def writefile_module(source: str) -> str | None:
     words = source.partition("\n")[0].split()
     if len(words) == 2 and words[0] == "%%writefile" and words[1].endswith(".py"):
         module = PurePosixPath(words[1]).name.removesuffix(".py")
-        if module in MODULE_NAMES:
+        if module in MODULES:
             return module
     return None

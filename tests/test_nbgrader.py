@@ -25,6 +25,7 @@ from pathlib import Path
 
 import pytest
 
+from coursekit import course
 from coursekit.impl import REPO_ROOT
 from grader import notebook as nb
 from grader.judge import Judge, all_checks, load_rubric, runtime_files
@@ -38,7 +39,7 @@ CPU_CHECKS = [c for c in all_checks() if not c.gpu]
 HIDDEN = [c for c in CPU_CHECKS if c.hidden]
 RUBRIC = load_rubric()
 FULL = {ex: sum(RUBRIC[c.id] for c in CPU_CHECKS if c.exercise == ex) for ex in {c.exercise for c in CPU_CHECKS}}
-MODULES = [m for m in nb.MODULE_NAMES if (REPO_ROOT / "exercises" / f"{m}.py").exists()]
+MODULES = [m for m in course.MODULES if (REPO_ROOT / "exercises" / f"{m}.py").exists()]
 FORGED_CHECKS = "def check(*args, **kwargs):\n    print('passed')\n\n\ndef start_fresh(*args):\n    pass\n"
 #: A torch.py handed in next to the notebook: imported by the kernel when the grader first imports
 #: torch, it loads the real torch and rigs the verdicts of every later test cell.

@@ -11,6 +11,7 @@ import sys
 
 import pytest
 
+from coursekit import course
 from coursekit.impl import REPO_ROOT
 from grader import notebook as nb
 from grader.judge import Judge, all_checks, load_rubric, runtime_files
@@ -60,7 +61,7 @@ def test_drift_in_a_module_changes_the_notebook(tmp_path, built):
     assert nb.dumps(nb.build_notebook(tmp_path)) != nb.dumps(built)
 
 
-@pytest.mark.parametrize("module", [m for m in nb.MODULE_NAMES
+@pytest.mark.parametrize("module", [m for m in course.MODULES
                                     if (REPO_ROOT / "exercises" / f"{m}.py").exists()])
 def test_released_answer_cell_is_the_stub_module(built, module):
     """What nbgrader releases (solution regions -> '# YOUR CODE HERE') is exercises/<module>.py."""
@@ -155,7 +156,7 @@ def test_cell_ids_are_unique_and_valid(built):
 
 
 def notebook_of(tmp_path, folder) -> object:
-    files = {m: (folder / f"{m}.py").read_text() for m in nb.MODULE_NAMES if (folder / f"{m}.py").exists()}
+    files = {m: (folder / f"{m}.py").read_text() for m in course.MODULES if (folder / f"{m}.py").exists()}
     path = tmp_path / "filled.ipynb"
     path.write_text(nb.dumps(nb.fill(json.loads(nb.SOURCE_NOTEBOOK.read_text()), files)))
     return path
