@@ -20,8 +20,8 @@ valid input without CUDA, pairs two different errors instead).
 This file holds what every check shares: probes, answers, checks and the ways to compare. Each
 exercise's own probes and public checks sit together in ``grader/exercises/<module>.py`` (its
 hidden checks: the staff repository's, never released); ``grader/exercises/__init__.py`` finds
-them from the course's declaration (``coursekit/course.py``). Points live in
-``grader/rubric.toml``.
+them from the course's declaration (``coursekit/course.py``). A check carries its own points
+(``points=``); ``grader/rubric.toml`` states the course's total they must add up to.
 """
 
 from __future__ import annotations
@@ -78,6 +78,7 @@ class Check:
     gpu: bool = False
     hidden: bool = False
     triton: bool = False  # needs torch.compile to build GPU kernels (a C compiler, Python.h, libcuda)
+    points: float = 0  # what the check is worth; the course's total is grader/rubric.toml's
 
     @property
     def id(self) -> str:

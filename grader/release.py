@@ -56,14 +56,14 @@ _each = each
 
 
 def public_rubric(text: str) -> str:
-    """The released rubric: the public tables and ``[self_test]`` under a header that counts
-    the points; no ``[exN.hidden]`` table and none of the repository's comments (they may name
-    what a release does not have)."""
+    """The released rubric: ``[course]`` (the total, and the points ``withheld`` in hidden checks)
+    and ``[self_test]`` under a header that counts the points; none of the repository's comments
+    (they may name what a release does not have)."""
     points = rubric_points(text)
     header = (
-        "# Points per check, in the student repository. The rubric holds "
+        "# The course's points, in the student repository. The rubric holds "
         f"{points.total:g} points in all:\n"
-        f"# - {points.public:g} in the public checks below, which `python -m grader grade` runs: "
+        f"# - {points.public:g} in the public checks, which `python -m grader grade` runs: "
         f"{points.public - points.public_gpu:g} on any\n"
         f"#   machine, and {points.public_gpu:g} in the checks named gpu_*, which need CUDA "
         "(without it they are not run\n"
@@ -72,7 +72,7 @@ def public_rubric(text: str) -> str:
         "the student repository.\n"
         f"# [self_test]: the {len(points.questions)} questions in answers.md, {points.manual:g} "
         f"points graded by hand, not part of the {points.total:g}.\n"
-        "# The public checks themselves: grader/exercises/.\n\n"
+        "# The public checks and their points (`points=` on each): grader/exercises/.\n\n"
         "# The course's automatic points, and how many of them are in checks this repository does "
         "not have.\n"
         f"[course]\ntotal = {points.total:g}\nwithheld = {points.hidden:g}\n\n")

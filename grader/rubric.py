@@ -1,13 +1,11 @@
 """The rubric: points per check, the course's stated total, the questions graded by hand.
 
-``grader/rubric.toml`` is the one place points are written::
+A check's points are written on the check itself (``Check(..., points=2)``: the public checks
+in ``grader/exercises/<module>.py``, the hidden ones beside them in the staff repository);
+``grader/rubric.toml`` holds what belongs to the course as a whole::
 
     [course]
     total = 100              # the automatic points (public + hidden checks): a decision
-    [ex5.public]             # checks in grader/exercises/buckets.py; names starting gpu_ need CUDA
-    padded_size = 2
-    [ex5.hidden]             # the hidden checks (never released)
-    other_rows = 1
     [self_test]              # answers.md's questions, graded by hand, on top of the total
     quantized_model = 2
 
@@ -15,25 +13,29 @@ The rule: **the checks' points add up to ``[course] total``**. A weight changed 
 total (or the other way round) is refused by ``grade``, ``grade-all``, ``gradescope``,
 ``release`` and ``build`` with ``RubricError``, which gives both numbers: a new total is a
 decision, and the README, the notebook, answers.md and the Gradescope settings follow it once
-the staff repository's ``grader build`` command has rewritten them. A released rubric has no
-hidden tables; its ``[course] withheld`` says how many points they hold, so its total still
+the staff repository's ``grader build`` command has rewritten them. A release has no hidden
+checks; its rubric's ``[course] withheld`` says how many points they hold, so its total still
 adds up.
 
-Everything that states points (the README's points paragraph, the notebook's introduction, the
-released rubric's header, answers.md, the Gradescope settings ``gradescope`` prints) is written
-from ``Rubric`` (``totals``, ``points_paragraph``), so they agree by construction;
-``refuse_stale_readme`` is what ``grade`` checks before grading.
+Everything that states points (the README's points paragraph and exercise table, the
+notebook's introduction, the released rubric's header, answers.md, the Gradescope settings
+``gradescope`` prints) is written from ``Rubric`` (``totals``, ``points_paragraph``), so they
+agree by construction; ``refuse_stale_readme`` is what ``grade`` checks before grading.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 import textwrap
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from coursekit.course import EXERCISES
+if TYPE_CHECKING:
+    from grader.checks import Check
 
 RUBRIC = Path(__file__).resolve().parent / "rubric.toml"
 SPECIAL = ("course", "self_test")
@@ -42,7 +44,7 @@ POINTS = re.compile(r"(<!-- points -->\n)(.*?)(<!-- /points -->\n)", re.DOTALL)
 
 
 class RubricError(ValueError):
-    """grader/rubric.toml does not hold together (its points, its total)."""
+    """The rubric does not hold together (the checks' points, grader/rubric.toml's total)."""
 
 
 @dataclass(frozen=True)
@@ -91,37 +93,54 @@ class Rubric:
         return self
 
 
-def parse(text: str) -> Rubric:
+def parse(text: str, checks: "list[Check] | None" = None) -> Rubric:
+    """The rubric of ``text`` (a ``grader/rubric.toml``) over ``checks`` (default: the course's
+    checks here, the hidden ones where this grader has them)."""
     data = tomllib.loads(text)
-    checks, hidden = {}, set()
-    for exercise, table in data.items():
-        if exercise in SPECIAL:
-            continue
-        if not isinstance(table, dict):
-            raise RubricError(f"grader/rubric.toml: [{exercise}] must be a table")
-        markers = [e.marker for e in EXERCISES]
-        if exercise not in markers:
-            raise RubricError(f"grader/rubric.toml: [{exercise}] is no exercise of the course "
-                              f"(they are declared in coursekit/course.py: {', '.join(markers)})")
-        for visibility in ("public", "hidden"):
-            for name, value in table.get(visibility, {}).items():
-                if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
-                    raise RubricError(f"grader/rubric.toml: {exercise}.{name} must be a number of "
-                                      f"points > 0, got {value!r}")
-                checks[f"{exercise}.{name}"] = float(value)
-                if visibility == "hidden":
-                    hidden.add(f"{exercise}.{name}")
+    for table in data:
+        if table not in SPECIAL:
+            raise RubricError(
+                f"grader/rubric.toml: [{table}] is not a table of the rubric (it has [course] and "
+                "[self_test]): a check's points are written on the check, `points=` in "
+                "grader/exercises/<module>.py (or beside it, for a hidden check)")
+    if checks is None:
+        checks = course_checks()
+    points, hidden = {}, set()
+    for check in checks:
+        value = check.points
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+            raise RubricError(f"{check.id} must be worth a number of points > 0 (points= on the "
+                              f"check), got {value!r}")
+        points[check.id] = float(value)
+        if check.hidden:
+            hidden.add(check.id)
     course = data.get("course", {})
     total = course.get("total")
     declared = course.get("withheld")
     questions = {name: float(value) for name, value in data.get("self_test", {}).items()}
-    return Rubric(checks, frozenset(hidden),
+    return Rubric(points, frozenset(hidden),
                   None if total is None else float(total),
                   None if declared is None else float(declared), questions)
 
 
+def course_checks() -> "list[Check]":
+    """Every check of the course this grader holds: the public ones, and the hidden ones where
+    they are (the staff repository, the Gradescope bundle; never a release)."""
+    from grader.exercises import has_hidden_checks, hidden_checks, public_checks
+
+    return public_checks() + (hidden_checks() if has_hidden_checks() else [])
+
+
 def load(path: Path = RUBRIC) -> Rubric:
     return parse(Path(path).read_text(encoding="utf-8"))
+
+
+def digest(points: Rubric) -> str:
+    """Which rubric graded (every check's points, the total, the questions): two passes with
+    different ones cannot be merged."""
+    canonical = json.dumps([sorted(points.checks.items()), points.stated_total, points.declared_hidden,
+                            sorted(points.questions.items())])
+    return hashlib.sha256(canonical.encode()).hexdigest()[:12]
 
 
 def each(questions: dict[str, float]) -> str:
@@ -152,8 +171,9 @@ def gradescope_settings(rubric: Rubric) -> str:
 def points_paragraph(points: Rubric) -> str:
     """The README's paragraph on points (the same in the repository and in a release)."""
     return textwrap.fill(
-        f"**Points.** The rubric, [`grader/rubric.toml`](grader/rubric.toml), holds {points.total:g} "
-        f"points: {points.public:g} in public checks, which `python -m grader grade` runs for you "
+        f"**Points.** The checks hold {points.total:g} points (the course's total, stated in "
+        "[`grader/rubric.toml`](grader/rubric.toml); each check carries its own): "
+        f"{points.public:g} in public checks, which `python -m grader grade` runs for you "
         f"({points.public - points.public_gpu:g} on any machine, {points.public_gpu:g} only on a "
         f"CUDA GPU), and {points.hidden:g} in hidden checks, which the instructor runs when "
         "grading and which are not in the student repository. The "

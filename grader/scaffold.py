@@ -1,19 +1,21 @@
 """``python -m grader new-exercise MODULE --title TITLE``: the files of a new exercise, to fill.
 
-It appends the exercise's declaration to ``coursekit/course.py`` (the next number) and a
-``[exN.public]`` table to ``grader/rubric.toml``, and writes, each with one example to replace:
+It appends the exercise's declaration to ``coursekit/course.py`` (the next number) and writes,
+each with one example to replace:
 
 * ``exercises/<module>.py``, the stub (its first line the heading the declaration states; its
   docstring's ``>>>`` examples are tested);
 * ``solutions/<module>.py``, the reference;
-* ``grader/exercises/<module>.py`` (probes and public checks: ``exercises/tests/test_checks.py``
-  runs each public check as a public test) and ``grader/hidden/<module>.py``;
+* ``grader/exercises/<module>.py`` (probes and public checks, each with its points:
+  ``exercises/tests/test_checks.py`` runs each public check as a public test) and
+  ``grader/hidden/<module>.py``;
 * ``tests/alternatives/<module>.py`` and ``tests/mutants/<module>.py`` (which the corpus test
   says is too small until it holds 10 mutants).
 
 It refuses a module name that is not a Python identifier or that an exercise already has, and
-writes nothing over an existing file. What to do next is printed: fill each file, give the check
-its points (and ``[course] total`` its new value), then ``python -m grader build`` and the suite.
+writes nothing over an existing file. What to do next is printed: fill each file, give the checks
+their points (and ``grader/rubric.toml``'s ``[course] total`` its new value), then ``python -m
+grader build`` and the suite.
 Staff only: a release leaves it out.
 """
 
@@ -91,7 +93,7 @@ def checks(draw: Draw) -> list[Check]:
     return [
         Check("{marker}", "example", "twice x; x < 0 is a ValueError naming x",
               [P("{module}_example", f"example({{x}})", x=x) for x in xs]
-              + [P("{module}_example", "example(-1.0)", "x", x=-1.0)]),
+              + [P("{module}_example", "example(-1.0)", "x", x=-1.0)], points=1),
     ]
 ''',
         f"grader/hidden/{module}.py": f'''"""Exercise {n} ({module}): hidden checks, more cases of its rules drawn from their own names.
@@ -108,7 +110,7 @@ if TYPE_CHECKING:
 
 
 def checks(draw: Draw) -> list[Check]:
-    return []  # each hidden check also needs its points in grader/rubric.toml's [{marker}.hidden]
+    return []  # Check("{marker}", name, rule, probes, hidden=True, points=...)
 ''',
         f"tests/alternatives/{module}.py": f'''"""Exercise {n}, solved another way: (say how it differs from the reference)."""
 
@@ -151,23 +153,16 @@ def new_exercise(root: Path, module: str, title: str) -> list[str]:
         raise ScaffoldError("coursekit/course.py: the EXERCISES tuple's end was not found")
     entry = f'\n    Exercise({n}, "{module}", "{title}",\n             "`example` (replace: what the student implements)", "CPU"),'
     course.write_text(text[:end.start()] + entry + text[end.start():], encoding="utf-8")
-    rubric = root / "grader" / "rubric.toml"
-    rubric_text = rubric.read_text(encoding="utf-8")
-    marker = f"ex{n}"
-    addition = f"\n[{marker}.public]\nexample = 1\n"
-    at = rubric_text.find("\n[self_test]")
-    rubric.write_text(rubric_text[:at] + addition + rubric_text[at:] if at >= 0 else rubric_text + addition,
-                      encoding="utf-8")
     for rel, content in files.items():
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
         (root / rel).write_text(content, encoding="utf-8")
-    return ["coursekit/course.py", "grader/rubric.toml", *files]
+    return ["coursekit/course.py", *files]
 
 
 NEXT = """\
 Next: replace each file's example with the exercise (the stub's docstring states every rule the
-checks enforce), give its checks their points in grader/rubric.toml and [course] total its new
-value, write 10 or more mutants (and, for property tests and teaching messages beyond the
+checks enforce), give its checks their points (points= on each check) and grader/rubric.toml's
+[course] total its new value, write 10 or more mutants (and, for property tests and teaching messages beyond the
 checks, exercises/tests/test_<module>.py with pytestmark = pytest.mark.{marker}), then:
   python -m grader build
   python -m pytest exercises -m {marker} --impl solutions   (passes)   and without --impl (fails)

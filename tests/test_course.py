@@ -1,7 +1,7 @@
 """``coursekit/course.py`` declares each exercise once; its files must say the same.
 
 Every exercise module of the repository is declared (no stub without a declaration, none
-declared without its stub, reference and rubric table; its own public test file, if any, carries
+declared without its stub, reference and checks with points; its own public test file, if any, carries
 its marker), numbered 1..N, and the
 stub's first line is its heading (``Exercise N · title``): the declaration is the course's only
 list of exercises, so a file it does not name would be ignored by every tool.
@@ -17,6 +17,9 @@ import pytest
 from coursekit.course import EXERCISES, MARKERS, by_module, readme_table
 from coursekit.impl import REPO_ROOT
 from grader import rubric
+from grader.checks import Check
+from grader.exercises import public_checks
+from grader.judge import all_checks
 
 
 def test_exercises_are_numbered_one_to_n_with_distinct_modules():
@@ -51,7 +54,7 @@ def test_each_declaration_matches_its_files(exercise):
         f"found {marks}")
     points = rubric.load()
     assert any(c.startswith(f"{exercise.marker}.") for c in points.checks), (
-        f"grader/rubric.toml has no [{exercise.marker}.public] points")
+        f"grader/exercises/{exercise.module}.py has no check of {exercise.marker} with points")
 
 
 def test_the_readme_table_is_the_declarations():
@@ -60,9 +63,33 @@ def test_the_readme_table_is_the_declarations():
         "README.md's table of exercises is not coursekit/course.py's: run `python -m grader build`")
 
 
-def test_a_rubric_table_for_an_undeclared_exercise_is_refused():
-    with pytest.raises(rubric.RubricError, match="ex99"):
-        rubric.parse("[course]\ntotal = 1\n[ex99.public]\nsome_check = 1\n")
+def test_points_are_written_on_the_checks_not_in_a_rubric_table():
+    with pytest.raises(rubric.RubricError, match=r"\[ex5\].*`points=` in grader/exercises"):
+        rubric.parse("[course]\ntotal = 1\n[ex5.public]\npadded_size = 1\n", checks=[])
+
+
+@pytest.mark.parametrize("points", [0, -1, True, "2", None])
+def test_a_check_without_points_is_refused(points):
+    check = Check("ex5", "padded_size", "rule", [], points=points)
+    with pytest.raises(rubric.RubricError, match=r"ex5.padded_size must be worth .* got"):
+        rubric.parse("[course]\ntotal = 1\n", checks=[check])
+
+
+def test_the_rubric_is_every_check_with_its_points():
+    points = rubric.load()
+    checks = all_checks()
+    assert points.checks == {c.id: float(c.points) for c in checks}
+    assert points.hidden_ids == {c.id for c in checks if c.hidden}
+
+
+def test_a_check_filed_under_another_exercise_is_refused(monkeypatch):
+    import grader.exercises.buckets as buckets
+
+    real = buckets.checks
+    monkeypatch.setattr(buckets, "checks", lambda draw: real(draw) + [
+        Check("ex6", "stray", "rule", [], points=1)])
+    with pytest.raises(LookupError, match=r"grader/exercises/buckets.py.*ex6.stray.*ex5"):
+        public_checks()
 
 
 def test_by_module_names_what_it_did_not_find():

@@ -43,8 +43,18 @@ def set_rubric(root: Path, old: str, new: str) -> None:
     path.write_text(text.replace(old, new), encoding="utf-8")
 
 
+def reweight_seed_report(root: Path, points: int) -> None:
+    """Exercise 1's seed_report check, worth ``points`` (written on the check)."""
+    path = root / "grader" / "exercises" / "launch_model.py"
+    text = path.read_text(encoding="utf-8")
+    found = re.findall(r'Check\("ex1", "seed_report".*?points=(\d+)\)', text, re.DOTALL)
+    assert found == ["2"], found
+    path.write_text(re.sub(r'(Check\("ex1", "seed_report".*?points=)2\)', rf"\g<1>{points})", text,
+                           count=1, flags=re.DOTALL), encoding="utf-8")
+
+
 def test_a_changed_weight_is_refused_until_it_is_a_decision(repo, tmp_path):
-    set_rubric(repo, "seed_report = 2", "seed_report = 3")
+    reweight_seed_report(repo, 3)
     secret = tmp_path / "secret"
     assert run(repo, "secret", "new", str(secret)).returncode == 0
     for args in (["grade", "--brief", "--only", "ex1"],
@@ -63,7 +73,7 @@ def test_a_changed_weight_is_refused_until_it_is_a_decision(repo, tmp_path):
 
 
 def test_build_rewrites_what_the_rubric_derives_and_says_what_to_redo(repo):
-    set_rubric(repo, "seed_report = 2", "seed_report = 3")
+    reweight_seed_report(repo, 3)
     set_rubric(repo, "total = 100", "total = 101")
     check = run(repo, "build", "--check")
     assert check.returncode == 1 and "README.md" in check.stdout and "launch_tax.ipynb" in check.stdout
@@ -73,7 +83,7 @@ def test_build_rewrites_what_the_rubric_derives_and_says_what_to_redo(repo):
         assert redo in done.stdout, f"build must say to redo {redo!r}:\n{done.stdout}"
     assert run(repo, "build", "--check").returncode == 0
     readme = (repo / "README.md").read_text(encoding="utf-8")
-    assert re.search(r"holds 101\s+points", readme) and re.search(r"107\s+in\s+all", readme), readme[:3000]
+    assert re.search(r"hold 101\s+points", readme) and re.search(r"107\s+in\s+all", readme), readme[:3000]
     notebook = json.loads((repo / "course" / "source" / "launch_tax" / "launch_tax.ipynb").read_text(encoding="utf-8"))
     cell = next(c for c in notebook["cells"] if c["metadata"].get("nbgrader", {}).get("grade_id") == "test_ex1_seed_report")
     assert cell["metadata"]["nbgrader"]["points"] == 3

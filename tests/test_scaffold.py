@@ -46,7 +46,8 @@ def test_it_writes_every_file_and_says_what_next(scaffolded):
         assert (root / rel).is_file(), rel
         assert rel in out
     assert '"kv_cache", "a toy KV cache"' in (root / "coursekit/course.py").read_text()
-    assert "[ex9.public]" in (root / "grader/rubric.toml").read_text()
+    assert "points=1" in (root / "grader/exercises/kv_cache.py").read_text()
+    assert "ex9" not in (root / "grader/rubric.toml").read_text(), "points live on the checks"
     assert "python -m grader build" in out
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING
 
@@ -42,21 +43,34 @@ def load_probes() -> list[ModuleType]:
     return [_module("grader.exercises", e.module) for e in EXERCISES]
 
 
+def _checks(package: str, module: str, marker: str, draw: Draw) -> list[Check]:
+    found = _module(package, module).checks(draw)
+    stray = [c.id for c in found if c.exercise != marker]
+    if stray:
+        raise LookupError(f"{package.replace('.', '/')}/{module}.py holds {', '.join(stray)}: its "
+                          f"checks are {marker}'s (coursekit/course.py)")
+    return found
+
+
 def public_checks(draw: Draw | None = None) -> list[Check]:
     from grader.secret import PRACTICE
 
     draw = draw or PRACTICE
-    return [c for m in load_probes() for c in m.checks(draw)]
+    return [c for e in EXERCISES for c in _checks("grader.exercises", e.module, e.marker, draw)]
 
 
 def has_hidden_checks() -> bool:
-    """False in a released grader (it leaves the hidden checks out)."""
-    return importlib.util.find_spec("grader.hidden") is not None
+    """False in a released grader (it leaves the hidden checks out). Only a ``hidden`` folder
+    beside this one counts: where the staff repository is installed in editable mode, its import
+    finder would hand a release the staff's hidden checks."""
+    spec = importlib.util.find_spec("grader.hidden")
+    beside = Path(__file__).resolve().parent.parent / "hidden"
+    return spec is not None and any(Path(p).resolve() == beside
+                                    for p in spec.submodule_search_locations or ())
 
 
 def hidden_checks(draw: Draw | None = None) -> list[Check]:
     from grader.secret import PRACTICE
 
     draw = draw or PRACTICE
-    return [c for e in EXERCISES
-            for c in _module("grader.hidden", e.module).checks(draw)]
+    return [c for e in EXERCISES for c in _checks("grader.hidden", e.module, e.marker, draw)]

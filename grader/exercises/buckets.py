@@ -191,33 +191,33 @@ def checks(draw: Draw) -> list[Check]:
               f"{BUCKET_RULE}, <= max_size, ascending",
               [P("default_sizes", "default_capture_sizes()")]
               + [P("default_sizes", f"default_capture_sizes({m})", max_size=m) for m in fixed + tuple(drawn)]
-              + [P("default_sizes", "default_capture_sizes(0)", "max_size", max_size=0)]),
+              + [P("default_sizes", "default_capture_sizes(0)", "max_size", max_size=0)], points=2),
         Check("ex5", "padded_size",
               "the smallest size >= n (sizes unsorted or repeated), None above every size",
               padded_probes + [P("padded", "padded_size(0, [1, 2])", "n", n=0, sizes=[1, 2]),
-                               P("padded", "padded_size(3, [])", "capture_sizes", n=3, sizes=[])]),
+                               P("padded", "padded_size(3, [])", "capture_sizes", n=3, sizes=[])], points=2),
         Check("ex5", "pad_rows", "size rows: x first, then value; x untouched, no shared memory",
               [P("pad", f"pad_rows(x of {n} rows, {n + e}, {v})", n=n, width=3, size=n + e, value=v,
-                 dtype=d) for n, e, v, d in pads]),
+                 dtype=d) for n, e, v, d in pads], points=1),
         Check("ex5", "runner_returns_fn_of_real_rows",
               "pad to the bucket with pad_value (NaN here), replay, return the real rows as a fresh "
               "tensor; batches above every bucket run eagerly",
-              runners, compare=same(keys=("calls", "first_output_unchanged", "example_unchanged"))),
+              runners, compare=same(keys=("calls", "first_output_unchanged", "example_unchanged")), points=2),
         Check("ex5", "runner_captures_largest_first_in_one_pool",
               "one capture per size, largest first, all over one static buffer (not the caller's) "
               "and one memory pool, each with the runner's warmup_iters",
               runners, compare=same(keys=("capture_sizes_seen", "capture_order", "inputs_per_capture",
                                           "buffer_addresses", "buffer_is_example", "pools",
-                                          "warmups_passed"))),
+                                          "warmups_passed")), points=1),
         Check("ex5", "runner_stats", "stats counts replays per size and eager fallbacks under 'eager'",
-              runners, compare=same(keys=("stats", "replays"))),
+              runners, compare=same(keys=("stats", "replays")), points=1),
         Check("ex5", "runner_checks_each_batch",
               "a batch that is not a tensor of at least one row with the buffer's row shape, dtype "
               "and device is a ValueError naming x; good batches of 1 to len(max_example) rows "
               "are replayed",
               [P("bucket_runner_bad_batch", f"runner(x: {k})", "x", kind=k) for k in bad_batches]
               + [P("bucket_runner_bad_batch", f"runner(x of {n} good rows)", kind="good", rows_in=n)
-                 for n in good_rows]),
+                 for n in good_rows], points=1),
         Check("ex5", "runner_rejects_sizes_outside_the_buffer",
               "a capture size outside 1..len(max_example) is a ValueError naming capture_sizes; "
               "1 and len(max_example) themselves are accepted",
@@ -225,12 +225,12 @@ def checks(draw: Draw) -> list[Check]:
                  "capture_sizes", sizes=s, max_rows=rows)
                for s in ([0, r.randint(1, rows)], [r.randint(1, rows), rows + r.randint(1, 9)])]
               + [P("bucket_runner_bad_sizes", f"BucketedGraphRunner(fn, {rows} rows, capture_sizes="
-                   f"[{rows}, 1])", sizes=[rows, 1], max_rows=rows)]),
+                   f"[{rows}, 1])", sizes=[rows, 1], max_rows=rows)], points=1),
         Check("ex5", "gpu_runner",
               "on real CUDA graphs: NaN padding never reaches real rows, eager above the largest "
               "bucket, largest first into one pool",
               [bucket_probe(16, [1, 2, 4, 8, 16], [r2.randint(1, 20) for _ in range(8)], device="cuda",
                             width=8)],
               compare=same(keys=("calls", "capture_order", "pools", "buffer_addresses", "stats")),
-              gpu=True),
+              gpu=True, points=1),
     ]

@@ -81,22 +81,22 @@ def checks(draw: Draw) -> list[Check]:
     return [
         Check("ex6", "mode_table", "decode_mode()/mixed_mode() follow vLLM's table",
               [P("mode_names", "the members of CUDAGraphMode"),
-               P("mode_pairs", f"decode/mixed modes of {order}", order=order)]),
+               P("mode_pairs", f"decode/mixed modes of {order}", order=order)], points=2),
         Check("ex6", "capture_descs",
               "a list: the mixed group (if not NONE) then the uniform-decode FULL group (if decode "
               "is FULL and mixed is not), each largest first",
               [P("capture_descs", f"CudagraphDispatcher({m}, {s}).capture_descs()", mode=m, sizes=s)
-               for m in MODES for s in size_lists]),
+               for m in MODES for s in size_lists], points=3),
         Check("ex6", "dispatch",
               "NONE unpadded for NONE or oversized batches; else the uniform FULL graph if captured, "
               "else the mixed graph, else NONE; never an uncaptured key; uniform_decode defaults "
               "to False",
               [P("dispatch", f"CudagraphDispatcher({m}, {s}).dispatch(...)", mode=m, sizes=s,
-                 queries=queries) for m in MODES for s in dispatch_lists]),
+                 queries=queries) for m in MODES for s in dispatch_lists], points=4),
         Check("ex6", "dispatch_rejects",
               "num_tokens < 1 is a ValueError naming num_tokens; 1 and more are dispatched",
               [P("dispatch_arg", f"dispatch({n})", "num_tokens", num_tokens=n)
                for n in (0, -r.randint(1, 99))]
               + [P("dispatch_arg", f"CudagraphDispatcher(FULL, {sizes}).dispatch({n})", num_tokens=n,
-                   sizes=sizes) for n in (1, r.randint(2, 70))]),
+                   sizes=sizes) for n in (1, r.randint(2, 70))], points=1),
     ]

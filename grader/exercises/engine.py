@@ -306,7 +306,7 @@ def checks(draw: Draw) -> list[Check]:
               "every mode yields the tokens of eager decoding: the prompt step, then one token per "
               "unfinished sequence, greedy",
               [P("engine_generate", f"DecodeEngine({m}, {sizes}).generate({prompts}, {new_tokens})",
-                 mode=m, sizes=sizes, prompts=prompts, new_tokens=new_tokens, seed=seed) for m in MODES]),
+                 mode=m, sizes=sizes, prompts=prompts, new_tokens=new_tokens, seed=seed) for m in MODES], points=4),
         Check("ex8", "step_logits",
               "step returns one row of logits per token, within 1e-5 of the eager model, for 1 to "
               "9 rows (buckets up to 8; 9 runs eagerly); before capture_model() nothing is "
@@ -315,7 +315,7 @@ def checks(draw: Draw) -> list[Check]:
                  sizes=[1, 2, 4, 8], steps=steps) for m in MODES]
               + [P("engine_steps", f"DecodeEngine({m}, [1, 2, 4, 8]): steps before capture_model()",
                    mode=m, sizes=[1, 2, 4, 8], steps=early, capture_now=False) for m in ("FULL", "PIECEWISE")],
-              compare=same(rtol=0, atol=1e-5)),
+              compare=same(rtol=0, atol=1e-5), points=3),
         Check("ex8", "padding_uses_the_padding_slot",
               "rows that only pad a batch are reset before every replay to token 0, position 0 and "
               "model.padding_slot, so they read and write only the padding slot, never a real "
@@ -324,18 +324,18 @@ def checks(draw: Draw) -> list[Check]:
                  tokens=pad_tokens, positions=pad_positions, slots=pad_slots) for m in ("FULL", "PIECEWISE")]
               + [P("engine_padding_rows", f"padding rows of the static buffers after steps of "
                    f"{[len(t) for t, _, _ in refill]} rows padded to 4 ({m})", mode=m, sizes=[4], steps=refill)
-                 for m in ("FULL", "PIECEWISE")]),
+                 for m in ("FULL", "PIECEWISE")], points=2),
         Check("ex8", "capture_largest_first_in_one_pool",
               "capture_model captures capture_descs() in order (largest first), PIECEWISE one graph "
               "per segment, all in the first graph's pool, with the engine's warmup_iters",
               [P("engine_captures", f"DecodeEngine({m}, {capture_sizes}, warmup_iters={w})"
                  ".capture_model()", mode=m, sizes=capture_sizes, warmup_iters=w)
-               for m, w in capture_warmups.items()]),
+               for m, w in capture_warmups.items()], points=2),
         Check("ex8", "piecewise_attention_is_eager",
               "PIECEWISE captures the segments between attention calls and runs attention eagerly; "
               "FULL captures the whole forward pass",
               [P("engine_attention", f"where attention runs ({m}), a {n}-row step", mode=m,
-                 **attention_rows) for m in ("PIECEWISE", "FULL")]),
+                 **attention_rows) for m in ("PIECEWISE", "FULL")], points=2),
         Check("ex8", "generate_shrinks_the_batch",
               "the first step feeds every prompt token (a mixed batch), later steps only the "
               "unfinished sequences (uniform decode); stats count each (mode, descriptor) replayed; "
@@ -345,7 +345,7 @@ def checks(draw: Draw) -> list[Check]:
               + [P("engine_stats", f"stats after generate in {m}", mode=m, prompts=shrink_prompts,
                    new_tokens=shrink_new) for m in ("FULL_AND_PIECEWISE", "FULL_DECODE_ONLY")]
               + [P("engine_uniform_flags", f"what steps with slots {flag_slots} replay in "
-                   "FULL_AND_PIECEWISE without uniform_decode", slot_lists=flag_slots)]),
+                   "FULL_AND_PIECEWISE without uniform_decode", slot_lists=flag_slots)], points=1),
         Check("ex8", "engine_rejects",
               "bad rows (lengths, the padding slot, positions) and bad requests are ValueErrors "
               "naming the argument (rows: 1-D int64 tensors of one length >= 1); the largest good "
@@ -357,12 +357,12 @@ def checks(draw: Draw) -> list[Check]:
                   ("generate-too-long", "max_new_tokens"))]
               + [P("engine_bad", kind, BAD_ROW_NAMES[kind], kind=kind) for kind in bad_kinds]
               + [P("engine_bad", kind, kind=kind, token=token) for kind in ("step-largest", "generate-largest")],
-              compare=same(rtol=0, atol=1e-5)),
+              compare=same(rtol=0, atol=1e-5), points=1),
         Check("ex8", "gpu_engine",
               "on real CUDA graphs: every mode yields eager decoding's tokens and logits within 1e-5",
               [P("engine_generate", f"generate on CUDA ({m})", mode=m, sizes=sizes, prompts=gpu_prompts,
                  new_tokens=gpu_new, device="cuda") for m in MODES]
               + [P("engine_steps", f"steps on CUDA ({m})", mode=m, sizes=[1, 2, 4, 8], steps=gpu_steps,
                    device="cuda") for m in ("FULL", "PIECEWISE")],
-              compare=same(rtol=0, atol=1e-5), gpu=True),
+              compare=same(rtol=0, atol=1e-5), gpu=True, points=3),
     ]

@@ -133,22 +133,22 @@ def checks(draw: Draw) -> list[Check]:
               "one write; no ops: 0",
               hbm_probes(draw.rng("ex7.chain_hbm_bytes"), 10)
               + [P("hbm", f"chain_hbm_bytes(0, 1024, 4, fused={f})", n_ops=0, numel=1024,
-                   dtype_bytes=4, fused=f) for f in (False, True)]),
+                   dtype_bytes=4, fused=f) for f in (False, True)], points=2),
         Check("ex7", "chain_hbm_bytes_rejects",
               "a negative count or size, or dtype_bytes < 1, is a ValueError naming it; zero ops, "
               "zero elements and dtype_bytes=1 are accepted",
               [P("hbm", f"chain_hbm_bytes{args}", name, n_ops=args[0], numel=args[1],
                  dtype_bytes=args[2], fused=False) for args, name in bad]
               + [P("hbm", "chain_hbm_bytes(0, 0, 1, fused=False)", n_ops=0, numel=0, dtype_bytes=1,
-                   fused=False)] + hbm_probes(r, 1)),
+                   fused=False)] + hbm_probes(r, 1), points=1),
         Check("ex7", "fused_norm_fp32",
               "new_residual = x + residual, out = rms_norm(new_residual, eps) * weight (fp32: within "
               "1e-5 * (1 + |expected|)), with the eps given; x and residual unchanged",
               norm_probes(draw.rng("ex7.fused_norm_fp32"), "float32", 8)
               + norm_probes(draw.rng("ex7.fused_norm_fp32.eps"), "float32", 3, eps=True),
-              compare=same(rtol=1e-5, atol=1e-5)),
+              compare=same(rtol=1e-5, atol=1e-5), points=2),
         Check("ex7", "fused_norm_bf16", "the same in bf16, within 1e-2 * (1 + |expected|)",
-              norm_probes(draw.rng("ex7.fused_norm_bf16"), "bfloat16", 6), compare=same(rtol=1e-2, atol=1e-2)),
+              norm_probes(draw.rng("ex7.fused_norm_bf16"), "bfloat16", 6), compare=same(rtol=1e-2, atol=1e-2), points=1),
         Check("ex7", "fused_norm_rejects",
               "x must be a tensor of at least one dimension; residual a tensor matching x (shape, "
               "dtype, device); weight a tensor of shape x.shape[-1:] on x's device (ValueError "
@@ -156,12 +156,12 @@ def checks(draw: Draw) -> list[Check]:
               [P("fused_norm_bad", f"fused_add_rms_norm with a bad {w}", w.split("-")[0], which=w)
                for w in ("residual", "weight", "x-0-d", "residual-dtype", "residual-device",
                          "residual-list", "weight-full-shape", "weight-device", "weight-list", "x-list")]
-              + norm_probes(rejects, "float32", 1), compare=same(rtol=1e-5, atol=1e-5)),
+              + norm_probes(rejects, "float32", 1), compare=same(rtol=1e-5, atol=1e-5), points=1),
         Check("ex7", "count_kernels_needs_cuda",
               "without CUDA, count_kernels raises a RuntimeError saying a CUDA device is needed "
               "(checked beside chain_hbm_bytes: a module that only raises earns nothing)",
               [P("count_kernels_no_cuda", "count_kernels(torch.add, ...)", cuda=True)]
-              + hbm_probes(draw.rng("ex7.count_kernels_needs_cuda"), 1)),
+              + hbm_probes(draw.rng("ex7.count_kernels_needs_cuda"), 1), points=1),
         Check("ex7", "gpu_fused_norm_is_one_kernel",
               "on CUDA, fused_add_rms_norm launches one kernel (profiled by the grader) and matches "
               "the reference",
@@ -169,8 +169,8 @@ def checks(draw: Draw) -> list[Check]:
                for d in ("float32", "bfloat16")]
               + [P("fused_norm", "fused_add_rms_norm on CUDA (8, 4096) bf16", shape=[8, 4096],
                    dtype="bfloat16", seed=r3.randint(0, 2**16), device="cuda")],
-              compare=same(rtol=1e-2, atol=1e-2), gpu=True, triton=True),
+              compare=same(rtol=1e-2, atol=1e-2), gpu=True, triton=True, points=2),
         Check("ex7", "gpu_count_kernels",
               "count_kernels counts the kernels of one call after a warm-up, copies left out",
-              [P("counted_kernels", "count_kernels of three small functions")], gpu=True),
+              [P("counted_kernels", "count_kernels of three small functions")], gpu=True, points=1),
     ]

@@ -113,7 +113,7 @@ def checks(draw: Draw) -> list[Check]:
         Check("ex1", "decode_step_formulas",
               "n_kernels = layers*kernels_per_layer + 10 (an int); compute, launch, eager, graph "
               "and speedup follow the lesson's formulas",
-              [P("decode_step", step_label(kw, a), kwargs=kw, attr=a) for kw in steps for a in ATTRS]),
+              [P("decode_step", step_label(kw, a), kwargs=kw, attr=a) for kw in steps for a in ATTRS], points=3),
         Check("ex1", "decode_step_rejects_bad_fields",
               "a negative field or a non-positive bandwidth is a ValueError naming the field; "
               "fields >= 0 (zero included) are accepted and kept",
@@ -121,15 +121,15 @@ def checks(draw: Draw) -> list[Check]:
                for f, v in negative.items()]
               + [P("make_decode_step", "DecodeStep(1.0, bandwidth_bps=0)", "bandwidth_bps",
                    kwargs={"weight_gib": 1.0, "bandwidth_bps": 0})]
-              + [P("make_decode_step", f"DecodeStep(**{kw})", kwargs=kw) for kw in valid]),
+              + [P("make_decode_step", f"DecodeStep(**{kw})", kwargs=kw) for kw in valid], points=1),
         Check("ex1", "seed_report",
               "report(SEED_ROWS) prints the lesson's table byte for byte, and other rows in its format",
               [P("seed_report", "report(SEED_ROWS)"), P("seed_rows", "SEED_ROWS"),
-               P("report", "report(other rows)", rows=report_rows(draw.rng("ex1.seed_report"), 2))]),
+               P("report", "report(other rows)", rows=report_rows(draw.rng("ex1.seed_report"), 2))], points=2),
         Check("ex1", "simulate_eager_ms",
               "kernel k starts at max(k*launch_us, end of kernel k-1); the result is the last end, in ms",
               [P("simulate", f"simulate_eager_ms({k}, {l})", kernel_us=k, launch_us=l)
-               for k, l in zip(kernels, launches)]),
+               for k, l in zip(kernels, launches)], points=2),
         Check("ex1", "fit_launch_model",
               "least squares: (launch_us per kernel, compute_ms); ValueError naming n_kernels or "
               "step_ms for mismatched lengths, naming n_kernels for fewer than two distinct counts",
@@ -138,5 +138,5 @@ def checks(draw: Draw) -> list[Check]:
                    n_kernels=short_n, step_ms=[1.0, 2.0]),
                  P("fit", f"fit_launch_model([{repeated}, {repeated}], [1.0, 2.0])", "n_kernels",
                    n_kernels=[repeated, repeated], step_ms=[1.0, 2.0])],
-              compare=same(rel=1e-6, abs_=1e-9)),
+              compare=same(rel=1e-6, abs_=1e-9), points=2),
     ]

@@ -159,7 +159,7 @@ def checks(draw: Draw) -> list[Check]:
         Check("ex2", "time_ms_call_count",
               "time_ms calls fn exactly warmup + iters times (defaults 100 and 10) and returns a float",
               [P("time_ms_calls", f"time_ms(fn, iters={i}, warmup={w})", iters=i, warmup=w)
-               for i, w in counts] + [P("time_ms_default_calls", "time_ms(fn)")]),
+               for i, w in counts] + [P("time_ms_default_calls", "time_ms(fn)")], points=1),
         Check("ex2", "time_ms_mean_ms",
               "the result is the mean of the timed calls only, in milliseconds, from a monotonic "
               "clock (not the wall clock time.time, which jumps when the system clock is set)",
@@ -169,14 +169,14 @@ def checks(draw: Draw) -> list[Check]:
               + [P("time_ms_observed", f"time_ms(fn, iters=5, warmup=1) with calls of {timed[0][0]:g} "
                    f"to {timed[0][1]:g} ms while the wall clock jumps an hour at every reading",
                    iters=5, warmup=1, timed_ms=timed[0], warmup_ms=1.0, wall_clock_jumps=True)],
-              compare=observed_mean),
+              compare=observed_mean, points=1),
         Check("ex2", "time_ms_rejects",
               "iters < 1 or warmup < 0 is a ValueError naming it; iters=1 and warmup=0 are accepted",
               [P("time_ms_args", "time_ms(fn, iters=0)", "iters", kwargs={"iters": 0}),
                P("time_ms_args", f"time_ms(fn, iters={bad_iters})", "iters", kwargs={"iters": bad_iters}),
                P("time_ms_args", f"time_ms(fn, warmup={bad_warmup})", "warmup",
                  kwargs={"warmup": bad_warmup}),
-               P("time_ms_calls", "time_ms(fn, iters=1, warmup=0)", iters=1, warmup=0)]),
+               P("time_ms_calls", "time_ms(fn, iters=1, warmup=0)", iters=1, warmup=0)], points=1),
         Check("ex2", "measure_needs_cuda",
               "arguments first, on any machine (n_ops, numel or iters below 1, an empty "
               "n_ops_list: a ValueError naming it); then, without CUDA, measure_launch_tax raises "
@@ -188,23 +188,23 @@ def checks(draw: Draw) -> list[Check]:
                    kwargs={"n_ops": n_ops, "numel": 8, "iters": 1, name: 0}) for name in ("n_ops", "numel", "iters")]
               + [P("sweep", "sweep_launch_tax([]) without CUDA", "n_ops_list", lengths=[], iters=1)]
               + [P("time_ms_calls", f"time_ms(fn, iters={i}, warmup={w})", iters=i, warmup=w)
-                 for i, w in cpu_counts]),
+                 for i, w in cpu_counts], points=1),
         Check("ex2", "gpu_time_ms_includes_gpu_work",
               "on CUDA the timer waits for the GPU's work (CUDA events), not just the launches, and "
               "returns the mean GPU time of the timed calls",
               [P("time_ms_gpu_work", "time_ms(fn) where fn keeps the GPU busy")],
-              compare=_gpu_timer, gpu=True),
+              compare=_gpu_timer, gpu=True, points=1),
         Check("ex2", "gpu_measure_launch_tax",
               "measure_launch_tax returns a LaunchTax recording the chain, with positive times and a "
               "replay equal to eager",
               [P("measure", f"measure_launch_tax(n_ops={measured}, numel=1024, iters=10)",
                  kwargs={"n_ops": measured, "numel": 1024, "iters": 10}),
                P("measure", "measure_launch_tax(n_ops=0, ...)", "n_ops",
-                 kwargs={"n_ops": 0, "numel": 8, "iters": 1})], gpu=True),
+                 kwargs={"n_ops": 0, "numel": 8, "iters": 1})], gpu=True, points=1),
         Check("ex2", "gpu_sweep_launch_tax", "sweep_launch_tax measures each length, in order",
               [P("sweep", f"sweep_launch_tax({lengths}, iters=3)", lengths=lengths, iters=3),
                P("sweep", "sweep_launch_tax([])", "n_ops_list", lengths=[], iters=1)],
-              gpu=True),
+              gpu=True, points=1),
     ]
 
 

@@ -134,18 +134,18 @@ def checks(draw: Draw) -> list[Check]:
     return [
         Check("ex4", "runner_returns_fn_of_latest_inputs",
               "copy every input into its static buffer (copy_), replay, return fn of these inputs",
-              runs, compare=same(keys=("outputs",))),
+              runs, compare=same(keys=("outputs",)), points=2),
         Check("ex4", "runner_owns_stable_buffers",
               "one static buffer per input, a copy the runner owns, same address on every call",
-              runs, compare=same(keys=RUNNER_KEYS)),
+              runs, compare=same(keys=RUNNER_KEYS), points=1),
         Check("ex4", "runner_captures_once",
               "capture once at construction, with the runner's buffers and warmup_iters",
               runs, compare=same(keys=("num_captures", "captures_seen", "warmups_passed",
-                                       "captured_buffers"))),
+                                       "captured_buffers")), points=1),
         Check("ex4", "runner_clone_outputs",
               "clone_outputs=True returns fresh copies in fn's structure (a tensor, tuple, list or "
               "dict stays one); False returns the static outputs, overwritten by the next call",
-              clone, compare=same(keys=("held_first_now", "outputs_share_static", "output_type"))),
+              clone, compare=same(keys=("held_first_now", "outputs_share_static", "output_type")), points=1),
         Check("ex4", "runner_checks_each_call",
               "an example input that is not a tensor is a ValueError naming example_inputs[i]; at "
               "a call, the wrong number of inputs is a TypeError, the wrong shape, dtype or device "
@@ -159,7 +159,7 @@ def checks(draw: Draw) -> list[Check]:
               + [P("graph_runner_bad_call", "runner(3 good inputs)", kind="none")]
               + [P("graph_runner_bad_example", f"GraphRunner(fn, tensor, {k})", "example_inputs[1]", kind=k)
                  for k in ("list", "float", "none")]
-              + [P("graph_runner_bad_example", "GraphRunner(fn, tensor, tensor)", kind="tensors")]),
+              + [P("graph_runner_bad_example", "GraphRunner(fn, tensor, tensor)", kind="tensors")], points=1),
         Check("ex4", "gpu_runner",
               "on CUDA tensors the runner captures with exercise 3 and replays fn of fresh inputs",
               [P("graph_runner", "GraphRunner(combine, cuda inputs) called 4 times", fn="combine",
@@ -171,5 +171,5 @@ def checks(draw: Draw) -> list[Check]:
                P("graph_runner_bad_call", "runner(good, a CPU tensor, good) on CUDA", position,
                  kind="device", device="cuda")],
               compare=same(keys=("outputs", "held_first_now", "num_captures", "buffers_are_examples")),
-              gpu=True),
+              gpu=True, points=1),
     ]

@@ -16,5 +16,5 @@ def checks(draw: Draw) -> list[Check]:
     return [
         Check("ex3", "gpu_many_warmups", "exactly warmup_iters warm-up calls for larger counts",
               [P("capture_warmup", f"capture(fn, x, warmup_iters={w})", warmup_iters=w)
-               for w in (2, r.randint(3, 7))], gpu=True, hidden=True),
+               for w in (2, r.randint(3, 7))], gpu=True, hidden=True, points=1),
     ]

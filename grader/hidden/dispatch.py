@@ -21,8 +21,8 @@ def checks(draw: Draw) -> list[Check]:
     return [
         Check("ex6", "dispatch_many_batches", "the dispatch rule on many batches",
               [P("dispatch", f"dispatch in mode {m}", mode=m, sizes=sizes, queries=queries)
-               for m in MODES], hidden=True),
+               for m in MODES], hidden=True, points=1),
         Check("ex6", "capture_descs_repeated_sizes", "repeated sizes are captured once",
               [P("capture_descs", f"capture_descs in mode {m} with repeated sizes", mode=m,
-                 sizes=repeated) for m in MODES], hidden=True),
+                 sizes=repeated) for m in MODES], hidden=True, points=1),
     ]

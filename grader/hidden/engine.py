@@ -25,12 +25,12 @@ def checks(draw: Draw) -> list[Check]:
     return [
         Check("ex8", "generate_other_requests", "eager decoding's tokens for another batch and model",
               [P("engine_generate", f"generate in mode {m}", mode=m, sizes=[1, 2, 4, 8, 16, 32],
-                 prompts=prompts, new_tokens=new_tokens, seed=seed) for m in MODES], hidden=True),
+                 prompts=prompts, new_tokens=new_tokens, seed=seed) for m in MODES], hidden=True, points=2),
         Check("ex8", "engine_default_sizes",
               "capture_sizes=None means default_capture_sizes(model.config.max_seqs): those sizes "
               "are captured, largest first",
               [P("engine_generate", f"generate with the default sizes ({m})", mode=m, sizes=None,
                  prompts=small, new_tokens=small_new) for m in ("FULL", "PIECEWISE")]
               + [P("engine_default_captures", f"what capture_model() captures by default for "
-                   f"max_seqs={n}", max_seqs=n) for n in slot_counts], hidden=True),
+                   f"max_seqs={n}", max_seqs=n) for n in slot_counts], hidden=True, points=1),
     ]

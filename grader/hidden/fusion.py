@@ -18,5 +18,5 @@ def checks(draw: Draw) -> list[Check]:
         Check("ex7", "fused_norm_other_shapes", "the norm is over the last dimension, any rank",
               [P("fused_norm", f"fused_add_rms_norm on {s}", shape=s, dtype="float32",
                  seed=r.randint(0, 2**16)) for s in shapes], compare=same(rtol=1e-5, atol=1e-5),
-              hidden=True),
+              hidden=True, points=1),
     ]

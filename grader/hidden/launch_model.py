@@ -23,10 +23,10 @@ def checks(draw: Draw) -> list[Check]:
     r = draw.rng("ex1.fit_h200_sweep")
     return [
         Check("ex1", "report_other_rows", "report prints two lines per row in the lesson's format",
-              [P("report", "report(other rows)", rows=rows)], hidden=True),
+              [P("report", "report(other rows)", rows=rows)], hidden=True, points=1),
         Check("ex1", "simulate_edge_cases", "no kernels -> 0; zero launch cost; long chains",
               [P("simulate", f"simulate_eager_ms({len(k)} kernels, {l})", kernel_us=k, launch_us=l)
-               for k in kernels for l in launches], hidden=True),
+               for k in kernels for l in launches], hidden=True, points=1),
         Check("ex1", "fit_h200_sweep", "least squares through the H200 sweep",
               [P("fit", "fit_launch_model(H200 sweep, eager)", n_kernels=ns,
                  step_ms=[H200_SWEEP[n][0] for n in ns]),
@@ -34,5 +34,5 @@ def checks(draw: Draw) -> list[Check]:
                  step_ms=[H200_SWEEP[n][1] for n in ns])]
               + [P("decode_step", step_label(kw, a), kwargs=kw, attr=a)
                  for kw in [decode_step_kwargs(r) for _ in range(3)] for a in ATTRS],
-              compare=same(rel=1e-6, abs_=1e-9), hidden=True),
+              compare=same(rel=1e-6, abs_=1e-9), hidden=True, points=1),
     ]

@@ -16,5 +16,5 @@ def checks(draw: Draw) -> list[Check]:
     return [
         Check("ex2", "time_ms_without_warmup", "warmup=0 is allowed: exactly iters calls",
               [P("time_ms_calls", f"time_ms(fn, iters={i}, warmup=0)", iters=i, warmup=0)
-               for i in (1, r.randint(2, 9), r.randint(10, 40))], hidden=True),
+               for i in (1, r.randint(2, 9), r.randint(10, 40))], hidden=True, points=1),
     ]

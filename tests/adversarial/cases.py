@@ -25,7 +25,6 @@ import socket
 import socketserver
 import sys
 import threading
-import tomllib
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,28 +32,24 @@ from typing import Callable
 
 from coursekit.course import EXERCISES as COURSE_EXERCISES
 from coursekit.impl import REPO_ROOT
+from grader.judge import load_rubric
 from tests.harness import submission
 
 EXERCISES = {e.marker: e.module for e in COURSE_EXERCISES}
-_RUBRIC = tomllib.loads((REPO_ROOT / "grader" / "rubric.toml").read_text(encoding="utf-8"))
+_RUBRIC = load_rubric()
 
 
 def points(*check_ids: str) -> float:
-    """The rubric's points for ``ex1.decode_step_formulas``-style ids."""
-    total = 0.0
-    for check_id in check_ids:
-        exercise, name = check_id.split(".")
-        table = _RUBRIC[exercise]
-        total += float(table.get("public", {}).get(name, table.get("hidden", {}).get(name, 0)))
-        assert name in table.get("public", {}) or name in table.get("hidden", {}), check_id
-    return total
+    """The checks' points for ``ex1.decode_step_formulas``-style ids."""
+    missing = [c for c in check_ids if c not in _RUBRIC]
+    assert not missing, f"no such checks: {missing}"
+    return sum(_RUBRIC[c] for c in check_ids)
 
 
 def full(exercise: str) -> float:
     """What the reference earns without a GPU: every check not named ``gpu_*``."""
-    table = _RUBRIC[exercise]
-    return float(sum(v for part in ("public", "hidden") for k, v in table.get(part, {}).items()
-                     if not k.startswith("gpu_")))
+    return float(sum(v for c, v in _RUBRIC.items()
+                     if c.split(".")[0] == exercise and not c.split(".")[1].startswith("gpu_")))
 
 
 FULL = {ex: full(ex) for ex in EXERCISES}
