@@ -76,7 +76,8 @@ class DecodeEngine:
         segment's static ``q``, ``k``, ``v`` outputs and its result is copied into the ``attn``
         buffer the next segment reads; that segment's ``hidden`` input is the previous segment's
         static ``hidden`` output, or your ``hidden`` buffer refilled with ``copy_``), and return
-        the first ``n`` rows of the logits as a fresh tensor.
+        the first ``n`` rows of the logits as a fresh tensor. Graph or eager, they are the eager
+        model's logits for those rows (within 1e-5: a replay may sum in another order).
       * ``stats`` counts steps per ``(mode, desc)`` replayed and eager steps (key ``"eager"``).
 
     ``generate(prompts, max_new_tokens) -> list[list[int]]``: greedy decoding of a batch.

@@ -140,3 +140,23 @@ def test_a_declared_exercise_without_checks_is_named(monkeypatch):
     monkeypatch.setattr(exercises, "EXERCISES", course.EXERCISES + (extra,))
     with pytest.raises(LookupError, match="grader/exercises/new_one.py is missing"):
         exercises.public_checks()
+
+
+NUMBER = re.compile(r"(?<![\w.])\d+(?:\.\d+)?(?:e-?\d+)?(?!\w|\.\d)")
+
+
+def test_every_number_a_check_states_is_in_the_stub():
+    """A check's rule (shown with every lost point) and the stub (the student's contract) state a
+    rule twice; the numbers are where they drift apart. Every number a check's rule states (a
+    default, a tolerance, a boundary) must also be a number of its exercise's stub, so a rule
+    changed in one place only fails here."""
+    stale = []
+    for exercise in EXERCISES:
+        stub = (REPO_ROOT / "exercises" / f"{exercise.module}.py").read_text(encoding="utf-8")
+        stated = {float(n) for n in NUMBER.findall(stub)}
+        for check in all_checks():
+            if check.exercise == exercise.marker:
+                stale += [f"{check.id}: {n} (rule: {check.rule})" for n in NUMBER.findall(check.rule)
+                          if float(n) not in stated]
+    assert not stale, ("numbers in a check's rule that its stub (exercises/<module>.py) does not "
+                       "state; change both, or say it in the stub:\n  " + "\n  ".join(stale))
