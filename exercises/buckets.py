@@ -33,6 +33,37 @@ def default_capture_sizes(max_size: int = 512) -> list[int]:
     raise NotImplementedError("exercise 5: default_capture_sizes")
 
 
+def engine_capture_sizes(max_num_seqs: int = 256, num_speculative_tokens: int = 0,
+                         max_num_batched_tokens: int = 8192) -> list[int]:
+    """The sizes vLLM 0.26.0 captures for an engine's configuration when none are given
+    (``VllmConfig._set_cudagraph_sizes`` in ``vllm/config/vllm.py``).
+
+    A decode step of ``max_num_seqs`` requests holds up to ``max_num_seqs * (1 +
+    num_speculative_tokens)`` tokens; vLLM captures up to twice that, never above 512 nor above
+    ``max_num_batched_tokens`` (no batch is larger)::
+
+        largest = min(2 * max_num_seqs * (1 + num_speculative_tokens), 512, max_num_batched_tokens)
+
+    The sizes are ``default_capture_sizes(largest)``, plus ``max_num_batched_tokens`` itself
+    when it is ``<= largest`` and not yet a size (so the largest possible batch has its own
+    graph even off the stride), ascending. The defaults are vLLM's for the ``LLM`` class on a
+    GPU under 70 GiB, such as an RTX 4090. ``max_num_seqs < 1``, ``num_speculative_tokens < 0``
+    or ``max_num_batched_tokens < 1`` -> ValueError naming the argument.
+
+    >>> engine_capture_sizes(max_num_seqs=3)
+    [1, 2, 4]
+    >>> engine_capture_sizes(max_num_seqs=3, num_speculative_tokens=1)
+    [1, 2, 4, 8]
+    >>> engine_capture_sizes(max_num_seqs=3, max_num_batched_tokens=6)
+    [1, 2, 4, 6]
+    >>> engine_capture_sizes(max_num_seqs=256, max_num_batched_tokens=100)[-3:]
+    [88, 96, 100]
+    >>> len(engine_capture_sizes())
+    51
+    """
+    raise NotImplementedError("exercise 5: engine_capture_sizes")
+
+
 def padded_size(n: int, capture_sizes: Iterable[int]) -> int | None:
     """The bucket for a batch of ``n`` rows: the smallest size ``>= n`` in ``capture_sizes``, or
     ``None`` when ``n`` is larger than every size (the batch runs eagerly).

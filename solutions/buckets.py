@@ -17,6 +17,20 @@ def default_capture_sizes(max_size: int = 512) -> list[int]:
     return [s for s in sizes if s <= max_size]
 
 
+def engine_capture_sizes(max_num_seqs: int = 256, num_speculative_tokens: int = 0,
+                         max_num_batched_tokens: int = 8192) -> list[int]:
+    for name, value, low in (("max_num_seqs", max_num_seqs, 1),
+                             ("num_speculative_tokens", num_speculative_tokens, 0),
+                             ("max_num_batched_tokens", max_num_batched_tokens, 1)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < low:
+            raise ValueError(f"{name}: expected an int >= {low}, got {value!r}")
+    largest = min(2 * max_num_seqs * (1 + num_speculative_tokens), 512, max_num_batched_tokens)
+    sizes = default_capture_sizes(largest)
+    if max_num_batched_tokens <= largest and max_num_batched_tokens not in sizes:
+        sizes.append(max_num_batched_tokens)
+    return sizes
+
+
 def padded_size(n: int, capture_sizes: Iterable[int]) -> int | None:
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
         raise ValueError(f"n: expected a batch size >= 1, got {n!r}")

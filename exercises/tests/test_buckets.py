@@ -15,16 +15,28 @@ from hypothesis import strategies as st
 from coursekit import strategies as S
 from coursekit.checks import check_rejects
 from coursekit.standin import RecordingCapture
+from coursekit.vllm_recorded import VLLM_VERSION, engine_cases, explicit_max_cases
 
 pytestmark = pytest.mark.ex5
 
 
 def is_default_size(s: int) -> bool:
-    """vLLM's rule, one size at a time."""
+    """The docstring's rule, one size at a time (held against vLLM's own lists below)."""
     return s in (1, 2, 4) or (s < 256 and s % 8 == 0) or (s >= 256 and s % 16 == 0)
 
 
 # ------------------------------------------------------------------------------- default sizes
+
+
+def test_default_capture_sizes_are_vllms(buckets):
+    """vLLM 0.26.0's own lists (recorded from its code: coursekit/vllm_recorded.py) for an
+    explicit max_cudagraph_capture_size of 1..600."""
+    for max_size, expected in explicit_max_cases():
+        got = buckets.default_capture_sizes(max_size)
+        assert list(got) == expected, (
+            f"default_capture_sizes({max_size}): vLLM {VLLM_VERSION} captures {expected}, got {got}\n"
+            "  rule: [1, 2, 4], multiples of 8 below 256, multiples of 16 from 256, all <= max_size, "
+            "ascending")
 
 
 @given(st.integers(1, 2048))
@@ -38,6 +50,12 @@ def test_default_capture_sizes_rule(buckets, max_size):
     )
 
 
+def test_the_rule_above_is_vllms():
+    """(This file's own oracle, held against vLLM's recorded lists.)"""
+    for max_size, expected in explicit_max_cases():
+        assert [s for s in range(1, max_size + 1) if is_default_size(s)] == expected, max_size
+
+
 def test_default_capture_sizes_defaults_to_512(buckets):
     """The docstring's own examples run in test_examples.py; here: the default, and the type."""
     got = buckets.default_capture_sizes()
@@ -45,10 +63,43 @@ def test_default_capture_sizes_defaults_to_512(buckets):
         f"default_capture_sizes() must return a list (the signature says -> list[int]), got a "
         f"{type(got).__name__}: {got!r}"
     )
-    expected = [s for s in range(1, 513) if is_default_size(s)]
+    expected = dict(explicit_max_cases())[512]
     assert got == expected, (
         f"default_capture_sizes() (max_size defaults to 512): expected {expected}, got {got}"
     )
+
+
+def test_engine_capture_sizes_are_vllms(buckets):
+    """Every configuration recorded from vLLM 0.26.0's VllmConfig._set_cudagraph_sizes."""
+    for max_num_seqs, spec, batched, expected in engine_cases():
+        got = buckets.engine_capture_sizes(max_num_seqs, spec, batched)
+        largest = min(2 * max_num_seqs * (1 + spec), 512, batched)
+        assert type(got) is list and got == expected, (
+            f"engine_capture_sizes(max_num_seqs={max_num_seqs}, num_speculative_tokens={spec}, "
+            f"max_num_batched_tokens={batched}): vLLM {VLLM_VERSION} captures {expected}, got {got!r}\n"
+            f"  rule: default_capture_sizes(min(2 * max_num_seqs * (1 + num_speculative_tokens), "
+            f"512, max_num_batched_tokens)) = default_capture_sizes({largest}), plus "
+            f"max_num_batched_tokens when it is <= that and not yet a size")
+
+
+def test_engine_capture_sizes_defaults(buckets):
+    """The defaults are vLLM's for the LLM class on a GPU under 70 GiB: 256 sequences, no
+    speculative tokens, 8192 batched tokens."""
+    got = buckets.engine_capture_sizes()
+    expected = buckets_of(256, 0, 8192)
+    assert got == expected, f"engine_capture_sizes() with vLLM's defaults: expected {expected}, got {got}"
+
+
+def buckets_of(max_num_seqs: int, spec: int, batched: int) -> list[int]:
+    return next(c[3] for c in engine_cases() if c[:3] == (max_num_seqs, spec, batched))
+
+
+@pytest.mark.parametrize("kwargs, name", [
+    ({"max_num_seqs": 0}, "max_num_seqs"), ({"num_speculative_tokens": -1}, "num_speculative_tokens"),
+    ({"max_num_batched_tokens": 0}, "max_num_batched_tokens")])
+def test_engine_capture_sizes_rejects(buckets, kwargs, name):
+    check_rejects(lambda: buckets.engine_capture_sizes(**kwargs), name,
+                  "max_num_seqs and max_num_batched_tokens >= 1, num_speculative_tokens >= 0")
 
 
 @pytest.mark.parametrize("max_size", [0, -8])

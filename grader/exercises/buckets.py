@@ -12,6 +12,7 @@ import torch
 
 from coursekit.standin import RecordingCapture
 from coursekit.standin import capture_on_cpu
+from coursekit.vllm_recorded import engine_cases, explicit_max_cases
 from grader.checks import Check, P, Probe, same
 from grader.probes import (_as_list, _attr, _plain_outputs, _pool_key, _sibling, call, probe, rows,
                            rowwise)
@@ -27,6 +28,15 @@ if TYPE_CHECKING:
 def default_sizes(mod, max_size=None):
     """The sizes as returned: the signature says ``-> list[int]``, so a tuple is not the answer."""
     return call(mod.default_capture_sizes) if max_size is None else call(mod.default_capture_sizes, max_size)
+
+
+@probe
+def engine_sizes(mod, kwargs: dict):
+    return call(mod.engine_capture_sizes, **kwargs)
+
+
+def _kwargs(config: dict) -> str:
+    return ", ".join(f"{k}={v}" for k, v in config.items())
 
 
 @probe
@@ -150,24 +160,45 @@ def bucket_probe(max_rows, sizes, batches, warmup_iters=2, **extra) -> Probe:
              batches=batches, warmup_iters=warmup_iters, **extra)
 
 
-#: vLLM's default buckets as exercises/buckets.py states them: [1, 2, 4], then the multiples of
-#: SMALL_STEP below SWITCH, then the multiples of LARGE_STEP from SWITCH on. The check's boundary
-#: inputs are made from these, so they move with the rule.
-SMALL_STEP, SWITCH, LARGE_STEP = 8, 256, 16
-BUCKET_RULE = (f"[1, 2, 4], then the multiples of {SMALL_STEP} below {SWITCH}, then the multiples "
-               f"of {LARGE_STEP} from {SWITCH} on")
+BUCKET_RULE = "[1, 2, 4], then the multiples of 8 below 256, then the multiples of 16 from 256 on"
 
 
 def bucket_boundaries() -> tuple[int, ...]:
-    """Every ``max_size`` where the rule changes (the first sizes of each step), one either side."""
-    points = (1, 2, 4, SMALL_STEP, SWITCH - SMALL_STEP, SWITCH, SWITCH + LARGE_STEP, 2 * SWITCH)
-    return tuple(sorted({p + d for p in points for d in (-1, 0, 1) if p + d >= 1}))
+    """Every ``max_size`` where vLLM's stride changes, with its neighbours: read from vLLM 0.26.0's
+    own recorded lists (``coursekit.vllm_recorded``), so they move when the rule does."""
+    cases = dict(explicit_max_cases())
+    sizes = cases[max(cases)]
+    turns = {sizes[0]} | {b for a, b, c in zip(sizes, sizes[1:], sizes[2:]) if c - b != b - a}
+    after = {sizes[sizes.index(t) + 1] for t in turns}
+    return tuple(sorted({p + d for p in turns | after | {512} for d in (-1, 0, 1) if p + d >= 1}))
+
+
+def engine_configs(r: random.Random) -> list[dict]:
+    """Configurations that tell vLLM's rule from the plausible wrong ones, in every draw: below the
+    512 cap with room to spare (2 * max_num_seqs, not max_num_seqs), speculative tokens, the cap,
+    max_num_batched_tokens on and off the stride (added only when it is <= the largest size), and
+    vLLM's defaults; plus a few of vLLM's own recorded configurations."""
+    seqs = r.randint(20, 120)
+    configs = [
+        {"max_num_seqs": seqs},
+        {"max_num_seqs": r.randint(3, 40), "num_speculative_tokens": r.randint(1, 4)},
+        {"max_num_seqs": r.randint(257, 1024)},
+        {"max_num_seqs": r.randint(64, 300), "max_num_batched_tokens": 8 * r.randint(2, 30) + r.randint(1, 7)},
+        {"max_num_seqs": r.randint(64, 300), "max_num_batched_tokens": 16 * r.randint(16, 31)},
+        {"max_num_seqs": r.randint(2, 50), "max_num_batched_tokens": r.randint(2, 8) * 1000 + r.randint(1, 999)},
+        {},
+    ]
+    recorded = r.sample(engine_cases(), 6)
+    configs += [{"max_num_seqs": s, "num_speculative_tokens": k, "max_num_batched_tokens": t}
+                for s, k, t, _ in recorded]
+    return configs
 
 
 def checks(draw: Draw) -> list[Check]:
     r = draw.rng("ex5.default_capture_sizes")
     fixed = bucket_boundaries() + (1000,)
     drawn = [r.randint(1, 300), r.randint(300, 2000), r.randint(2000, 5000)]
+    rs = draw.rng("ex5.engine_capture_sizes")
     r = draw.rng("ex5.padded_size")
     size_lists = [[r.randint(1, 600) for _ in range(r.randint(1, 12))] for _ in range(12)]
     padded_probes = [P("padded", f"padded_size({n}, {s})", n=n, sizes=s)
@@ -191,7 +222,15 @@ def checks(draw: Draw) -> list[Check]:
               f"{BUCKET_RULE}, <= max_size, ascending",
               [P("default_sizes", "default_capture_sizes()")]
               + [P("default_sizes", f"default_capture_sizes({m})", max_size=m) for m in fixed + tuple(drawn)]
-              + [P("default_sizes", "default_capture_sizes(0)", "max_size", max_size=0)], points=2),
+              + [P("default_sizes", "default_capture_sizes(0)", "max_size", max_size=0)], points=1),
+        Check("ex5", "engine_capture_sizes",
+              "vLLM 0.26.0's sizes: default_capture_sizes(min(2 * max_num_seqs * (1 + "
+              "num_speculative_tokens), 512, max_num_batched_tokens)), plus max_num_batched_tokens "
+              "when it is <= that and not yet a size",
+              [P("engine_sizes", f"engine_capture_sizes({_kwargs(c)})", kwargs=c) for c in engine_configs(rs)]
+              + [P("engine_sizes", f"engine_capture_sizes({_kwargs(c)})", next(iter(c)), kwargs=c)
+                 for c in ({"max_num_seqs": 0}, {"num_speculative_tokens": -1},
+                           {"max_num_batched_tokens": 0})], points=1),
         Check("ex5", "padded_size",
               "the smallest size >= n (sizes unsorted or repeated), None above every size",
               padded_probes + [P("padded", "padded_size(0, [1, 2])", "n", n=0, sizes=[1, 2]),

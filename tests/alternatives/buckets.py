@@ -14,6 +14,16 @@ def default_capture_sizes(max_size=512):
     return list(filter(keep, range(1, max_size + 1)))
 
 
+def engine_capture_sizes(max_num_seqs=256, num_speculative_tokens=0, max_num_batched_tokens=8192):
+    for name, value, low in (("max_num_seqs", max_num_seqs, 1), ("num_speculative_tokens",
+                             num_speculative_tokens, 0), ("max_num_batched_tokens", max_num_batched_tokens, 1)):
+        if value < low:
+            raise ValueError(f"{name}={value} is below {low}")
+    tokens_per_decode_step = max_num_seqs * (num_speculative_tokens + 1)
+    top = min(512, max_num_batched_tokens, tokens_per_decode_step * 2)
+    return sorted(set(default_capture_sizes(top)) | ({max_num_batched_tokens} if max_num_batched_tokens <= top else set()))
+
+
 def padded_size(n, capture_sizes):
     ordered = sorted(set(capture_sizes))
     if not ordered:
