@@ -20,11 +20,6 @@ from coursekit.vllm_recorded import VLLM_VERSION, engine_cases, explicit_max_cas
 pytestmark = pytest.mark.ex5
 
 
-def is_default_size(s: int) -> bool:
-    """The docstring's rule, one size at a time (held against vLLM's own lists below)."""
-    return s in (1, 2, 4) or (s < 256 and s % 8 == 0) or (s >= 256 and s % 16 == 0)
-
-
 # ------------------------------------------------------------------------------- default sizes
 
 
@@ -37,23 +32,6 @@ def test_default_capture_sizes_are_vllms(buckets):
             f"default_capture_sizes({max_size}): vLLM {VLLM_VERSION} captures {expected}, got {got}\n"
             "  rule: [1, 2, 4], multiples of 8 below 256, multiples of 16 from 256, all <= max_size, "
             "ascending")
-
-
-@given(st.integers(1, 2048))
-def test_default_capture_sizes_rule(buckets, max_size):
-    got = buckets.default_capture_sizes(max_size)
-    expected = [s for s in range(1, max_size + 1) if is_default_size(s)]
-    assert list(got) == expected, (
-        f"default_capture_sizes({max_size}): expected {expected}, got {got}\n"
-        "  rule: [1, 2, 4], multiples of 8 below 256, multiples of 16 from 256, all <= max_size, "
-        "ascending"
-    )
-
-
-def test_the_rule_above_is_vllms():
-    """(This file's own oracle, held against vLLM's recorded lists.)"""
-    for max_size, expected in explicit_max_cases():
-        assert [s for s in range(1, max_size + 1) if is_default_size(s)] == expected, max_size
 
 
 def test_default_capture_sizes_defaults_to_512(buckets):
@@ -336,7 +314,7 @@ def test_runner_never_writes_into_the_callers_tensors(buckets):
 
 def test_runner_default_sizes_and_stand_in(buckets):
     runner = buckets.BucketedGraphRunner(rowwise, nonzero_rows(20), warmup_iters=1)
-    expected = [s for s in range(20, 0, -1) if is_default_size(s)]
+    expected = dict(explicit_max_cases())[20][::-1]
     assert list(runner.capture_order) == expected, (
         f"capture_sizes=None with 20 example rows: expected default_capture_sizes(20) captured "
         f"largest first, {expected}; got {list(runner.capture_order)}"
