@@ -47,7 +47,7 @@ EXERCISES = (
              "`default_capture_sizes`, `padded_size`, `pad_rows`, `BucketedGraphRunner` (one graph "
              "per batch size, shared pool)", "CPU (stand-in), GPU"),
     Exercise(6, "dispatch", "a vLLM-style CUDA-graph dispatcher",
-             "`CUDAGraphMode.decode_mode/mixed_mode`, `CudagraphDispatcher.capture_descs/dispatch`",
+             "`CUDAGraphMode` helpers (vLLM's tuple modes), `CudagraphDispatcher` keys (FULL decode up to `max_num_seqs`), `capture_descs`, `dispatch` with `valid_modes`/`invalid_modes`",
              "CPU"),
     Exercise(7, "fusion", "kernel fusion",
              "`chain_hbm_bytes` (HBM traffic, fused vs not), `fused_add_rms_norm` (one kernel with "

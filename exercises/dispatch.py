@@ -13,76 +13,134 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from typing import Iterable
+from typing import AbstractSet, Iterable
 
 from .buckets import padded_size  # noqa: F401  (you will need it)
 
 
 class CUDAGraphMode(enum.Enum):
-    """Which graphs to use. Each mode names a pair (mode for uniform-decode batches, mode for
-    mixed batches):
+    """Which graphs to use, with vLLM 0.26.0's values (``vllm/config/compilation.py``). NONE,
+    PIECEWISE and FULL are also the *runtime* modes ``dispatch`` returns. The two-routine modes
+    are pairs (mode for uniform-decode batches, mode for mixed batches):
 
-    ====================  =====================
-    mode                  (decode, mixed)
-    ====================  =====================
-    NONE                  (NONE, NONE)
-    PIECEWISE             (PIECEWISE, PIECEWISE)
-    FULL                  (FULL, FULL)
-    FULL_DECODE_ONLY      (FULL, NONE)
-    FULL_AND_PIECEWISE    (FULL, PIECEWISE)
-    ====================  =====================
+    ====================  =====================  ==================
+    mode                  value                  (decode, mixed)
+    ====================  =====================  ==================
+    NONE                  0                      (NONE, NONE)
+    PIECEWISE             1                      (PIECEWISE, PIECEWISE)
+    FULL                  2                      (FULL, FULL)
+    FULL_DECODE_ONLY      (FULL, NONE)           (FULL, NONE)
+    FULL_AND_PIECEWISE    (FULL, PIECEWISE)      (FULL, PIECEWISE)
+    ====================  =====================  ==================
+
+    A mode is falsy only when it is NONE (``if mode:`` reads "graphs are on"), as in vLLM.
     """
 
     NONE = 0
     PIECEWISE = 1
     FULL = 2
-    FULL_DECODE_ONLY = 3
-    FULL_AND_PIECEWISE = 4
+    FULL_DECODE_ONLY = (FULL, NONE)
+    FULL_AND_PIECEWISE = (FULL, PIECEWISE)
+
+    def __bool__(self) -> bool:
+        return self is not CUDAGraphMode.NONE
+
+    def separate_routine(self) -> bool:
+        """True for the two-routine modes (their value is a pair)."""
+        raise NotImplementedError("exercise 6: CUDAGraphMode.separate_routine")
 
     def decode_mode(self) -> "CUDAGraphMode":
-        """The first element of the pair above."""
+        """The mode for uniform-decode batches: the pair's first element, or the mode itself."""
         raise NotImplementedError("exercise 6: CUDAGraphMode.decode_mode")
 
     def mixed_mode(self) -> "CUDAGraphMode":
-        """The second element of the pair above."""
+        """The mode for mixed batches: the pair's second element, or the mode itself."""
         raise NotImplementedError("exercise 6: CUDAGraphMode.mixed_mode")
+
+    def has_full_cudagraphs(self) -> bool:
+        """True when some batches replay a FULL graph (FULL is one of its runtime modes)."""
+        raise NotImplementedError("exercise 6: CUDAGraphMode.has_full_cudagraphs")
+
+    def has_piecewise_cudagraphs(self) -> bool:
+        """True when some batches replay PIECEWISE graphs."""
+        raise NotImplementedError("exercise 6: CUDAGraphMode.has_piecewise_cudagraphs")
+
+
+#: The modes ``dispatch`` may return (vLLM's ``CUDAGraphMode.valid_runtime_modes()``).
+RUNTIME_MODES = frozenset({CUDAGraphMode.NONE, CUDAGraphMode.PIECEWISE, CUDAGraphMode.FULL})
 
 
 @dataclass(frozen=True)
 class BatchDescriptor:
-    """The key of one captured graph: a (padded) token count, and whether the batch is a uniform
-    decode batch. Frozen, so it can key a dict."""
+    """The key of one captured graph (vLLM's ``vllm/forward_context.py``, without its LoRA
+    fields): a padded token count, the number of requests a FULL graph was captured for (None
+    for PIECEWISE graphs, which serve any number), and whether the batch is uniform (every
+    request adds ``uniform_decode_query_len`` tokens). Frozen, so it can key a dict."""
 
     num_tokens: int
-    uniform_decode: bool = False
+    num_reqs: int | None = None
+    uniform: bool = False
 
 
 class CudagraphDispatcher:
-    """Decides which captured graph, if any, runs a batch.
+    """Decides which captured graph, if any, runs a batch: vLLM 0.26.0's
+    ``vllm/v1/cudagraph_dispatcher.py`` without LoRA.
 
-    ``capture_descs()`` lists the ``(mode, BatchDescriptor)`` pairs to capture, in order:
-      1. if ``mode.mixed_mode()`` is not NONE: ``(mode.mixed_mode(), BatchDescriptor(s, False))``
-         for every capture size ``s``, largest first;
-      2. then, if ``mode.decode_mode()`` is FULL and ``mode.mixed_mode()`` is not FULL:
-         ``(FULL, BatchDescriptor(s, True))`` for every size, largest first.
+    ``CudagraphDispatcher(mode, capture_sizes, max_num_seqs, uniform_decode_query_len=1)``:
+    ``q = uniform_decode_query_len`` is the tokens each request adds in a uniform-decode step
+    (``1 + num_speculative_tokens``). When ``mode.decode_mode()`` is FULL and ``q > 1``, every
+    size is first rounded up to a multiple of ``q``, and rounded sizes above the largest given
+    size are dropped; if none is left, the sizes are ``[q]`` when ``q`` is at most the largest
+    given size (else ValueError naming ``capture_sizes``). This is vLLM's
+    ``CompilationConfig.adjust_cudagraph_sizes_for_spec_decode``: a uniform batch then always
+    pads to a whole number of requests. ``capture_sizes`` holds the
+    sizes so kept, ascending, each once.
 
-    ``dispatch(num_tokens, uniform_decode=False)`` returns ``(mode, BatchDescriptor)``:
-      * NONE with the unpadded descriptor ``BatchDescriptor(num_tokens, uniform_decode)`` when the
-        mode is NONE or ``num_tokens`` is larger than every capture size;
-      * otherwise, with ``s = padded_size(num_tokens, capture_sizes)``: ``(FULL, BD(s, True))``
-        for a uniform-decode batch if that was captured; else ``(mixed_mode(), BD(s, False))`` if
-        that was captured; else NONE with the unpadded descriptor.
-    Invariant: it never returns a mode other than NONE with a descriptor that
-    ``capture_descs()`` did not list. ``num_tokens < 1`` -> ValueError naming ``num_tokens``.
+    The keys (``keys()``: ``{PIECEWISE: set, FULL: set}`` of ``BatchDescriptor``):
+      1. if ``mode.mixed_mode()`` is not NONE, one per size ``s``: for PIECEWISE,
+         ``BatchDescriptor(s)``; for FULL, ``BatchDescriptor(s, min(s, max_num_seqs), False)``;
+      2. if ``mode`` is a two-routine mode whose ``decode_mode()`` is FULL, one FULL key per size
+         ``s`` with ``q <= s <= q * max_num_seqs``: ``BatchDescriptor(s, min(s // q,
+         max_num_seqs), True)``. No decode graph is bigger than ``max_num_seqs`` requests.
+    ``capture_descs()``: ``(mode, BatchDescriptor)`` for every key, the PIECEWISE keys first, then
+    the FULL keys, each group largest ``num_tokens`` first (the order graphs are captured in).
+
+    ``dispatch(num_tokens, uniform_decode=False, valid_modes=None, invalid_modes=None)`` returns
+    ``(runtime mode, BatchDescriptor)``:
+      * allowed runtime modes: ``valid_modes`` (None or empty: ``RUNTIME_MODES``), minus ``invalid_modes`` (a
+        batch with cascade attention, say, cannot run a FULL graph). None allowed -> ValueError
+        naming ``invalid_modes``.
+      * ``(NONE, BatchDescriptor(num_tokens))`` when the mode is NONE, ``num_tokens`` is above
+        every size, or only NONE is allowed.
+      * otherwise pad to ``p = padded_size(num_tokens, capture_sizes)``. The batch counts as
+        uniform only if ``uniform_decode`` and the mode is a two-routine mode; then its key is
+        ``BatchDescriptor(p, min(p // q, max_num_seqs), True)``, else ``BatchDescriptor(p,
+        min(p, max_num_seqs), False)``. If FULL is allowed and that key is a FULL key: ``(FULL,
+        key)``. Else, if PIECEWISE is allowed and ``BatchDescriptor(p)`` is a PIECEWISE key:
+        ``(PIECEWISE, BatchDescriptor(p))``. Else ``(NONE, BatchDescriptor(num_tokens))``.
+    It never returns FULL or PIECEWISE with a descriptor that is not a key.
+
+    Errors (ValueError naming the argument): ``mode`` not a ``CUDAGraphMode``; a size that is not
+    an int >= 1, or no size with a mode other than NONE (``capture_sizes``); ``max_num_seqs`` or
+    ``uniform_decode_query_len`` not an int >= 1; ``num_tokens < 1``.
+
+    The course leaves out vLLM's LoRA keys (``has_lora``, ``num_active_loras``) and the check that
+    ``compile_sizes`` are capture sizes.
     """
 
-    def __init__(self, mode: CUDAGraphMode, capture_sizes: Iterable[int]):
+    def __init__(self, mode: CUDAGraphMode, capture_sizes: Iterable[int], max_num_seqs: int,
+                 uniform_decode_query_len: int = 1):
         raise NotImplementedError("exercise 6: CudagraphDispatcher.__init__")
+
+    def keys(self) -> dict[CUDAGraphMode, set[BatchDescriptor]]:
+        raise NotImplementedError("exercise 6: CudagraphDispatcher.keys")
 
     def capture_descs(self) -> list[tuple[CUDAGraphMode, BatchDescriptor]]:
         raise NotImplementedError("exercise 6: CudagraphDispatcher.capture_descs")
 
     def dispatch(
-        self, num_tokens: int, uniform_decode: bool = False
+        self, num_tokens: int, uniform_decode: bool = False,
+        valid_modes: AbstractSet[CUDAGraphMode] | None = None,
+        invalid_modes: AbstractSet[CUDAGraphMode] | None = None,
     ) -> tuple[CUDAGraphMode, BatchDescriptor]:
         raise NotImplementedError("exercise 6: CudagraphDispatcher.dispatch")

@@ -30,7 +30,8 @@ class DecodeEngine:
 
     Construction ``DecodeEngine(model, mode=CUDAGraphMode.FULL, capture_sizes=None,
     warmup_iters=1, capture=None)``:
-      * ``dispatcher``: a ``CudagraphDispatcher(mode, capture_sizes)``; ``capture_sizes`` defaults
+      * ``dispatcher``: a ``CudagraphDispatcher(mode, capture_sizes, model.config.max_seqs)``
+        (one token per request: ``q = 1``); ``capture_sizes`` defaults
         to ``default_capture_sizes(model.config.max_seqs)``.
       * Static input buffers for the largest capture size, owned by the engine: ``tokens``,
         ``positions`` and ``slots`` (int64), and for piecewise graphs ``hidden`` and ``attn``

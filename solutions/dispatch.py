@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from typing import Iterable
+from typing import AbstractSet, Iterable
 
 from .buckets import padded_size
 
@@ -13,68 +13,100 @@ class CUDAGraphMode(enum.Enum):
     NONE = 0
     PIECEWISE = 1
     FULL = 2
-    FULL_DECODE_ONLY = 3
-    FULL_AND_PIECEWISE = 4
+    FULL_DECODE_ONLY = (FULL, NONE)
+    FULL_AND_PIECEWISE = (FULL, PIECEWISE)
+
+    def __bool__(self) -> bool:
+        return self is not CUDAGraphMode.NONE
+
+    def separate_routine(self) -> bool:
+        return isinstance(self.value, tuple)
 
     def decode_mode(self) -> "CUDAGraphMode":
-        return _ROUTINES[self][0]
+        return CUDAGraphMode(self.value[0]) if self.separate_routine() else self
 
     def mixed_mode(self) -> "CUDAGraphMode":
-        return _ROUTINES[self][1]
+        return CUDAGraphMode(self.value[1]) if self.separate_routine() else self
+
+    def has_full_cudagraphs(self) -> bool:
+        return CUDAGraphMode.FULL in (self.decode_mode(), self.mixed_mode())
+
+    def has_piecewise_cudagraphs(self) -> bool:
+        return CUDAGraphMode.PIECEWISE in (self.decode_mode(), self.mixed_mode())
 
 
-# mode -> (mode for uniform-decode batches, mode for mixed prefill/decode batches)
-_ROUTINES = {
-    CUDAGraphMode.NONE: (CUDAGraphMode.NONE, CUDAGraphMode.NONE),
-    CUDAGraphMode.PIECEWISE: (CUDAGraphMode.PIECEWISE, CUDAGraphMode.PIECEWISE),
-    CUDAGraphMode.FULL: (CUDAGraphMode.FULL, CUDAGraphMode.FULL),
-    CUDAGraphMode.FULL_DECODE_ONLY: (CUDAGraphMode.FULL, CUDAGraphMode.NONE),
-    CUDAGraphMode.FULL_AND_PIECEWISE: (CUDAGraphMode.FULL, CUDAGraphMode.PIECEWISE),
-}
+RUNTIME_MODES = frozenset({CUDAGraphMode.NONE, CUDAGraphMode.PIECEWISE, CUDAGraphMode.FULL})
 
 
 @dataclass(frozen=True)
 class BatchDescriptor:
     num_tokens: int
-    uniform_decode: bool = False
+    num_reqs: int | None = None
+    uniform: bool = False
+
+
+def _positive_int(name: str, value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{name}: expected an int >= 1, got {value!r}")
+    return value
 
 
 class CudagraphDispatcher:
-    def __init__(self, mode: CUDAGraphMode, capture_sizes: Iterable[int]):
+    def __init__(self, mode: CUDAGraphMode, capture_sizes: Iterable[int], max_num_seqs: int,
+                 uniform_decode_query_len: int = 1):
         if not isinstance(mode, CUDAGraphMode):
             raise ValueError(f"mode: expected a CUDAGraphMode, got {mode!r}")
-        sizes = list(capture_sizes)
-        for s in sizes:
-            if isinstance(s, bool) or not isinstance(s, int) or s < 1:
-                raise ValueError(f"capture_sizes: expected ints >= 1, got {s!r}")
-        self.mode = mode
-        self.capture_sizes = sorted(set(sizes), reverse=True)
-        descs = []
-        if mode.mixed_mode() is not CUDAGraphMode.NONE:
-            descs += [(mode.mixed_mode(), BatchDescriptor(s, False)) for s in self.capture_sizes]
-        if mode.decode_mode() is CUDAGraphMode.FULL and mode.mixed_mode() is not CUDAGraphMode.FULL:
-            descs += [(CUDAGraphMode.FULL, BatchDescriptor(s, True)) for s in self.capture_sizes]
-        self._descs = descs
-        self._captured = set(descs)
+        sizes = sorted({_positive_int("capture_sizes", s) for s in capture_sizes})
+        self.max_num_seqs = _positive_int("max_num_seqs", max_num_seqs)
+        q = self.q = _positive_int("uniform_decode_query_len", uniform_decode_query_len)
+        if mode and not sizes:
+            raise ValueError(f"capture_sizes: mode {mode.name} needs at least one size")
+        if mode.decode_mode() is CUDAGraphMode.FULL and q > 1:
+            rounded = sorted({-(-s // q) * q for s in sizes} & set(range(1, sizes[-1] + 1)))
+            if not rounded and q <= sizes[-1]:
+                rounded = [q]
+            if not rounded:
+                raise ValueError(f"capture_sizes: no size {sizes} rounds up to a multiple of "
+                                 f"uniform_decode_query_len {q} without passing the largest")
+            sizes = rounded
+        self.mode, self.capture_sizes = mode, sizes
+        self._keys = {CUDAGraphMode.PIECEWISE: set(), CUDAGraphMode.FULL: set()}
+        mixed = mode.mixed_mode()
+        if mixed:
+            for s in sizes:
+                self._keys[mixed].add(BatchDescriptor(s) if mixed is CUDAGraphMode.PIECEWISE
+                                      else BatchDescriptor(s, min(s, self.max_num_seqs), False))
+        if mode.separate_routine() and mode.decode_mode() is CUDAGraphMode.FULL:
+            for s in sizes:
+                if q <= s <= q * self.max_num_seqs:
+                    self._keys[CUDAGraphMode.FULL].add(BatchDescriptor(s, min(s // q, self.max_num_seqs), True))
+
+    def keys(self) -> dict[CUDAGraphMode, set[BatchDescriptor]]:
+        return {m: set(k) for m, k in self._keys.items()}
 
     def capture_descs(self) -> list[tuple[CUDAGraphMode, BatchDescriptor]]:
-        return list(self._descs)
+        return [(m, d) for m in (CUDAGraphMode.PIECEWISE, CUDAGraphMode.FULL)
+                for d in sorted(self._keys[m], key=lambda d: d.num_tokens, reverse=True)]
 
     def dispatch(
-        self, num_tokens: int, uniform_decode: bool = False
+        self, num_tokens: int, uniform_decode: bool = False,
+        valid_modes: AbstractSet[CUDAGraphMode] | None = None,
+        invalid_modes: AbstractSet[CUDAGraphMode] | None = None,
     ) -> tuple[CUDAGraphMode, BatchDescriptor]:
-        if isinstance(num_tokens, bool) or not isinstance(num_tokens, int) or num_tokens < 1:
-            raise ValueError(f"num_tokens: expected an int >= 1, got {num_tokens!r}")
-        unpadded = (CUDAGraphMode.NONE, BatchDescriptor(num_tokens, uniform_decode))
-        if not self._descs:
-            return unpadded
-        size = padded_size(num_tokens, self.capture_sizes)
-        if size is None:
-            return unpadded
-        candidates = [(self.mode.mixed_mode(), BatchDescriptor(size, False))]
-        if uniform_decode:
-            candidates.insert(0, (CUDAGraphMode.FULL, BatchDescriptor(size, True)))
-        for candidate in candidates:
-            if candidate in self._captured:
-                return candidate
-        return unpadded
+        _positive_int("num_tokens", num_tokens)
+        allowed = set(valid_modes or RUNTIME_MODES) - set(invalid_modes or ())
+        if not allowed:
+            raise ValueError(f"invalid_modes: {invalid_modes} leaves none of valid_modes {valid_modes}")
+        eager = (CUDAGraphMode.NONE, BatchDescriptor(num_tokens))
+        if not self.mode or num_tokens > self.capture_sizes[-1] or allowed <= {CUDAGraphMode.NONE}:
+            return eager
+        p = padded_size(num_tokens, self.capture_sizes)
+        if uniform_decode and self.mode.separate_routine():
+            key = BatchDescriptor(p, min(p // self.q, self.max_num_seqs), True)
+        else:
+            key = BatchDescriptor(p, min(p, self.max_num_seqs), False)
+        if CUDAGraphMode.FULL in allowed and key in self._keys[CUDAGraphMode.FULL]:
+            return CUDAGraphMode.FULL, key
+        if CUDAGraphMode.PIECEWISE in allowed and BatchDescriptor(p) in self._keys[CUDAGraphMode.PIECEWISE]:
+            return CUDAGraphMode.PIECEWISE, BatchDescriptor(p)
+        return eager

@@ -28,7 +28,7 @@ class DecodeEngine:
             raise ValueError(f"model: expected a coursekit.toymodel.ToyModel, got {type(model).__name__}")
         sizes = default_capture_sizes(model.config.max_seqs) if capture_sizes is None else list(capture_sizes)
         self.model = model
-        self.dispatcher = CudagraphDispatcher(mode, sizes)
+        self.dispatcher = CudagraphDispatcher(mode, sizes, model.config.max_seqs)
         self.warmup_iters = warmup_iters
         self.capture = capture if capture is not None else _default_capture(model)
         largest = max(sizes, default=1)

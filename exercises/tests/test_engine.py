@@ -119,7 +119,7 @@ def test_prompt_steps_are_mixed_batches_and_decode_steps_uniform(engine):
     the decode steps (one row per sequence) a FULL one."""
     _, runner = engine_for(engine, "FULL_AND_PIECEWISE")
     runner.generate(PROMPTS, NEW_TOKENS)
-    kinds = sorted({(k[0].name, bool(k[1].uniform_decode)) for k, v in dict(runner.stats).items()
+    kinds = sorted({(k[0].name, bool(k[1].uniform)) for k, v in dict(runner.stats).items()
                     if k != "eager" and v})
     assert kinds == [("FULL", True), ("PIECEWISE", False)], (
         f"stats after generate in FULL_AND_PIECEWISE: {dict(runner.stats)}\n  rule: uniform_decode "
@@ -315,7 +315,7 @@ def test_uniform_decode_is_worked_out_from_the_slots(engine, slots, uniform):
     one sequence's prompt chunk (a mixed batch), wherever the repeat is and however few rows."""
     _, runner = engine_for(engine, "FULL_AND_PIECEWISE", sizes=[4])
     runner.step(*rows([1, 2, 3], [0, 1, 2], slots))
-    kinds = [(k[0].name, bool(k[1].uniform_decode)) for k, v in dict(runner.stats).items()
+    kinds = [(k[0].name, bool(k[1].uniform)) for k, v in dict(runner.stats).items()
              if k != "eager" and v]
     expected = [("FULL", True)] if uniform else [("PIECEWISE", False)]
     assert kinds == expected, (

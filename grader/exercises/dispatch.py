@@ -4,99 +4,175 @@ the staff repository's, never released."""
 
 from __future__ import annotations
 
+import random
 from typing import TYPE_CHECKING
 
 from coursekit.strategies import MODES
+from coursekit.vllm_recorded import dispatch_configs
 from grader.checks import Check, P
 from grader.probes import call, probe
 
 if TYPE_CHECKING:
     from grader.secret import Draw
 
+HELPERS = ("separate_routine", "decode_mode", "mixed_mode", "has_full_cudagraphs", "has_piecewise_cudagraphs")
+RUNTIME = ("NONE", "PIECEWISE", "FULL")
+
 
 # ------------------------------------------------------------------------- probes
 
 
+def _plain(value):
+    return value.name if hasattr(value, "name") and hasattr(value, "value") else value
+
+
 @probe
-def mode_pairs(mod, order: list | None = None):
-    """``[name, decode_mode().name, mixed_mode().name]`` for the members named in ``order``."""
+def mode_table(mod, order: list | None = None):
+    """For each member named in ``order``: its value (a pair as a list), its truth value and what
+    each helper answers (a mode by its name)."""
     modes = mod.CUDAGraphMode
     names = order if order is not None else [m.name for m in modes]
-    return [[n, call(modes[n].decode_mode).name, call(modes[n].mixed_mode).name] for n in names]
+    out = {"members": sorted(m.name for m in modes)}
+    for n in names:
+        m = modes[n]
+        value = list(m.value) if isinstance(m.value, tuple) else m.value
+        out[n] = [value, bool(m)] + [_plain(call(getattr(m, h))) for h in HELPERS]
+    return out
+
+
+def _desc(desc) -> list:
+    return [desc.num_tokens, desc.num_reqs, desc.uniform]
+
+
+def _dispatcher(mod, mode: str, sizes: list, max_num_seqs: int, q: int):
+    return call(mod.CudagraphDispatcher, mod.CUDAGraphMode[mode], list(sizes), max_num_seqs, q)
 
 
 @probe
-def mode_names(mod):
-    return sorted(m.name for m in mod.CUDAGraphMode)
-
-
-def _desc(mode_and_desc) -> list:
-    """[mode, num_tokens, uniform_decode]; for NONE just [mode, num_tokens]: an eager batch's
-    descriptor may carry either uniform flag."""
-    mode, desc = mode_and_desc
-    if mode.name == "NONE":
-        return [mode.name, desc.num_tokens]
-    return [mode.name, desc.num_tokens, desc.uniform_decode]
-
-
-@probe
-def capture_descs(mod, mode: str, sizes: list):
-    dispatcher = call(mod.CudagraphDispatcher, mod.CUDAGraphMode[mode], list(sizes))
-    descs = call(dispatcher.capture_descs)
+def dispatcher_keys(mod, mode: str, sizes: list, max_num_seqs: int, q: int = 1):
+    d = _dispatcher(mod, mode, sizes, max_num_seqs, q)
+    keys = call(d.keys)
+    descs = call(d.capture_descs)
     if type(descs) is not list:  # the signature says a list
-        return f"<a {type(descs).__name__}, not a list>"
-    return [_desc(d) for d in descs]
+        descs = f"<a {type(descs).__name__}, not a list>"
+    else:
+        descs = [[m.name, _desc(x)] for m, x in descs]
+    return {"keys": {m.name: sorted(_desc(k) for k in ks) for m, ks in keys.items()},
+            "capture_descs": descs, "capture_sizes": list(d.capture_sizes)}
 
 
 @probe
-def dispatch(mod, mode: str, sizes: list, queries: list):
-    """Each query is ``[num_tokens, uniform_decode]``; ``None`` for the flag calls without it."""
-    dispatcher = call(mod.CudagraphDispatcher, mod.CUDAGraphMode[mode], list(sizes))
-    return [_desc(call(dispatcher.dispatch, n) if u is None else call(dispatcher.dispatch, n, uniform_decode=u))
-            for n, u in queries]
+def dispatch(mod, mode: str, sizes: list, max_num_seqs: int, queries: list, q: int = 1):
+    """Each query is ``[num_tokens, uniform_decode or None (left out), valid, invalid]``, the
+    last two lists of runtime-mode names or None."""
+    d = _dispatcher(mod, mode, sizes, max_num_seqs, q)
+    M = mod.CUDAGraphMode
+    out = []
+    for n, uniform, valid, invalid in queries:
+        kwargs = {} if uniform is None else {"uniform_decode": uniform}
+        if valid is not None:
+            kwargs["valid_modes"] = {M[v] for v in valid}
+        if invalid is not None:
+            kwargs["invalid_modes"] = {M[v] for v in invalid}
+        mode_got, desc = call(d.dispatch, n, **kwargs)
+        if type(desc) is not mod.BatchDescriptor:
+            out.append(f"<a {type(desc).__name__}, not a BatchDescriptor>")
+        else:
+            out.append([mode_got.name, *_desc(desc)])
+    return out
 
 
 @probe
-def dispatch_arg(mod, num_tokens: int, sizes: list | None = None):
-    dispatcher = call(mod.CudagraphDispatcher, mod.CUDAGraphMode.FULL, list(sizes or [1, 2, 4]))
-    return _desc(call(dispatcher.dispatch, num_tokens))
+def dispatch_arg(mod, num_tokens: int, sizes: list | None = None, invalid: list | None = None):
+    d = call(mod.CudagraphDispatcher, mod.CUDAGraphMode.FULL, list(sizes or [1, 2, 4]), 4)
+    kwargs = {} if invalid is None else {"invalid_modes": {mod.CUDAGraphMode[v] for v in invalid}}
+    mode, desc = call(d.dispatch, num_tokens, **kwargs)
+    return [mode.name, *_desc(desc)]
+
+
+@probe
+def make_dispatcher(mod, mode: str, sizes: list, max_num_seqs: int, q: int = 1):
+    """Build one (a mode given as a plain string is not a CUDAGraphMode): its capture sizes."""
+    the_mode = mod.CUDAGraphMode[mode] if mode in mod.CUDAGraphMode.__members__ else mode
+    return list(call(mod.CudagraphDispatcher, the_mode, list(sizes), max_num_seqs, q).capture_sizes)
 
 
 # ------------------------------------------------------------------------- checks
 
 
+def dispatcher_setups(r: random.Random) -> list[tuple[list[int], int, int]]:
+    """(sizes, max_num_seqs, q) that tell vLLM's rule from the plausible wrong ones, in every draw:
+    decode graphs cut at max_num_seqs requests (a max_num_seqs below the largest size), num_reqs
+    capped (a mixed FULL size above max_num_seqs), sizes rounded to multiples of q (q > 1, sizes
+    that are not multiples of it, one rounding past the largest), and one of vLLM's recorded
+    configurations."""
+    small = sorted(r.sample(range(1, 33), r.randint(3, 6)))
+    setups = [([1, 2, 4, 8, 16], r.randint(5, 7), 1), (small, r.randint(2, max(2, small[-1] - 1)), 1),
+              ([r.randint(1, 2), 5, 7, 10, 16 + r.randint(0, 4)], r.randint(3, 6), r.choice((2, 3))),
+              ([1, 2, 4, 8, 16, 24, 32], 40, 1)]
+    c = r.choice(dispatch_configs())
+    setups.append((c["capture_sizes"], c["max_num_seqs"], c["q"]))
+    return setups
+
+
+def queries_for(r: random.Random, sizes: list[int]) -> list[list]:
+    top = max(sizes) + 2
+    restrictions = [(None, None), (None, ["FULL"]), (None, ["PIECEWISE"]), (["NONE"], None),
+                    (["FULL", "NONE"], None)]
+    out = [[n, u, *restrictions[0]] for n in range(1, top + 1) for u in (False, True)]
+    out += [[r.randint(1, top), r.random() < 0.5, *res] for res in restrictions[1:] for _ in range(4)]
+    out += [[r.randint(1, top), None, None, None] for _ in range(3)]  # the flag left out
+    return out
+
+
 def checks(draw: Draw) -> list[Check]:
     r = draw.rng("ex6.mode_table")
-    order = [m for m in MODES]
+    order = list(MODES)
     r.shuffle(order)
-    r = draw.rng("ex6.capture_descs")
-    size_lists = [[1, 2, 4, 8], [r.randint(1, 64) for _ in range(5)], [r.randint(1, 32)],
-                  [r.randint(1, 8) for _ in range(4)]]
+    setups = dispatcher_setups(draw.rng("ex6.capture_descs"))
     r = draw.rng("ex6.dispatch")
-    dispatch_lists = [[1, 2, 4, 8]] + [[r.randint(1, 64) for _ in range(r.randint(1, 6))] for _ in range(3)]
-    queries = [[r.randint(1, 80), r.random() < 0.5] for _ in range(12)] + [[1, True], [8, False]]
-    queries += [[r.randint(1, 70), None] for _ in range(4)] + [[1, None]]  # the flag left out
-    r = draw.rng("ex6.dispatch_rejects")
-    sizes = sorted(r.sample(range(1, 64), 3))
+    dispatch_setups = dispatcher_setups(r)
+    r2 = draw.rng("ex6.dispatch_rejects")
+    sizes = sorted(r2.sample(range(1, 64), 3))
     return [
-        Check("ex6", "mode_table", "decode_mode()/mixed_mode() follow vLLM's table",
-              [P("mode_names", "the members of CUDAGraphMode"),
-               P("mode_pairs", f"decode/mixed modes of {order}", order=order)], points=2),
+        Check("ex6", "mode_table",
+              "vLLM's CUDAGraphMode: values (pairs for the two-routine modes), NONE falsy, and "
+              "separate_routine/decode_mode/mixed_mode/has_full_cudagraphs/has_piecewise_cudagraphs",
+              [P("mode_table", f"CUDAGraphMode members and helpers, in the order {order}", order=order)],
+              points=2),
         Check("ex6", "capture_descs",
-              "a list: the mixed group (if not NONE) then the uniform-decode FULL group (if decode "
-              "is FULL and mixed is not), each largest first",
-              [P("capture_descs", f"CudagraphDispatcher({m}, {s}).capture_descs()", mode=m, sizes=s)
-               for m in MODES for s in size_lists], points=3),
+              "keys: mixed keys per size (PIECEWISE BD(s); FULL BD(s, min(s, max_num_seqs), False)); "
+              "decode FULL keys BD(s, min(s // q, max_num_seqs), True) for q <= s <= q * max_num_seqs "
+              "in two-routine modes; sizes rounded up to multiples of q when decode is FULL; "
+              "capture_descs: PIECEWISE keys then FULL keys, each largest first, a list",
+              [P("dispatcher_keys", f"CudagraphDispatcher({m}, {s}, max_num_seqs={n}, "
+                 f"uniform_decode_query_len={q})", mode=m, sizes=s, max_num_seqs=n, q=q)
+               for m in MODES for s, n, q in setups], points=3),
         Check("ex6", "dispatch",
-              "NONE unpadded for NONE or oversized batches; else the uniform FULL graph if captured, "
-              "else the mixed graph, else NONE; never an uncaptured key; uniform_decode defaults "
-              "to False",
-              [P("dispatch", f"CudagraphDispatcher({m}, {s}).dispatch(...)", mode=m, sizes=s,
-                 queries=queries) for m in MODES for s in dispatch_lists], points=4),
+              "allowed = valid_modes (default all) minus invalid_modes; NONE with BD(n) when the mode "
+              "is NONE, n is above every size or only NONE is allowed; else pad to p and look up "
+              "BD(p, min(p // q, max_num_seqs), True) for a uniform batch in a two-routine mode, "
+              "BD(p, min(p, max_num_seqs), False) otherwise: FULL if allowed and a key, else "
+              "PIECEWISE with BD(p) if allowed and a key, else NONE; uniform_decode defaults to False",
+              [P("dispatch", f"CudagraphDispatcher({m}, {s}, max_num_seqs={n}, "
+                 f"uniform_decode_query_len={q}).dispatch(...)", mode=m, sizes=s, max_num_seqs=n, q=q,
+                 queries=queries_for(r, s)) for m in MODES for s, n, q in dispatch_setups], points=4),
         Check("ex6", "dispatch_rejects",
-              "num_tokens < 1 is a ValueError naming num_tokens; 1 and more are dispatched",
+              "ValueError naming the argument: num_tokens < 1, invalid_modes leaving no mode, a mode "
+              "that is not a CUDAGraphMode, sizes < 1 or none, max_num_seqs < 1, "
+              "uniform_decode_query_len < 1; good ones are accepted",
               [P("dispatch_arg", f"dispatch({n})", "num_tokens", num_tokens=n)
-               for n in (0, -r.randint(1, 99))]
-              + [P("dispatch_arg", f"CudagraphDispatcher(FULL, {sizes}).dispatch({n})", num_tokens=n,
-                   sizes=sizes) for n in (1, r.randint(2, 70))], points=1),
+               for n in (0, -r2.randint(1, 99))]
+              + [P("dispatch_arg", "dispatch(2, invalid_modes=every runtime mode)", "invalid_modes",
+                   num_tokens=2, invalid=list(RUNTIME))]
+              + [P("make_dispatcher", f"CudagraphDispatcher({m!r}, {s}, {n}, {q})", arg, mode=m, sizes=s,
+                   max_num_seqs=n, q=q)
+                 for m, s, n, q, arg in (("full", [1, 2], 4, 1, "mode"), ("FULL", [0, 2], 4, 1, "capture_sizes"),
+                                         ("FULL", [], 4, 1, "capture_sizes"),
+                                         ("FULL", [1, 2], 0, 1, "max_num_seqs"),
+                                         ("FULL", [1, 2], 4, 0, "uniform_decode_query_len"))]
+              + [P("dispatch_arg", f"CudagraphDispatcher(FULL, {sizes}, 4).dispatch({n})", num_tokens=n,
+                   sizes=sizes) for n in (1, r2.randint(2, 70))]
+              + [P("make_dispatcher", "CudagraphDispatcher(NONE, [], 1)", mode="NONE", sizes=[],
+                   max_num_seqs=1)], points=1),
     ]

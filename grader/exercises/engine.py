@@ -179,7 +179,7 @@ def _stats_kinds(engine) -> list:
             kinds.append(["eager", count])
         elif isinstance(key, tuple) and len(key) == 2:
             kinds.append([getattr(key[0], "name", str(key[0])), getattr(key[1], "num_tokens", None),
-                          bool(getattr(key[1], "uniform_decode", None)), count])
+                          bool(getattr(key[1], "uniform", None)), count])
         else:
             kinds.append([repr(key), count])
     return sorted(kinds, key=repr)

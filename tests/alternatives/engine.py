@@ -20,7 +20,7 @@ class DecodeEngine:
         self.model = model
         if capture_sizes is None:
             capture_sizes = default_capture_sizes(model.config.max_seqs)
-        self.dispatcher = CudagraphDispatcher(mode, list(capture_sizes))
+        self.dispatcher = CudagraphDispatcher(mode, list(capture_sizes), model.config.max_seqs)
         self.warmup_iters = warmup_iters
         if capture is None:
             if model.device.type == "cuda":

@@ -1,0 +1,71 @@
+"""The reference against vLLM 0.26.0's own answers (``coursekit/data/vllm-0.26.0-cases.json``,
+recorded by ``tests/platforms/record_vllm_cases.py``): every recorded case, no disagreement.
+
+The public tests of exercises 5 and 6 ask the same of a student's code; here it is the staff's
+differential test, independent of the public tests' fixtures, with the data's own provenance.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from coursekit.impl import REPO_ROOT, Implementation
+from coursekit.vllm_recorded import (CASES, VLLM_VERSION, dispatch_configs, engine_cases,
+                                     explicit_max_cases, mode_table, recorded)
+
+buckets = Implementation("solutions").module("buckets")
+dispatch = Implementation("solutions").module("dispatch")
+
+
+def test_the_data_is_vllms_and_says_how_to_re_record():
+    assert recorded()["vllm_version"].split("+")[0] == VLLM_VERSION
+    script = REPO_ROOT / "tests" / "platforms" / "record_vllm_cases.py"
+    assert "record_vllm_cases.py" in recorded()["by"]
+    version = next(n.value.value for n in ast.parse(script.read_text()).body
+                   if isinstance(n, ast.Assign) and getattr(n.targets[0], "id", "") == "VERSION")
+    assert version == VLLM_VERSION and CASES.name == f"vllm-{version}-cases.json"
+    assert len(engine_cases()) > 1000 and len(explicit_max_cases()) == 600 and len(dispatch_configs()) == 180
+
+
+def test_capture_sizes_agree_with_vllm():
+    wrong = [(c[:3], c[3], buckets.engine_capture_sizes(*c[:3])) for c in engine_cases()
+             if buckets.engine_capture_sizes(*c[:3]) != c[3]]
+    wrong += [(m, sizes, buckets.default_capture_sizes(m)) for m, sizes in explicit_max_cases()
+              if buckets.default_capture_sizes(m) != sizes]
+    assert not wrong, wrong[:3]
+
+
+def test_modes_agree_with_vllm():
+    for name, want in mode_table().items():
+        mode = dispatch.CUDAGraphMode[name]
+        assert (list(mode.value) if isinstance(mode.value, tuple) else mode.value) == want["value"]
+        assert bool(mode) is want["bool"]
+        for helper in ("separate_routine", "decode_mode", "mixed_mode", "has_full_cudagraphs",
+                       "has_piecewise_cudagraphs"):
+            got = getattr(mode, helper)()
+            assert getattr(got, "name", got) == want[helper], (name, helper)
+
+
+def test_dispatcher_agrees_with_vllm_on_every_recorded_answer():
+    M, BD = dispatch.CUDAGraphMode, dispatch.BatchDescriptor
+    limits = {k: tuple(None if v is None else {M[m] for m in v} for v in pair)
+              for k, pair in recorded()["dispatch"]["restrictions"].items()}
+    answers = 0
+    for c in dispatch_configs():
+        d = dispatch.CudagraphDispatcher(M[c["mode"]], c["capture_sizes"], c["max_num_seqs"], c["q"])
+        if c["mode"] != "NONE":
+            assert d.capture_sizes == c["sizes_after_adjustment"], c
+        assert {m.name: sorted([k.num_tokens, k.num_reqs, k.uniform] for k in ks)
+                for m, ks in d.keys().items()} == c["keys"], c
+        for name, want in c["dispatch"].items():
+            limit, uniform = name.rsplit(" uniform=", 1)
+            for n, expected in enumerate(want, start=1):
+                mode, desc = d.dispatch(n, bool(int(uniform)), *limits[limit])
+                if expected == "N":
+                    assert (mode, desc) == (M.NONE, BD(n)), (c, name, n)
+                else:
+                    t, *rest = expected[1:].split(",")
+                    key = BD(int(t)) if not rest else BD(int(t), int(rest[0]), bool(int(rest[1])))
+                    assert (mode.name[0], desc) == (expected[0], key), (c, name, n, expected)
+                answers += 1
+    assert answers == 36_000
