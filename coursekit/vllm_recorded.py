@@ -1,9 +1,9 @@
 """What vLLM 0.26.0 itself answered, recorded from its own code: the course's rules for capture
 sizes, modes and dispatch are checked against these answers, not against our reading of vLLM.
 
-The file is ``coursekit/data/vllm-0.26.0-cases.json``, written by the staff script
-``tests/platforms/record_vllm_cases.py`` (its docstring has the recipe: vLLM's CPU wheel in a venv
-of its own). It holds:
+The file is ``coursekit/data/vllm-0.26.0-cases.json``, written by the course staff's recording
+script (in the staff repository, with the recipe: vLLM's CPU wheel in a venv of its own), which
+drives vLLM's code and writes what it answered. It holds:
 
 * ``engine_cases()``: ``(max_num_seqs, num_speculative_tokens, max_num_batched_tokens, sizes)``,
   the sizes ``VllmConfig._set_cudagraph_sizes`` chose for that configuration;

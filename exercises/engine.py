@@ -21,7 +21,7 @@ import torch
 from coursekit.standin import capture_on_cpu  # noqa: F401  (the CPU default for `capture`)
 from coursekit.toymodel import ToyModel  # noqa: F401  (given: the model)
 
-from .buckets import default_capture_sizes  # noqa: F401  (you will need them)
+from .buckets import engine_capture_sizes  # noqa: F401  (you will need them)
 from .dispatch import BatchDescriptor, CUDAGraphMode, CudagraphDispatcher  # noqa: F401
 
 
@@ -32,7 +32,8 @@ class DecodeEngine:
     warmup_iters=1, capture=None)``:
       * ``dispatcher``: a ``CudagraphDispatcher(mode, capture_sizes, model.config.max_seqs)``
         (one token per request: ``q = 1``); ``capture_sizes`` defaults
-        to ``default_capture_sizes(model.config.max_seqs)``.
+        to ``engine_capture_sizes(model.config.max_seqs)``, vLLM's plan for ``max_seqs`` requests
+        (up to twice as many tokens: a prompt step may fill them).
       * Static input buffers for the largest capture size, owned by the engine: ``tokens``,
         ``positions`` and ``slots`` (int64), and for piecewise graphs ``hidden`` and ``attn``
         (the model's dtype). The slot buffer starts out filled with ``model.padding_slot`` and
@@ -72,7 +73,9 @@ class DecodeEngine:
         it): ``model.forward`` on the inputs as they are.
       * Otherwise copy the inputs into the first ``n`` rows of the static buffers (``copy_``: the
         graphs read the buffers' memory), fill rows ``n .. desc.num_tokens - 1`` with token 0,
-        position 0 and ``model.padding_slot``, replay (FULL), or replay the segments with
+        position 0 and ``model.padding_slot`` (vLLM gives padded rows slot ``PAD_SLOT_ID = -1``
+        and its cache-write kernel skips a slot below 0; here the cache has a spare slot
+        instead, because PyTorch's ``cache[-1]`` silently writes the last row), replay (FULL), or replay the segments with
         ``model.attention`` run eagerly between them (PIECEWISE: attention reads the previous
         segment's static ``q``, ``k``, ``v`` outputs and its result is copied into the ``attn``
         buffer the next segment reads; that segment's ``hidden`` input is the previous segment's

@@ -11,7 +11,7 @@ import torch
 from coursekit.standin import capture_on_cpu
 from coursekit.toymodel import ToyModel
 
-from .buckets import default_capture_sizes
+from .buckets import engine_capture_sizes
 from .dispatch import CUDAGraphMode, CudagraphDispatcher
 
 
@@ -26,7 +26,7 @@ class DecodeEngine:
     ):
         if not isinstance(model, ToyModel):
             raise ValueError(f"model: expected a coursekit.toymodel.ToyModel, got {type(model).__name__}")
-        sizes = default_capture_sizes(model.config.max_seqs) if capture_sizes is None else list(capture_sizes)
+        sizes = engine_capture_sizes(model.config.max_seqs) if capture_sizes is None else list(capture_sizes)
         self.model = model
         self.dispatcher = CudagraphDispatcher(mode, sizes, model.config.max_seqs)
         self.warmup_iters = warmup_iters

@@ -69,3 +69,28 @@ def test_dispatcher_agrees_with_vllm_on_every_recorded_answer():
                     assert (mode.name[0], desc) == (expected[0], key), (c, name, n, expected)
                 answers += 1
     assert answers == 36_000
+
+
+def test_every_name_the_readme_cites_is_in_vllm():
+    """README's "Where it is in vLLM 0.26.0": each file and name must be in the source listing
+    recorded from vLLM's wheel (tests/platforms/vllm-0.26.0-source.json)."""
+    import json
+    import re
+
+    listing = json.loads((REPO_ROOT / "tests" / "platforms" / f"vllm-{VLLM_VERSION}-source.json").read_text())
+    assert listing["vllm_version"].split("+")[0] == VLLM_VERSION
+    files = listing["files"]
+    readme = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
+    table = re.search(r"<!-- vllm-map -->\n(.*?)<!-- /vllm-map -->", readme, re.DOTALL).group(1)
+    rows = [line.split("|")[1:-1] for line in table.splitlines()[2:]]
+    assert len(rows) >= 15, "the table lost its rows"
+    missing = []
+    for ex, idea, path, names in rows:
+        path = path.strip().strip("`")
+        if path not in files:
+            missing.append(f"ex{ex.strip()} {idea.strip()}: no file {path} in vLLM {VLLM_VERSION}")
+            continue
+        missing += [f"ex{ex.strip()}: {path} has no {name}" for name in re.findall(r"`([^`]+)`", names)
+                    if name not in files[path]]
+    assert {int(r[0]) for r in rows} >= {3, 4, 5, 6, 7, 8}, "every exercise from 3 to 8 has a row"
+    assert not missing, "\n".join(missing)

@@ -13,6 +13,7 @@ from coursekit.checks import check_rejects
 from coursekit.standin import RecordingCapture, inside_graph
 from coursekit.strategies import MODES
 from coursekit.toymodel import ModelConfig, ToyModel
+from coursekit.vllm_recorded import engine_cases
 
 pytestmark = pytest.mark.ex8
 gpu = pytest.mark.gpu
@@ -117,13 +118,15 @@ def test_a_returned_result_survives_the_next_step(engine, mode):
 def test_prompt_steps_are_mixed_batches_and_decode_steps_uniform(engine):
     """FULL_AND_PIECEWISE: the prompt step (several rows per sequence) replays a PIECEWISE graph,
     the decode steps (one row per sequence) a FULL one."""
-    _, runner = engine_for(engine, "FULL_AND_PIECEWISE")
-    runner.generate(PROMPTS, NEW_TOKENS)
-    kinds = sorted({(k[0].name, bool(k[1].uniform)) for k, v in dict(runner.stats).items()
-                    if k != "eager" and v})
-    assert kinds == [("FULL", True), ("PIECEWISE", False)], (
-        f"stats after generate in FULL_AND_PIECEWISE: {dict(runner.stats)}\n  rule: uniform_decode "
-        "is True only when every row has its own slot")
+    # 6 prompt tokens pad to 8 = max_seqs: a decode graph would fit, only the flag says no.
+    for prompts in (PROMPTS, [[1, 2], [3], [4, 5, 6]]):
+        _, runner = engine_for(engine, "FULL_AND_PIECEWISE")
+        runner.generate(prompts, 3)
+        kinds = sorted({(k[0].name, bool(k[1].uniform)) for k, v in dict(runner.stats).items()
+                        if k != "eager" and v})
+        assert kinds == [("FULL", True), ("PIECEWISE", False)], (
+            f"stats after generate({prompts}, 3) in FULL_AND_PIECEWISE: {dict(runner.stats)}\n  rule: "
+            "uniform_decode is True only when every row has its own slot")
 
 
 def test_a_batch_larger_than_every_bucket_runs_eagerly(engine):
@@ -279,10 +282,12 @@ def test_capture_model_records_time_and_memory(engine):
     assert runner.capture_memory_bytes == 0, "on a CPU, capture reserves no GPU memory: 0"
 
 
-@pytest.mark.parametrize("max_seqs, expected", [(8, [1, 2, 4, 8]), (3, [1, 2]), (24, [1, 2, 4, 8, 16, 24])])
-def test_default_capture_sizes_fit_the_model(engine, max_seqs, expected):
+@pytest.mark.parametrize("max_seqs", [8, 3, 24, 100])
+def test_default_capture_sizes_are_vllms_plan(engine, max_seqs):
     """What is captured by default is a configuration: no generated token shows it, so the test
-    looks at what capture_model() captured."""
+    looks at what capture_model() captured: vLLM 0.26.0's sizes for max_num_seqs = max_seqs and
+    its default token budget (recorded from vLLM)."""
+    expected = next(c[3] for c in engine_cases() if c[:3] == (max_seqs, 0, 8192))
     model = ToyModel(ModelConfig(max_seqs=max_seqs, n_layers=1))
     recorder = RecordingCapture()
     runner = engine.DecodeEngine(model, mode=engine.CUDAGraphMode.FULL, capture=recorder)
@@ -290,8 +295,9 @@ def test_default_capture_sizes_fit_the_model(engine, max_seqs, expected):
     sizes = sorted({d.num_tokens for _, d in runner.dispatcher.capture_descs()})
     captured = sorted(len(c["inputs"][0]) for c in recorder.calls)
     assert sizes == captured == expected, (
-        f"capture_sizes=None with max_seqs={max_seqs}: expected default_capture_sizes({max_seqs}) "
-        f"= {expected}; the dispatcher lists {sizes} and capture_model() captured {captured}")
+        f"capture_sizes=None with max_seqs={max_seqs}: expected vLLM's sizes for max_num_seqs="
+        f"{max_seqs}, engine_capture_sizes({max_seqs}) = {expected}; the dispatcher lists {sizes} and "
+        f"capture_model() captured {captured}")
 
 
 def test_step_before_capture_model_runs_eagerly(engine):

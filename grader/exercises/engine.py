@@ -282,6 +282,11 @@ def checks(draw: Draw) -> list[Check]:
     attention_rows = dict(tokens=[r.randint(0, 511) for _ in range(n)], positions=[0] * n,
                           slots=r.sample(range(8), n))
     shrink_prompts, shrink_new = requests(draw.rng("ex8.generate_shrinks_the_batch"))
+    # A prompt step of at most max_seqs (8) tokens, some sequences with several: padded, it still
+    # fits a decode graph (<= max_seqs requests), so only the uniform flag keeps it off one.
+    r = draw.rng("ex8.generate_shrinks_the_batch.short")
+    short_prompts = [[r.randint(0, 511) for _ in range(k)] for k in (2, 1, r.randint(2, 4))]
+    short_new = [r.randint(2, 4) for _ in short_prompts]
     r = draw.rng("ex8.engine_rejects")
     token = r.randint(0, 511)
     bad_kinds = list(BAD_ROW_NAMES)
@@ -344,6 +349,8 @@ def checks(draw: Draw) -> list[Check]:
                  prompts=shrink_prompts, new_tokens=shrink_new)]
               + [P("engine_stats", f"stats after generate in {m}", mode=m, prompts=shrink_prompts,
                    new_tokens=shrink_new) for m in ("FULL_AND_PIECEWISE", "FULL_DECODE_ONLY")]
+              + [P("engine_stats", f"stats after generate({short_prompts}, {short_new}) in {m}", mode=m,
+                   prompts=short_prompts, new_tokens=short_new) for m in ("FULL_AND_PIECEWISE", "FULL_DECODE_ONLY")]
               + [P("engine_uniform_flags", f"what steps with slots {flag_slots} replay in "
                    "FULL_AND_PIECEWISE without uniform_decode", slot_lists=flag_slots)], points=1),
         Check("ex8", "engine_rejects",

@@ -27,7 +27,7 @@ def checks(draw: Draw) -> list[Check]:
               [P("engine_generate", f"generate in mode {m}", mode=m, sizes=[1, 2, 4, 8, 16, 32],
                  prompts=prompts, new_tokens=new_tokens, seed=seed) for m in MODES], hidden=True, points=2),
         Check("ex8", "engine_default_sizes",
-              "capture_sizes=None means default_capture_sizes(model.config.max_seqs): those sizes "
+              "capture_sizes=None means engine_capture_sizes(model.config.max_seqs): those sizes "
               "are captured, largest first",
               [P("engine_generate", f"generate with the default sizes ({m})", mode=m, sizes=None,
                  prompts=small, new_tokens=small_new) for m in ("FULL", "PIECEWISE")]

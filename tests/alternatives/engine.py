@@ -11,7 +11,7 @@ import torch
 
 from coursekit.standin import capture_on_cpu
 
-from .buckets import default_capture_sizes
+from .buckets import engine_capture_sizes
 from .dispatch import CUDAGraphMode, CudagraphDispatcher
 
 
@@ -19,7 +19,7 @@ class DecodeEngine:
     def __init__(self, model, mode=CUDAGraphMode.FULL, capture_sizes=None, warmup_iters=1, capture=None):
         self.model = model
         if capture_sizes is None:
-            capture_sizes = default_capture_sizes(model.config.max_seqs)
+            capture_sizes = engine_capture_sizes(max_num_seqs=model.config.max_seqs)
         self.dispatcher = CudagraphDispatcher(mode, list(capture_sizes), model.config.max_seqs)
         self.warmup_iters = warmup_iters
         if capture is None:

@@ -83,9 +83,13 @@ MUTANTS = [
       ("x.dim() != 1 or x.dtype != torch.long or len(x) < 1", "x.dim() != 1 or x.dtype != torch.long")),
     # A configuration rule that the outcome does not show.
     K("configuration", "engine", "default-sizes-1-2-4-8", "captures [1, 2, 4, 8] by default",
-      ("sizes = default_capture_sizes(model.config.max_seqs) if capture_sizes is None",
+      ("sizes = engine_capture_sizes(model.config.max_seqs) if capture_sizes is None",
        "sizes = [1, 2, 4, 8] if capture_sizes is None")),
+    K("configuration", "engine", "default-sizes-up-to-max-seqs", "captures up to max_seqs (the course's old plan), not vLLM's",
+      ("sizes = engine_capture_sizes(model.config.max_seqs) if capture_sizes is None",
+       "sizes = default_capture_sizes(model.config.max_seqs) if capture_sizes is None"),
+      ("from .buckets import engine_capture_sizes", "from .buckets import default_capture_sizes, engine_capture_sizes")),
     K("configuration", "engine", "default-sizes-powers-of-two", "captures powers of two by default",
-      ("sizes = default_capture_sizes(model.config.max_seqs) if capture_sizes is None",
+      ("sizes = engine_capture_sizes(model.config.max_seqs) if capture_sizes is None",
        "sizes = [2 ** i for i in range(model.config.max_seqs.bit_length()) if 2 ** i <= model.config.max_seqs] if capture_sizes is None")),
 ]

@@ -30,7 +30,8 @@ installed without its dependencies, then those minus torch; about 5 minutes, 3 G
 ``vllm._C`` fails to load on such a machine and vLLM only warns: the logic recorded here is pure
 Python. For a newer vLLM, change the version in the recipe and ``VERSION`` below, re-record, and
 let the suite say what changed (``tests/test_vllm_cases.py`` and the public tests read the file).
-It writes ``coursekit/data/vllm-<version>-cases.json`` and imports nothing of the course.
+It writes ``coursekit/data/vllm-<version>-cases.json`` and ``tests/platforms/vllm-<version>-source.json``
+(the functions and classes of the files the course cites) and imports nothing of the course.
 """
 
 from __future__ import annotations
@@ -44,6 +45,8 @@ from pathlib import Path
 
 VERSION = "0.26.0"
 OUT = Path(__file__).resolve().parents[2] / "coursekit" / "data" / f"vllm-{VERSION}-cases.json"
+#: The names the course cites must exist in vLLM (tests/test_vllm_cases.py): staff data, not shipped.
+SOURCE = Path(__file__).resolve().parent / f"vllm-{VERSION}-source.json"
 
 try:
     import vllm
@@ -191,6 +194,35 @@ def record_dispatch() -> list[dict]:
     return out
 
 
+#: The parts of vLLM whose names the course cites (README's "Where it is in vLLM").
+SOURCE_PARTS = ("vllm/config", "vllm/v1/worker", "vllm/v1/attention", "vllm/compilation",
+                "vllm/forward_context.py", "vllm/v1/cudagraph_dispatcher.py", "vllm/engine/arg_utils.py",
+                "vllm/v1/spec_decode", "vllm/platforms/interface.py", "vllm/_custom_ops.py")
+
+
+def source_listing() -> dict[str, list[str]]:
+    """Every file of ``SOURCE_PARTS``: its top-level functions, classes (with their methods, as
+    ``Class.method``) and upper-case constants, read with ``ast`` from the installed package."""
+    import ast
+
+    root = Path(vllm.__file__).resolve().parent.parent
+    out = {}
+    for part in SOURCE_PARTS:
+        path = root / part
+        for f in [path] if path.is_file() else sorted(path.rglob("*.py")):
+            names = set()
+            for node in ast.parse(f.read_text(encoding="utf-8")).body:
+                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                    names.add(node.name)
+                    if isinstance(node, ast.ClassDef):
+                        names |= {f"{node.name}.{m.name}" for m in node.body
+                                  if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef))}
+                elif isinstance(node, ast.Assign):
+                    names |= {t.id for t in node.targets if isinstance(t, ast.Name) and t.id.isupper()}
+            out[f.relative_to(root).as_posix()] = sorted(names)
+    return out
+
+
 def main() -> None:
     data = {
         "vllm_version": vllm.__version__,
@@ -214,6 +246,9 @@ def main() -> None:
     }
     OUT.write_text(json.dumps(data, sort_keys=True, separators=(",", ":")) + "\n", encoding="ascii")
     print(f"wrote {OUT} ({OUT.stat().st_size // 1024} KiB) from vLLM {vllm.__version__}")
+    listing = {"vllm_version": vllm.__version__, "files": source_listing()}
+    SOURCE.write_text(json.dumps(listing, sort_keys=True, indent=0) + "\n", encoding="ascii")
+    print(f"wrote {SOURCE} ({SOURCE.stat().st_size // 1024} KiB)")
 
 
 if __name__ == "__main__":
