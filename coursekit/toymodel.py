@@ -16,7 +16,9 @@ is the last row, silently overwritten, which is why this model keeps a spare slo
 batch has written its key and value, so several rows of one sequence at consecutive positions
 (a prompt) are causal too.
 
-The forward pass is cut at its attention calls, as vLLM's piecewise CUDA graphs cut it:
+The forward pass is cut at its attention calls, as vLLM's piecewise CUDA graphs cut it (vLLM cuts
+the model's traced graph at the ops in ``splitting_ops``: ``split_graph`` in
+``vllm/compilation/backends.py``; here the pieces are written by hand):
 
     segment(0)          tokens, positions          -> hidden, q, k, v
     attention(0)        q, k, v, positions, slots  -> attn        (reads and writes the cache)

@@ -39,10 +39,14 @@ class DecodeEngine:
         (the model's dtype). The slot buffer starts out filled with ``model.padding_slot`` and
         the others with zeros, so warm-up and capture only ever touch the padding slot.
       * ``capture`` defaults to exercise 3's ``capture`` for a CUDA model and to
-        ``capture_on_cpu`` otherwise. Nothing is captured until ``capture_model()``.
+        ``capture_on_cpu`` otherwise. Nothing is captured until ``capture_model()``, and a step
+        whose key has no graph runs eagerly (vLLM switches capturing off after its capture pass,
+        and a dispatched key without a graph is then an error: ``validate_cudagraph_capturing_enabled``
+        in ``vllm/compilation/monitor.py``; here an eager step is the simpler answer).
 
     ``capture_model()`` captures every ``(mode, BatchDescriptor)`` of
-    ``dispatcher.capture_descs()``, in that order (each group is largest first), all graphs in
+    ``dispatcher.capture_descs()``, in that order (PIECEWISE keys, then FULL, each largest
+    first), all graphs in
     one memory pool (the first graph's ``graph.pool()``), each over the first ``num_tokens`` rows
     of the static buffers, with ``warmup_iters``:
       * FULL: one graph of ``model.forward(tokens, positions, slots)``.

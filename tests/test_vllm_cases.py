@@ -94,3 +94,26 @@ def test_every_name_the_readme_cites_is_in_vllm():
                     if name not in files[path]]
     assert {int(r[0]) for r in rows} >= {3, 4, 5, 6, 7, 8}, "every exercise from 3 to 8 has a row"
     assert not missing, "\n".join(missing)
+
+
+def test_the_engines_capture_plan_is_vllms():
+    """DecodeEngine with its default sizes captures what vLLM 0.26.0 captures for max_num_seqs
+    requests of one token each: the same (mode, descriptor) keys in the same order."""
+    import torch
+
+    from coursekit.standin import RecordingCapture
+    from coursekit.toymodel import ModelConfig, ToyModel
+
+    engine = Implementation("solutions").module("engine")
+    plans = recorded()["engine_plans"]
+    assert len(plans) == 40
+    for plan in plans:
+        if plan["max_num_seqs"] > 24 and plan["mode"] not in ("FULL", "FULL_AND_PIECEWISE"):
+            continue  # the large engines once or twice: the dispatcher's rule is checked above
+        model = ToyModel(ModelConfig(max_seqs=plan["max_num_seqs"], n_layers=1, max_seq_len=8))
+        runner = engine.DecodeEngine(model, mode=engine.CUDAGraphMode[plan["mode"]], capture=RecordingCapture())
+        got = [[m.name, d.num_tokens, d.num_reqs, d.uniform] for m, d in runner.dispatcher.capture_descs()]
+        assert got == plan["capture_descs"], (plan["max_num_seqs"], plan["mode"])
+        with torch.no_grad():
+            runner.capture_model()
+        assert list(runner.graphs) == runner.dispatcher.capture_descs(), "captured in the plan's order"

@@ -8,6 +8,8 @@ What it drives (vLLM's pure logic, nothing that needs a GPU):
   the stand-in has exactly the attributes the method reads, on its CUDA path.
 * ``CUDAGraphMode`` (``vllm/config/compilation.py``): every member's value, truth value and
   helpers.
+* an engine's whole capture plan: the sizes for ``max_num_seqs`` (q = 1), then the dispatcher's
+  ``get_capture_descs`` in each mode;
 * ``CudagraphDispatcher`` (``vllm/v1/cudagraph_dispatcher.py``): ``initialize_cudagraph_keys``
   and ``dispatch`` (with ``valid_modes`` / ``invalid_modes``) for every mode over a grid of
   capture sizes, ``max_num_seqs`` and query lengths ``q = 1 + num_speculative_tokens`` (with
@@ -223,6 +225,20 @@ def source_listing() -> dict[str, list[str]]:
     return out
 
 
+def record_engine_plans() -> list[dict]:
+    """What vLLM captures, in order, for an engine of ``max_num_seqs`` requests with one token
+    each (q = 1), its default token budget (8192) and each mode: the sizes
+    ``_set_cudagraph_sizes`` chose, then the dispatcher's ``get_capture_descs``."""
+    plans = []
+    for max_num_seqs in (1, 2, 3, 5, 8, 24, 100, 256):
+        sizes = capture_sizes(max_num_seqs, 0, 8192, None)
+        for mode in CUDAGraphMode:
+            d = dispatcher(mode, sizes, max_num_seqs, 1)
+            plans.append({"max_num_seqs": max_num_seqs, "mode": mode.name,
+                          "capture_descs": [[m.name, *desc(k)] for m, ks in d.get_capture_descs() for k in ks]})
+    return plans
+
+
 def main() -> None:
     data = {
         "vllm_version": vllm.__version__,
@@ -243,6 +259,7 @@ def main() -> None:
                              for k, r in RESTRICTIONS.items()},
             "configs": record_dispatch(),
         },
+        "engine_plans": record_engine_plans(),
     }
     OUT.write_text(json.dumps(data, sort_keys=True, separators=(",", ":")) + "\n", encoding="ascii")
     print(f"wrote {OUT} ({OUT.stat().st_size // 1024} KiB) from vLLM {vllm.__version__}")
