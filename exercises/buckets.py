@@ -40,11 +40,11 @@ def engine_capture_sizes(max_num_seqs: int = 256, num_speculative_tokens: int = 
 
     A decode step of ``max_num_seqs`` requests holds up to ``max_num_seqs * (1 +
     num_speculative_tokens)`` tokens; vLLM captures up to twice that, never above 512 nor above
-    ``max_num_batched_tokens`` (no batch is larger)::
+    ``max_num_batched_tokens`` (no batch is larger): the largest size is
 
-        largest = min(2 * max_num_seqs * (1 + num_speculative_tokens), 512, max_num_batched_tokens)
+        min(2 * max_num_seqs * (1 + num_speculative_tokens), 512, max_num_batched_tokens).
 
-    The sizes are ``default_capture_sizes(largest)``, plus ``max_num_batched_tokens`` itself
+    The sizes are ``default_capture_sizes`` of that largest size, plus ``max_num_batched_tokens`` itself
     when it is ``<= largest`` and not yet a size (so the largest possible batch has its own
     graph even off the stride), ascending. The defaults are vLLM's for the ``LLM`` class on a
     GPU under 70 GiB, such as an RTX 4090. ``max_num_seqs < 1``, ``num_speculative_tokens < 0``

@@ -160,7 +160,8 @@ def bucket_probe(max_rows, sizes, batches, warmup_iters=2, **extra) -> Probe:
              batches=batches, warmup_iters=warmup_iters, **extra)
 
 
-BUCKET_RULE = "[1, 2, 4], then the multiples of 8 below 256, then the multiples of 16 from 256 on"
+#: The rule's words live in the stub's docstring; its numbers, in vLLM's recorded lists.
+BUCKET_RULE = "vLLM's bucket pattern, as default_capture_sizes' docstring states it"
 
 
 def bucket_boundaries() -> tuple[int, ...]:
