@@ -62,7 +62,7 @@ class CudagraphDispatcher:
         if mode and not sizes:
             raise ValueError(f"capture_sizes: mode {mode.name} needs at least one size")
         if mode.decode_mode() is CUDAGraphMode.FULL and q > 1:
-            rounded = sorted({-(-s // q) * q for s in sizes} & set(range(1, sizes[-1] + 1)))
+            rounded = sorted({r for r in (-(-s // q) * q for s in sizes) if r <= sizes[-1]})
             if not rounded and q <= sizes[-1]:
                 rounded = [q]
             if not rounded:

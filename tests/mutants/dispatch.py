@@ -33,8 +33,7 @@ MUTANTS = [
     M("dispatch", "no-spec-rounding", "sizes not rounded to multiples of q",
       ("        if mode.decode_mode() is CUDAGraphMode.FULL and q > 1:", "        if False:")),
     M("dispatch", "spec-rounding-keeps-larger", "rounded sizes above the largest kept",
-      ("rounded = sorted({-(-s // q) * q for s in sizes} & set(range(1, sizes[-1] + 1)))",
-       "rounded = sorted({-(-s // q) * q for s in sizes})")),
+      (" if r <= sizes[-1]})", "})")),
     M("dispatch", "ignores-invalid-modes", "invalid_modes ignored (cascade attention would replay FULL)",
       ("allowed = set(valid_modes or RUNTIME_MODES) - set(invalid_modes or ())",
        "allowed = set(valid_modes or RUNTIME_MODES)\n        if invalid_modes and not allowed - set(invalid_modes):\n"
