@@ -20,6 +20,7 @@ class Exercise:
     title: str
     implement: str  # what the student writes, for the README's table (Markdown)
     runs_on: str
+    idea: str  # the lesson's idea its checks' points reward (README: points by idea)
 
     @property
     def marker(self) -> str:
@@ -30,32 +31,46 @@ class Exercise:
         return f"Exercise {self.number} · {self.title}"
 
 
+#: The idea of exercises 1 and 2 (the model, then the measurement).
+LAUNCH_TAX = "the launch tax: its model and its measurement"
+#: Checks that only reward refusing bad arguments, or saying that CUDA is needed, carry this idea
+#: instead of their exercise's (``Check(..., idea=ARGUMENTS)``); together they are worth at most
+#: ``ARGUMENTS_AT_MOST`` points, so that the points follow the lesson's ideas.
+ARGUMENTS = "argument checks and \"a CUDA device is needed\" errors"
+ARGUMENTS_AT_MOST = 8
+#: The lesson's table printed byte for byte (exercise 1's ``report``).
+FORMAT = "the lesson's table, byte for byte"
+
 EXERCISES = (
     Exercise(1, "launch_model", "the launch-overhead model",
              "`DecodeStep` (eager vs graph step time), the lesson's `report`, `simulate_eager_ms` "
-             "(CPU–GPU pipeline), `fit_launch_model` (least squares)", "CPU"),
+             "(CPU–GPU pipeline), `fit_launch_model` (least squares)", "CPU", LAUNCH_TAX),
     Exercise(2, "launch_tax", "measuring the launch tax",
              "`time_ms` (CUDA events), `measure_launch_tax` (the lesson's Part A: 200 tiny kernels "
-             "eager vs one graph), `sweep_launch_tax`", "CPU (timer), GPU"),
+             "eager vs one graph), `sweep_launch_tax`", "CPU (timer), GPU", LAUNCH_TAX),
     Exercise(3, "capture", "capture with warm-up",
              "`capture`: warm-up on a side stream, capture into a shared pool, clear errors for "
-             "`.item()` and CPU copies", "GPU"),
+             "`.item()` and CPU copies", "GPU",
+             "capturing a graph: warm-up, one memory pool, what a capture cannot hold"),
     Exercise(4, "static_runner", "static buffers and copy-in",
              "`GraphRunner`: owned static buffers, checked `copy_` in, one capture, `clone_outputs`",
-             "CPU (stand-in), GPU"),
+             "CPU (stand-in), GPU", "static buffers: fixed addresses, copy in, outputs overwritten"),
     Exercise(5, "buckets", "batch-size buckets and padding",
              "`default_capture_sizes`, `padded_size`, `pad_rows`, `BucketedGraphRunner` (one graph "
-             "per batch size, shared pool)", "CPU (stand-in), GPU"),
+             "per batch size, shared pool)", "CPU (stand-in), GPU",
+             "batch-size buckets and padding"),
     Exercise(6, "dispatch", "a vLLM-style CUDA-graph dispatcher",
              "`CUDAGraphMode` helpers (vLLM's tuple modes), `CudagraphDispatcher` keys (FULL decode up to `max_num_seqs`), `capture_descs`, `dispatch` with `valid_modes`/`invalid_modes`",
-             "CPU"),
+             "CPU", "modes and dispatch: FULL, PIECEWISE or eager for each batch"),
     Exercise(7, "fusion", "kernel fusion",
              "`chain_hbm_bytes` (HBM traffic, fused vs not), `fused_add_rms_norm` (one kernel with "
-             "`torch.compile` or Triton), `count_kernels` (`torch.profiler`)", "CPU, GPU (kernel counts)"),
+             "`torch.compile` or Triton), `count_kernels` (`torch.profiler`)", "CPU, GPU (kernel counts)",
+             "kernel fusion: fewer launches, less memory traffic"),
     Exercise(8, "engine", "capstone: a decode engine with CUDA graphs",
              "`DecodeEngine` over the given Qwen2-shaped `coursekit.toymodel.ToyModel`: static "
              "buffers, padding into the padding slot, FULL / PIECEWISE / eager dispatch, "
-             "`capture_model`, greedy `generate`", "CPU (stand-in), GPU"),
+             "`capture_model`, greedy `generate`", "CPU (stand-in), GPU",
+             "the engine: graphs, buckets and dispatch in one decode loop"),
 )
 
 MODULES = tuple(e.module for e in EXERCISES)

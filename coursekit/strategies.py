@@ -2,7 +2,8 @@
 
 Profiles: ``dev`` (default; fast, random), ``ci`` (derandomized, more examples; chosen when the
 environment variable CI is set), ``grading`` (derandomized and reproducible, no example database),
-``sweep`` (dev's number of examples, derandomized: the repository's mutant sweeps).
+``sweep`` (dev's number of examples, derandomized: the repository's mutant sweeps), ``parity``
+(the sweep without shrinking: which tests fail, for the kill matrix's record).
 Pick one with ``--hypothesis-profile NAME`` or the HYPOTHESIS_PROFILE environment variable.
 """
 
@@ -27,6 +28,10 @@ settings.register_profile(
 # As many examples as a student's default run (dev), but the same ones every time: the course's
 # own sweeps of wrong implementations must reject each one with no more.
 settings.register_profile("sweep", max_examples=40, derandomize=True, database=None, **_common)
+# The sweep's examples without shrinking: which tests a wrong implementation fails, not the
+# smallest example (the kill matrix's record for tests/test_parity.py).
+settings.register_profile("parity", max_examples=40, derandomize=True, database=None,
+                          **{**_common, "phases": [Phase.explicit, Phase.reuse, Phase.generate]})
 
 
 def default_profile() -> str:

@@ -3,8 +3,9 @@
 Derived, and rewritten here (``--check`` writes nothing and exits 1 when one is out of date):
 
 * the README's points paragraph (``<!-- points -->``) and Gradescope's points
-  (``<!-- gradescope-points -->``), from ``grader/rubric.toml`` (``grader/rubric.py``), and its
-  table of exercises (``<!-- exercises -->``), from ``coursekit/course.py``;
+  (``<!-- gradescope-points -->``), from ``grader/rubric.toml`` (``grader/rubric.py``), its
+  table of exercises (``<!-- exercises -->``), from ``coursekit/course.py``, and its points by
+  idea (``<!-- ideas -->``), from the checks' ideas;
 * ``answers.md``: the self-test questions and their points;
 * the nbgrader source notebook (``course/source/launch_tax/launch_tax.ipynb``): the modules, the
   checks and their points.
@@ -35,6 +36,7 @@ from grader import rubric
 README = REPO_ROOT / "README.md"
 ANSWERS = REPO_ROOT / "answers.md"
 EXERCISE_TABLE = re.compile(r"(<!-- exercises -->\n)(.*?)(<!-- /exercises -->\n)", re.DOTALL)
+IDEAS = re.compile(r"(<!-- ideas -->\n)(.*?)(<!-- /ideas -->\n)", re.DOTALL)
 GRADESCOPE_POINTS = re.compile(r"(<!-- gradescope-points -->\n)(.*?)(<!-- /gradescope-points -->\n)", re.DOTALL)
 
 AFTER = """\
@@ -59,6 +61,8 @@ def _readme(text: str) -> str:
     text = rubric.readme_with_points(text, course)
     settings = textwrap.fill(rubric.gradescope_settings(course), 99) + "\n"
     text = EXERCISE_TABLE.sub(lambda m: m.group(1) + readme_table() + m.group(3), text)
+    ideas = rubric.ideas_table(rubric.course_checks())
+    text = IDEAS.sub(lambda m: m.group(1) + ideas + m.group(3), text)
     return GRADESCOPE_POINTS.sub(lambda m: m.group(1) + settings + m.group(3), text)
 
 

@@ -79,6 +79,9 @@ class Check:
     hidden: bool = False
     triton: bool = False  # needs torch.compile to build GPU kernels (a C compiler, Python.h, libcuda)
     points: float = 0  # what the check is worth; the course's total is grader/rubric.toml's
+    #: The lesson's idea its points reward (README, points by idea); "" is its exercise's own
+    #: (coursekit/course.py), ``course.ARGUMENTS`` a check that rewards refusing bad arguments.
+    idea: str = ""
 
     @property
     def id(self) -> str:

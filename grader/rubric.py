@@ -131,6 +131,45 @@ def course_checks() -> "list[Check]":
     return public_checks() + (hidden_checks() if has_hidden_checks() else [])
 
 
+def idea_of(check: "Check") -> str:
+    """The lesson's idea ``check``'s points reward: its own ``idea``, else its exercise's."""
+    from coursekit.course import EXERCISES
+
+    return check.idea or next(e.idea for e in EXERCISES if e.marker == check.exercise)
+
+
+def points_by_idea(checks: "list[Check]") -> dict[str, tuple[list[str], float]]:
+    """``{idea: (exercises, points)}`` in course order, the argument checks last; ``ValueError``
+    when those are worth more than ``course.ARGUMENTS_AT_MOST``."""
+    from coursekit.course import ARGUMENTS, ARGUMENTS_AT_MOST
+
+    ideas: dict[str, tuple[list[str], float]] = {}
+    for check in sorted(checks, key=lambda c: (idea_of(c) == ARGUMENTS, int(c.exercise[2:]))):
+        exercises, points = ideas.get(idea_of(check), ([], 0.0))
+        ideas[idea_of(check)] = (exercises + [check.exercise] * (check.exercise not in exercises),
+                                 points + check.points)
+    arguments = ideas.get(ARGUMENTS, ([], 0.0))[1]
+    if arguments > ARGUMENTS_AT_MOST:
+        names = [c.id for c in checks if idea_of(c) == ARGUMENTS]
+        raise RubricError(f"the argument checks ({', '.join(names)}) are worth {arguments:g} points, "
+                          f"more than the {ARGUMENTS_AT_MOST} the course allows them "
+                          "(coursekit/course.py ARGUMENTS_AT_MOST): the points go to the lesson's ideas")
+    return ideas
+
+
+def ideas_table(checks: "list[Check]") -> str:
+    """The README's table of points by idea (``<!-- ideas -->``)."""
+    from coursekit.course import ARGUMENTS, ARGUMENTS_AT_MOST
+
+    ideas = points_by_idea(checks)
+    lines = ["| idea | exercises | points |", "|---|---|---|"]
+    for idea, (exercises, points) in ideas.items():
+        lines.append(f"| {idea} | {', '.join(exercises)} | {points:g} |")
+    lines.append(f"| all | | {sum(p for _, p in ideas.values()):g} |")
+    held = ideas.get(ARGUMENTS, ([], 0.0))[1]
+    return "\n".join(lines) + f"\n\nArgument checks: {held:g} points, at most {ARGUMENTS_AT_MOST} allowed.\n"
+
+
 def load(path: Path = RUBRIC) -> Rubric:
     return parse(Path(path).read_text(encoding="utf-8"))
 

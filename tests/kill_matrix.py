@@ -1,13 +1,16 @@
 """The kill matrix: what the public tests and the grader do to every mutant in tests/mutants/.
 
     python -m tests.kill_matrix            # print it (a few minutes: every mutant, both ways)
-    python -m tests.kill_matrix --write    # also rewrite README.md's table and tests/kill_matrix.md
+    python -m tests.kill_matrix --write    # also rewrite README.md's table, tests/kill_matrix.md
+                                           # and tests/kill_matrix.json (for tests/test_parity.py)
     python -m tests.kill_matrix --secrets 16   # official grading: every mutant under 16 fresh secrets
 
 Per exercise: how many mutants, how many the public tests reject (at least one test fails) and
 how many lose points in the grader (practice inputs, CPU checks; the GPU-only mutants need a
 GPU and are counted apart), and the points they lose. ``tests/kill_matrix.md`` lists every
-mutant with its kind and the points it loses. CI does not run this script: it asserts the same
+mutant with its kind and the points it loses; ``tests/kill_matrix.json`` records, for every CPU
+mutant, every public test it fails (no ``-x``) and every check it loses, which
+tests/test_parity.py holds against the map of which check enforces which public test's rule. CI does not run this script: it asserts the same
 facts mutant by mutant (tests/test_corpus.py, tests/test_grader_corpus.py), and
 tests/test_release_whole.py checks that the README's counts match the corpus.
 
@@ -20,6 +23,7 @@ mutant kept every point or a right answer lost one (CI grades one fixed secret).
 from __future__ import annotations
 
 import argparse
+import json
 import re
 import statistics
 import sys
@@ -66,15 +70,22 @@ def measure() -> list[dict]:
     with warm_worker.serve(runtime_files()):
         judge = Judge(jobs=2)
         for m, exercise, folder in cpu_mutants():
-            outcome = warm.run(folder, exercise, "-x")
+            outcome = warm.run(folder, exercise, profile="parity")
             result = judge.grade_exercise(load(folder), exercise)
             rows.append({"id": m.id, "exercise": exercise, "kind": m.kind or "classic", "why": m.why,
                          "public": bool(outcome.failed), "lost": result.max_score - result.score,
-                         "of": result.max_score})
+                         "of": result.max_score, "failed_tests": sorted({test_id(t) for t in outcome.failed}),
+                         "lost_checks": sorted(c.check.id for c in result.checks if c.status == "failed")})
             print(f"{m.id:50} public {'rejected' if outcome.failed else 'SURVIVED':8} "
                   f"grader -{rows[-1]['lost']:g}/{result.max_score:g}", file=sys.stderr)
     warm.close()
     return rows
+
+
+def test_id(junit_name: str) -> str:
+    """``test_<module>.py::test_name`` of a junit ``exercises.tests.test_<module>::test_name[params]``."""
+    where, name = junit_name.rsplit("::", 1)
+    return f"{where.rsplit('.', 1)[-1]}.py::{name.split('[', 1)[0]}"
 
 
 def official(n: int) -> list[str]:
@@ -167,6 +178,9 @@ def main(argv: list[str] | None = None) -> int:
         head, rest = text.split(BEGIN, 1)
         readme.write_text(f"{head}{BEGIN}\n{table}\n{END}{rest.split(END, 1)[1]}", encoding="utf-8")
         (REPO_ROOT / "tests" / "kill_matrix.md").write_text(details(rows), encoding="utf-8")
+        record = [{k: r[k] for k in ("id", "failed_tests", "lost_checks")} for r in rows]
+        (REPO_ROOT / "tests" / "kill_matrix.json").write_text(json.dumps(record, indent=1) + "\n",
+                                                              encoding="utf-8")
     if survivors:
         print(f"survivors: {survivors}", file=sys.stderr)
     return 1 if survivors else 0

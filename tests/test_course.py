@@ -132,7 +132,7 @@ def test_a_declared_exercise_without_checks_is_named(monkeypatch):
     from coursekit import course
     from grader import exercises
 
-    extra = course.Exercise(len(course.EXERCISES) + 1, "new_one", "a new exercise", "x", "CPU")
+    extra = course.Exercise(len(course.EXERCISES) + 1, "new_one", "a new exercise", "x", "CPU", "an idea")
     monkeypatch.setattr(exercises, "EXERCISES", course.EXERCISES + (extra,))
     with pytest.raises(LookupError, match="grader/exercises/new_one.py is missing"):
         exercises.public_checks()
@@ -156,3 +156,47 @@ def test_every_number_a_check_states_is_in_the_stub():
                           if float(n) not in stated]
     assert not stale, ("numbers in a check's rule that its stub (exercises/<module>.py) does not "
                        "state; change both, or say it in the stub:\n  " + "\n  ".join(stale))
+
+
+# ------------------------------------------------------------------------------- points by idea
+
+
+def _error_probes(check: Check) -> int:
+    """Probes that only ask for a refusal: a ValueError/TypeError naming an argument, or the
+    RuntimeError saying a CUDA device is needed (not a failed capture's own error)."""
+    return sum(1 for p in check.probes if p.cuda or (p.raises and p.error in ("ValueError", "TypeError")))
+
+
+def test_the_readme_states_the_points_by_idea():
+    readme = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
+    table = rubric.ideas_table(all_checks())
+    assert f"<!-- ideas -->\n{table}<!-- /ideas -->\n" in readme, (
+        "README.md's points by idea (<!-- ideas -->) differ from the checks' ideas and points; "
+        "run `python -m grader build`. They should read:\n" + table)
+
+
+def test_argument_checks_carry_the_arguments_idea():
+    """A check that mostly asks for refusals rewards validation, not an idea of the lesson: it
+    must say so (``idea=ARGUMENTS``), so that the README's split and the 8-point cap are true;
+    and a check that says so must ask for at least one refusal."""
+    from coursekit.course import ARGUMENTS
+
+    for check in all_checks():
+        refusals = _error_probes(check)
+        if check.idea == ARGUMENTS:
+            assert refusals, f"{check.id} carries idea=ARGUMENTS but asks for no refusal"
+        else:
+            assert refusals * 2 <= len(check.probes), (
+                f"{check.id}: {refusals} of its {len(check.probes)} probes ask for a refusal "
+                "(ValueError or 'a CUDA device is needed'): give it idea=ARGUMENTS "
+                "(coursekit.course), or move the refusals into the exercise's argument check")
+
+
+def test_argument_checks_are_capped():
+    from coursekit.course import ARGUMENTS, ARGUMENTS_AT_MOST
+
+    held = sum(c.points for c in all_checks() if rubric.idea_of(c) == ARGUMENTS)
+    assert held <= ARGUMENTS_AT_MOST, f"argument checks hold {held:g} points, at most {ARGUMENTS_AT_MOST}"
+    extra = Check("ex1", "more_refusals", "refuses", [], idea=ARGUMENTS, points=ARGUMENTS_AT_MOST + 1)
+    with pytest.raises(rubric.RubricError, match="ARGUMENTS_AT_MOST"):
+        rubric.points_by_idea(all_checks() + [extra])

@@ -92,6 +92,25 @@ def test_negative_field_is_rejected(launch_model, field):
                   f"DecodeStep({field}=-1): negative values are rejected at construction")
 
 
+@pytest.mark.parametrize("field", ["weight_gib", "n_layers", "kernels_per_layer", "launch_us",
+                                   "bandwidth_bps", "gpu_node_us"])
+def test_nan_field_is_rejected(launch_model, field):
+    # NaN is not a number >= 0, yet `value < 0` is False for it: the check must say `not value >= 0`
+    # (or test math.isnan), or NaN slips through and poisons every time computed from the step.
+    kwargs = {"weight_gib": 1.0, field: float("nan")}
+    check_rejects(lambda: launch_model.DecodeStep(**kwargs), field,
+                  f"DecodeStep({field}=nan): every field is a number >= 0, and NaN is not")
+
+
+def test_zero_fields_are_accepted_and_kept(launch_model):
+    kwargs = dict(weight_gib=0.0, n_layers=0, kernels_per_layer=0, launch_us=0.0, bandwidth_bps=1.0,
+                  gpu_node_us=0.0)
+    step = launch_model.DecodeStep(**kwargs)
+    got = {k: getattr(step, k) for k in kwargs}
+    assert got == kwargs, f"{show(kwargs)}: zero is >= 0, so the fields must be accepted and kept; got {got}"
+    assert step.n_kernels == 10, f"{show(kwargs)}.n_kernels: expected 10 (0 * 0 + 10), got {step.n_kernels}"
+
+
 def test_zero_bandwidth_is_rejected(launch_model):
     check_rejects(lambda: launch_model.DecodeStep(1.0, bandwidth_bps=0.0), "bandwidth_bps",
                   "DecodeStep(bandwidth_bps=0): bandwidth must be > 0")
@@ -181,6 +200,17 @@ def test_simulate_worked_example(launch_model):
     check_close(launch_model.simulate_eager_ms([1.0, 10.0, 1.0], 5.0), 0.021,
                 "simulate_eager_ms([1, 10, 1], launch_us=5)",
                 "kernel k starts at max(k * launch_us, end of kernel k-1); result in ms")
+
+
+@pytest.mark.parametrize("kernel_us, launch_us, name", [
+    ([1.0, 2.0], -0.5, "launch_us"),
+    ([1.0, -2.0, 3.0], 5.0, "kernel_us"),
+    ([-0.25], 0.0, "kernel_us"),
+])
+def test_simulate_rejects_negative_times(launch_model, kernel_us, launch_us, name):
+    check_rejects(lambda: launch_model.simulate_eager_ms(kernel_us, launch_us), name,
+                  f"simulate_eager_ms({kernel_us}, launch_us={launch_us}): a negative time is a "
+                  "ValueError naming the argument")
 
 
 def test_simulate_no_kernels_is_zero(launch_model):

@@ -12,7 +12,7 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from coursekit.checks import TimedCalls, check_rejects, check_says_cuda_is_needed, check_timer_mean
+from coursekit.checks import FakeClock, TimedCalls, check_rejects, check_says_cuda_is_needed, check_timer_mean
 from coursekit.measurements import LaunchTax
 
 pytestmark = pytest.mark.ex2
@@ -89,6 +89,27 @@ def test_time_ms_uses_a_monotonic_clock(launch_tax, monkeypatch):
     monkeypatch.undo()
     check_timer_mean(got, fn, 5, "time_ms(fn, iters=5, warmup=1) with 2 ms calls, while the wall "
                                  "clock jumped an hour at every reading (time.time must not be used)")
+
+
+@no_cuda_only
+@pytest.mark.parametrize("iters, warmup, durations_ms", [
+    (5, 2, (500.0, 500.0, 0.25, 1.5, 0.125, 2.0, 0.375)),  # mean 0.85 ms
+    (3, 0, (1.0, 2.0, 2.5)),  # mean 1.8333... ms
+])
+def test_time_ms_is_exact_on_a_fake_clock(launch_tax, iters, warmup, durations_ms):
+    """A clock that moves only while fn runs (every monotonic clock of the time module, and any
+    name your module bound one to): the mean is known to the last digit, so a floor division, a
+    total, a mean over warmup + iters or a timed warm-up shows."""
+    timed = durations_ms[warmup:warmup + iters]
+    with FakeClock(launch_tax, durations_ms) as fn:
+        got = launch_tax.time_ms(fn, iters=iters, warmup=warmup)
+    expected = sum(timed) / iters
+    assert isinstance(got, float) and abs(got - expected) <= 1e-9 * max(1.0, expected), (
+        f"time_ms(fn, iters={iters}, warmup={warmup}) where the calls take {list(durations_ms)} ms "
+        f"(the first {warmup} are the warm-up): expected {expected!r} ms, got {got!r}\n"
+        "  rule: the timed calls' total divided by iters, in ms (true division; the warm-up "
+        "calls are not timed)"
+    )
 
 
 @pytest.mark.parametrize("iters", [0, -1])

@@ -7,6 +7,7 @@ from __future__ import annotations
 import random
 from typing import TYPE_CHECKING
 
+from coursekit.course import ARGUMENTS, FORMAT
 from grader.checks import Check, P, same
 from grader.probes import _as_list, _attr, call, probe
 
@@ -28,8 +29,10 @@ FIELDS = ("weight_gib", "n_layers", "kernels_per_layer", "launch_us", "bandwidth
 
 
 @probe
-def make_decode_step(mod, kwargs: dict):
-    """``DecodeStep(**kwargs)``: the fields it holds (or the error it raises)."""
+def make_decode_step(mod, kwargs: dict, nan: str = ""):
+    """``DecodeStep(**kwargs)``, with field ``nan`` set to NaN (the wire carries no NaN): the
+    fields it holds (or the error it raises)."""
+    kwargs = {**kwargs, nan: float("nan")} if nan else kwargs
     step = call(mod.DecodeStep, **kwargs)
     return [_attr(step, f) for f in FIELDS]
 
@@ -99,8 +102,11 @@ def fit_lines(rng: random.Random, count: int) -> list[tuple[list[int], list[floa
 def checks(draw: Draw) -> list[Check]:
     r = draw.rng("ex1.decode_step_formulas")
     steps = [dict(weight_gib=5.5), dict(weight_gib=14.2)] + [decode_step_kwargs(r) for _ in range(20)]
-    r = draw.rng("ex1.decode_step_rejects_bad_fields")
+    r = draw.rng("ex1.rejects_bad_arguments")
     negative = {f: -round(r.uniform(0.001, 100), 3) for f in FIELDS}
+    not_a_number = r.sample(FIELDS, 2)
+    slow_kernels = [float(r.randint(0, 50)) for _ in range(r.randint(2, 6))]
+    bad_kernel = r.randrange(len(slow_kernels))
     valid = [decode_step_kwargs(r), dict(weight_gib=0.0, n_layers=0, kernels_per_layer=0, launch_us=0.0,
                                          bandwidth_bps=round(r.uniform(1, 1e12), 1), gpu_node_us=0.0)]
     r = draw.rng("ex1.simulate_eager_ms")
@@ -114,18 +120,30 @@ def checks(draw: Draw) -> list[Check]:
               "n_kernels = layers*kernels_per_layer + 10 (an int); compute, launch, eager, graph "
               "and speedup follow the lesson's formulas",
               [P("decode_step", step_label(kw, a), kwargs=kw, attr=a) for kw in steps for a in ATTRS], points=3),
-        Check("ex1", "decode_step_rejects_bad_fields",
-              "a negative field or a non-positive bandwidth is a ValueError naming the field; "
-              "fields >= 0 (zero included) are accepted and kept",
+        Check("ex1", "rejects_bad_arguments",
+              "a negative or NaN field or a non-positive bandwidth is a ValueError naming the field; "
+              "fields >= 0 (zero included) are accepted and kept; simulate_eager_ms: a negative "
+              "launch_us or kernel time is a ValueError naming it",
               [P("make_decode_step", f"DecodeStep({f}={v})", f, kwargs={"weight_gib": 1.0, f: v})
                for f, v in negative.items()]
+              + [P("make_decode_step", f"DecodeStep({f}=nan)", f, kwargs={"weight_gib": 1.0}, nan=f)
+                 for f in not_a_number]
               + [P("make_decode_step", "DecodeStep(1.0, bandwidth_bps=0)", "bandwidth_bps",
                    kwargs={"weight_gib": 1.0, "bandwidth_bps": 0})]
-              + [P("make_decode_step", f"DecodeStep(**{kw})", kwargs=kw) for kw in valid], points=1),
+              + [P("make_decode_step", f"DecodeStep(**{kw})", kwargs=kw) for kw in valid]
+              + [P("simulate", f"simulate_eager_ms({slow_kernels}, {negative['launch_us']})",
+                   "launch_us", kernel_us=slow_kernels, launch_us=negative["launch_us"]),
+                 P("simulate", f"simulate_eager_ms(kernel {bad_kernel} negative, 5.0)", "kernel_us",
+                   kernel_us=[-t - 1.0 if i == bad_kernel else t for i, t in enumerate(slow_kernels)],
+                   launch_us=5.0),
+                 P("simulate", f"simulate_eager_ms({slow_kernels}, 0.0)", kernel_us=slow_kernels,
+                   launch_us=0.0)],
+              idea=ARGUMENTS, points=1),
         Check("ex1", "seed_report",
               "report(SEED_ROWS) prints the lesson's table byte for byte, and other rows in its format",
               [P("seed_report", "report(SEED_ROWS)"), P("seed_rows", "SEED_ROWS"),
-               P("report", "report(other rows)", rows=report_rows(draw.rng("ex1.seed_report"), 2))], points=2),
+               P("report", "report(other rows)", rows=report_rows(draw.rng("ex1.seed_report"), 2))],
+              idea=FORMAT, points=2),
         Check("ex1", "simulate_eager_ms",
               "kernel k starts at max(k*launch_us, end of kernel k-1); the result is the last end, in ms",
               [P("simulate", f"simulate_eager_ms({k}, {l})", kernel_us=k, launch_us=l)

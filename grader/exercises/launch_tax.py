@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from grader.checks import Answer, Check, P, Probe, raised
+from coursekit.course import ARGUMENTS
+from grader.checks import Answer, Check, P, Probe, raised, same
 from grader.probes import call, probe
 
 if TYPE_CHECKING:
@@ -67,6 +68,17 @@ def time_ms_observed(mod, iters: int, warmup: int, timed_ms: tuple, warmup_ms: f
     if fn.count == iters + warmup and iters > 0:
         answer["lower_ms"], answer["upper_ms"] = fn.window(iters)
     return answer
+
+
+@probe
+def time_ms_fake_clock(mod, iters: int, warmup: int, durations_ms: list):
+    """``time_ms(fn, iters, warmup)`` on ``coursekit.checks.FakeClock``: call k of fn takes
+    exactly ``durations_ms[k]`` on every monotonic clock (the CPU timer; no CUDA in this pass)."""
+    from coursekit.checks import FakeClock
+
+    with FakeClock(mod, tuple(durations_ms)) as fn:
+        result = call(mod.time_ms, fn, iters=iters, warmup=warmup)
+    return {"calls": fn.count, "result": result}
 
 
 @probe
@@ -146,9 +158,18 @@ def checks(draw: Draw) -> list[Check]:
     # made, so only a clock tells the mean (see time_ms_observed).
     low = [r.choice(range(1, 5)), r.choice(range(12, 20))]
     timed = [(float(x), x + 4.0) for x in low]
-    r = draw.rng("ex2.time_ms_rejects")
+    # Timed calls of non-integer durations (in 1/8 ms, exact on the clock) whose mean is not a
+    # whole number, and slow warm-up calls: a floor division, a total, a mean over warmup + iters
+    # or a timed warm-up is off.
+    r = draw.rng("ex2.time_ms_exact_mean")
+    fake = []
+    for iters, warmup in ((r.randint(3, 9), r.randint(1, 4)), (r.randint(2, 9), 0)):
+        calls = [r.randint(1, 40) / 8 for _ in range(iters)]
+        while (sum(calls) / iters).is_integer():
+            calls[0] += 0.125
+        fake.append((iters, warmup, [float(r.randint(200, 900))] * warmup + calls))
+    r = draw.rng("ex2.rejects_bad_arguments")
     bad_iters, bad_warmup = -r.randint(1, 50), -r.randint(1, 50)
-    r = draw.rng("ex2.measure_needs_cuda")
     cpu_counts = call_counts(r, 2)
     n_ops = r.randint(1, 300)
     r = draw.rng("ex2.gpu_measure_launch_tax")
@@ -170,25 +191,31 @@ def checks(draw: Draw) -> list[Check]:
                    f"to {timed[0][1]:g} ms while the wall clock jumps an hour at every reading",
                    iters=5, warmup=1, timed_ms=timed[0], warmup_ms=1.0, wall_clock_jumps=True)],
               compare=observed_mean, points=1),
-        Check("ex2", "time_ms_rejects",
-              "iters < 1 or warmup < 0 is a ValueError naming it; iters=1 and warmup=0 are accepted",
+        Check("ex2", "time_ms_exact_mean",
+              "on a clock that moves only during the calls, the result is exactly the timed "
+              "calls' total divided by iters, in ms (not floored, not over warmup + iters)",
+              [P("time_ms_fake_clock", f"time_ms(fn, iters={i}, warmup={w}) where the calls take "
+                 f"{d} ms", iters=i, warmup=w, durations_ms=d) for i, w, d in fake],
+              compare=same(rel=1e-9, abs_=1e-9), points=1),
+        Check("ex2", "rejects_bad_arguments",
+              "time_ms: iters < 1 or warmup < 0 is a ValueError naming it (iters=1 and warmup=0 "
+              "are accepted); measure_launch_tax and sweep_launch_tax check their arguments "
+              "first, on any machine (n_ops, numel or iters below 1, an empty n_ops_list: a "
+              "ValueError naming it), then, without CUDA, raise a RuntimeError saying a CUDA "
+              "device is needed (checked beside the CPU timer: a module that only raises earns "
+              "nothing)",
               [P("time_ms_args", "time_ms(fn, iters=0)", "iters", kwargs={"iters": 0}),
                P("time_ms_args", f"time_ms(fn, iters={bad_iters})", "iters", kwargs={"iters": bad_iters}),
                P("time_ms_args", f"time_ms(fn, warmup={bad_warmup})", "warmup",
                  kwargs={"warmup": bad_warmup}),
-               P("time_ms_calls", "time_ms(fn, iters=1, warmup=0)", iters=1, warmup=0)], points=1),
-        Check("ex2", "measure_needs_cuda",
-              "arguments first, on any machine (n_ops, numel or iters below 1, an empty "
-              "n_ops_list: a ValueError naming it); then, without CUDA, measure_launch_tax raises "
-              "a RuntimeError saying a CUDA device is needed (checked beside the CPU timer: a "
-              "module that only raises earns nothing)",
-              [P("measure", f"measure_launch_tax(n_ops={n_ops}, numel=8, iters=1)", cuda=True,
+               P("time_ms_calls", "time_ms(fn, iters=1, warmup=0)", iters=1, warmup=0),
+               P("measure", f"measure_launch_tax(n_ops={n_ops}, numel=8, iters=1)", cuda=True,
                  kwargs={"n_ops": n_ops, "numel": 8, "iters": 1})]
               + [P("measure", f"measure_launch_tax({name}=0) without CUDA", name,
                    kwargs={"n_ops": n_ops, "numel": 8, "iters": 1, name: 0}) for name in ("n_ops", "numel", "iters")]
               + [P("sweep", "sweep_launch_tax([]) without CUDA", "n_ops_list", lengths=[], iters=1)]
               + [P("time_ms_calls", f"time_ms(fn, iters={i}, warmup={w})", iters=i, warmup=w)
-                 for i, w in cpu_counts], points=1),
+                 for i, w in cpu_counts], idea=ARGUMENTS, points=1),
         Check("ex2", "gpu_time_ms_includes_gpu_work",
               "on CUDA the timer waits for the GPU's work (CUDA events), not just the launches, and "
               "returns the mean GPU time of the timed calls",

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from coursekit.course import FORMAT
 from coursekit.lesson import H200_SWEEP
 from grader.checks import Check, P, same
 from grader.exercises.launch_model import ATTRS, decode_step_kwargs, report_rows, step_label
@@ -23,7 +24,7 @@ def checks(draw: Draw) -> list[Check]:
     r = draw.rng("ex1.fit_h200_sweep")
     return [
         Check("ex1", "report_other_rows", "report prints two lines per row in the lesson's format",
-              [P("report", "report(other rows)", rows=rows)], hidden=True, points=1),
+              [P("report", "report(other rows)", rows=rows)], hidden=True, idea=FORMAT, points=1),
         Check("ex1", "simulate_edge_cases", "no kernels -> 0; zero launch cost; long chains",
               [P("simulate", f"simulate_eager_ms({len(k)} kernels, {l})", kernel_us=k, launch_us=l)
                for k in kernels for l in launches], hidden=True, points=1),

@@ -1,6 +1,6 @@
 """Exercise 1 (launch_model): plausible wrong versions of ``solutions/launch_model.py``."""
 
-from tests.mutants import M
+from tests.mutants import K, M
 
 MUTANTS = [
     M("launch_model", "gb-not-gib", "bytes as 1e9 per GiB instead of 1024**3",
@@ -46,4 +46,14 @@ MUTANTS = [
       ("slope_ms = sxy / sxx\n", "slope_ms = (ys[-1] - ys[0]) / (xs[-1] - xs[0])\n")),
     M("launch_model", "fit-no-distinct-check", "one distinct kernel count divides by zero",
       ("if len(set(xs)) < 2:", "if len(xs) < 2:")),
+    K("issue23", "launch_model", "nan-field-accepted", "a field check that NaN slips through "
+      "(only `value < 0` is refused, and NaN < 0 is False)",
+      ("            value = _finite_number(f.name, getattr(self, f.name))\n",
+       "            value = getattr(self, f.name)\n")),
+    K("issue23", "launch_model", "simulate-negative-kernel-accepted",
+      "a negative kernel time is simulated instead of refused",
+      ("        if _finite_number(f\"kernel_us[{k - 1}]\", t) < 0:\n", "        if False:\n")),
+    K("issue23", "launch_model", "simulate-negative-launch-accepted",
+      "a negative launch_us is simulated instead of refused",
+      ("    if _finite_number(\"launch_us\", launch_us) < 0:\n", "    if False:\n")),
 ]

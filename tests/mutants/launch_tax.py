@@ -59,4 +59,12 @@ MUTANTS = [
        "    if not torch.cuda.is_available():\n")),
     K("empty", "launch_tax", "sweep-empty-unchecked", "an empty sweep returns []",
       ("    if not n_ops_list:\n        raise ValueError", "    if False:\n        raise ValueError")),
+    K("issue23", "launch_tax", "floor-divided-mean", "the CPU mean floored: total ms // iters",
+      ("    return (time.perf_counter() - start_s) * 1e3 / iters", "    return (time.perf_counter() - start_s) * 1e3 // iters")),
+    K("issue23", "launch_tax", "mean-over-every-call", "the CPU total divided by warmup + iters",
+      ("    return (time.perf_counter() - start_s) * 1e3 / iters", "    return (time.perf_counter() - start_s) * 1e3 / (iters + warmup)")),
+    K("issue23", "launch_tax", "warmup-timed", "the clock starts before the warm-up (CPU path)",
+      ("    for _ in range(warmup):\n        fn()\n    if torch.cuda.is_available():",
+       "    start_s = time.perf_counter()\n    for _ in range(warmup):\n        fn()\n    if torch.cuda.is_available():"),
+      ("    start_s = time.perf_counter()\n    for _ in range(iters):", "    for _ in range(iters):")),
 ]

@@ -1,0 +1,106 @@
+"""Public tests and grader agree (issue 23): every public test's rule is enforced by a named grader
+check (or a stated reason says why none can: tests/parity.py), every public check is named by a
+public test, and the kill matrix's record of what each mutant fails (tests/kill_matrix.json)
+bears the map out, both ways. A student who passes the public tests keeps the points; one who
+fails a public test loses them, on the check that says why."""
+
+from __future__ import annotations
+
+import ast
+import json
+
+import pytest
+
+from coursekit.course import EXERCISES
+from coursekit.impl import REPO_ROOT
+from grader.judge import all_checks
+from tests import mutants
+from tests.parity import ENFORCED_BY, Reason
+
+NOT_MAPPED = {"test_checks.py", "test_examples.py"}  # see tests/parity.py
+RECORD = REPO_ROOT / "tests" / "kill_matrix.json"
+
+
+def public_tests() -> dict[str, dict]:
+    """``{"test_<module>.py::test_name": {"exercise": "exN", "gpu": bool}}`` from the files."""
+    found = {}
+    for e in EXERCISES:
+        path = REPO_ROOT / "exercises" / "tests" / f"test_{e.module}.py"
+        if not path.is_file():
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in tree.body:
+            if isinstance(node, ast.FunctionDef) and node.name.startswith("test_"):
+                marks = {ast.unparse(d) for d in node.decorator_list}
+                found[f"{path.name}::{node.name}"] = {"exercise": e.marker,
+                                                      "gpu": any("mark.gpu" in m for m in marks)}
+    return found
+
+
+CHECKS = {c.id: c for c in all_checks()}
+
+
+def named(test: str) -> tuple[str, ...]:
+    """The checks ``test``'s entry names (none for a Reason or an unlisted test)."""
+    enforced = ENFORCED_BY.get(test)
+    return () if enforced is None or isinstance(enforced, Reason) else tuple(enforced)
+
+
+def test_every_public_test_names_what_enforces_its_rule():
+    tests = public_tests()
+    missing = sorted(set(tests) - set(ENFORCED_BY))
+    stale = sorted(set(ENFORCED_BY) - set(tests))
+    assert not missing, ("public tests whose rule no grader check is named for (tests/parity.py): "
+                         + ", ".join(missing))
+    assert not stale, "tests/parity.py names public tests that do not exist: " + ", ".join(stale)
+
+
+@pytest.mark.parametrize("test", sorted(ENFORCED_BY))
+def test_each_named_check_is_real_and_fits_its_test(test):
+    enforced = ENFORCED_BY[test]
+    if isinstance(enforced, Reason):
+        assert len(enforced) > 20, f"{test}: say why no check can enforce its rule"
+        return
+    about = public_tests()[test]
+    assert enforced, f"{test}: name a check, or give a Reason"
+    for check_id in enforced:
+        assert check_id in CHECKS, f"{test} names {check_id}, which is not a check"
+        assert CHECKS[check_id].exercise == about["exercise"], (
+            f"{test} is {about['exercise']}'s, but names {check_id}")
+    kinds = {CHECKS[c].gpu for c in enforced}
+    assert about["gpu"] in kinds, (
+        f"{test} runs on {'a GPU' if about['gpu'] else 'any machine'}, but the checks it names "
+        f"({', '.join(enforced)}) {'all run without' if about['gpu'] else 'all need'} CUDA")
+
+
+def test_every_public_check_is_named_by_a_public_test():
+    some = {c for test in ENFORCED_BY for c in named(test)}
+    alone = sorted(c.id for c in CHECKS.values() if not c.hidden and c.id not in some)
+    assert not alone, ("public checks no public test is named for (a rule graded by the grader "
+                       "alone, which a student's own test run never shows): " + ", ".join(alone))
+
+
+def test_the_kill_matrix_bears_the_map_out():
+    """For every CPU mutant: each public test it fails names a check it loses points on, and each
+    public check it loses is named by a public test it fails."""
+    record = json.loads(RECORD.read_text(encoding="utf-8"))
+    corpus = {m.id for m in mutants.ALL if not m.gpu}
+    assert {r["id"] for r in record} == corpus, (
+        "tests/kill_matrix.json is not the corpus's record: re-run "
+        "`python -m tests.kill_matrix --write` (about 15 minutes)")
+    problems = []
+    for row in record:
+        lost = set(row["lost_checks"])
+        failed = [t for t in row["failed_tests"] if t.split("::")[0] not in NOT_MAPPED]
+        for test in failed:
+            enforced = named(test)
+            if enforced and not lost & set(enforced):
+                problems.append(f"{row['id']} fails {test}, but keeps every point of "
+                                f"{', '.join(enforced)}")
+        for check_id in sorted(lost):
+            if CHECKS.get(check_id) is None or CHECKS[check_id].hidden:
+                continue
+            if not any(check_id in named(t) for t in failed):
+                problems.append(f"{row['id']} loses {check_id}, but fails no public test named for it "
+                                f"(it fails {', '.join(failed) or 'none'})")
+    assert not problems, "public tests and grader disagree:\n  " + "\n  ".join(problems)
