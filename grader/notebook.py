@@ -294,7 +294,8 @@ class SelfTestQuestion:
     model_answer: str
 
 
-#: The lesson's section 9, in our words; points in grader/rubric.toml [self_test].
+#: The lesson's section 9, in our words; points in grader/rubric.toml [self_test]. Each model
+#: answer ends with its marking guide (what earns each point), for whoever grades by hand.
 SELF_TEST = (
     SelfTestQuestion(
         "why_launch_tax_hurts_decode",
@@ -304,7 +305,14 @@ SELF_TEST = (
         "hundreds of tiny kernels that finish before the CPU has launched the next one, so the "
         "step is launch-bound and N * tau (about 430 x 5 us = 2.15 ms for a 7B model) is a real "
         "share of it. A prefill kernel works on many tokens at once (large, compute-bound), so "
-        "N * tau is far below T_compute and the launches hide behind real work.",
+        "N * tau is far below T_compute and the launches hide behind real work.\n\n"
+        "Marking guide (2 points):\n"
+        "- 1 point: tau is a fixed CPU cost per launch, and what counts is tau against each "
+        "kernel's GPU time (the launches hide behind kernels longer than tau).\n"
+        "- 1 point: decode kernels are tiny (one token, memory-bound), so the GPU waits on the "
+        "CPU and N * tau is a real share of the step; prefill kernels are large (many tokens, "
+        "compute-bound), so N * tau << T_compute. A number (e.g. 430 x 5 us = 2.15 ms) is welcome, "
+        "not required.",
     ),
     SelfTestQuestion(
         "what_graphs_remove_and_need",
@@ -314,17 +322,43 @@ SELF_TEST = (
         "and fixed memory addresses (vLLM captures one graph per batch-size bucket and pads each "
         "batch up to it), every step's inputs copied into the same static buffers, and a warm-up "
         "before capture. The captured buffers also cost VRAM, which is why vLLM has "
-        "enforce_eager=True to turn graphs off.",
+        "enforce_eager=True to turn graphs off.\n\n"
+        "Marking guide (2 points):\n"
+        "- 1 point: it removes the per-kernel CPU launch cost: one submission replays the N "
+        "kernels (N * tau becomes about tau); the GPU work itself stays.\n"
+        "- 1 point: any two of what it needs: static shapes (hence buckets and padding), fixed "
+        "addresses (inputs copied into static buffers, not passed anew), a warm-up before "
+        "capture, no CPU sync or data-dependent control flow inside, VRAM for the graphs (hence "
+        "enforce_eager).",
     ),
     SelfTestQuestion(
         "quantized_model",
         "You quantize the weights and decode compute drops from 15 ms to 6 ms per step. Do CUDA "
         "graphs matter more or less now? Give numbers.",
-        "More. The launch tax N * tau (about 2.15 ms) does not shrink with the weights, so its "
-        "share of an eager step grows from 2.15 / 17.15 = 13% to 2.15 / 8.15 = 26%, and the "
-        "graph speedup (T_compute + N tau) / (T_compute + tau) grows from about 1.14x to about "
-        "1.36x (the lesson's table: BF16 vs AWQ).",
+        "More. The launch tax N * tau (about 2.15 ms) does not shrink with the weights, so it "
+        "grows against the compute from 2.15 / 15 = 14% to 2.15 / 6 = 36% (the lesson's figures; "
+        "against the whole eager step, 2.15 / 17.15 = 13% to 2.15 / 8.15 = 26%), and the graph "
+        "speedup (T_compute + N tau) / (T_compute + tau) grows from about 1.14x to about 1.36x "
+        "(the lesson's table: BF16 vs AWQ).\n\n"
+        "Marking guide (2 points):\n"
+        "- 1 point: more, because N * tau is fixed while the compute shrinks, so the tax is a "
+        "larger share of the step.\n"
+        "- 1 point: numbers that show it. Either denominator earns the point when it is said: "
+        "the tax against the compute (14% -> 36%, as the lesson says) or against the eager step "
+        "(13% -> 26%); or the speedup 1.14x -> 1.36x; or the same with another N * tau that is "
+        "stated (about 2 ms).",
     ),
+)
+
+#: Interview questions for practice, not graded: the lesson's three (its section 7), then two of
+#: the course's. answers.md lists them after the graded questions.
+INTERVIEW_PRACTICE = (
+    "Why is decode launch-bound while prefill is not?",
+    "What does a CUDA graph remove, and what does it require?",
+    "Why does a quantized model gain more from CUDA graphs?",
+    "Fusion and graphs both cut launch cost: how do they differ (N fewer kernels vs N launches "
+    "submitted once), and why does vLLM use both?",
+    "What does enforce_eager trade, and when would you turn graphs off?",
 )
 
 

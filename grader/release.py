@@ -93,7 +93,7 @@ def public_rubric(text: str) -> str:
 def answers_markdown(rubric_text: str | None = None) -> str:
     """``answers.md``: the self-test questions of ``grader/notebook.py``'s ``SELF_TEST`` (never
     their model answers), room to answer, and how they are graded."""
-    from grader.notebook import SELF_TEST
+    from grader.notebook import INTERVIEW_PRACTICE, SELF_TEST
 
     points = rubric_points(rubric_text if rubric_text is not None else
                            (REPO_ROOT / "grader" / "rubric.toml").read_text(encoding="utf-8"))
@@ -116,6 +116,8 @@ def answers_markdown(rubric_text: str | None = None) -> str:
         parts.append(f"\n## Question {i}: `{question.id}` ({value:g} point"
                      f"{'' if value == 1 else 's'})\n\n{textwrap.fill(question.question, 99)}\n\n"
                      "**Your answer:**\n\n_Write your answer here._\n")
+    parts.append("\n## Optional practice: interview questions (not graded; the first three are the lesson's)\n\n"
+                 + "".join(f"- {textwrap.fill(q, 97, subsequent_indent='  ')}\n" for q in INTERVIEW_PRACTICE))
     return "".join(parts)
 
 

@@ -260,3 +260,20 @@ def test_an_nbgrader_student_folder_is_a_submission(tmp_path):
     shutil.copy(nb.SOURCE_NOTEBOOK, folder / f"{nb.ASSIGNMENT}.ipynb")
     submission = load(tmp_path / "alice")
     assert sorted(submission.files) == sorted(nb.answer_cells(json.loads(nb.SOURCE_NOTEBOOK.read_text())))
+
+
+def test_every_self_test_answer_has_a_marking_guide_and_q3_takes_either_denominator():
+    """Issue 24: whoever grades by hand reads what earns each point; the lesson's Q3 figures
+    (the tax against the compute, 14% -> 36%) and the course's (against the eager step,
+    13% -> 26%) are both in the key, with the numbers."""
+    points = nb.self_test_points()
+    for q in nb.SELF_TEST:
+        guide = q.model_answer.split("Marking guide", 1)
+        assert len(guide) == 2, f"{q.id}: its model answer has no marking guide"
+        assert guide[1].count("- 1 point") == points[q.id], (
+            f"{q.id}: the guide must say what earns each of its {points[q.id]:g} points")
+    q3 = next(q for q in nb.SELF_TEST if q.id == "quantized_model").model_answer
+    for figure in ("2.15 / 15 = 14%", "2.15 / 6 = 36%", "2.15 / 17.15 = 13%", "2.15 / 8.15 = 26%"):
+        assert figure in q3, f"Q3's key lacks {figure!r}"
+    assert round(2.15 / 15 * 100) == 14 and round(2.15 / 6 * 100) == 36
+    assert round(2.15 / 17.15 * 100) == 13 and round(2.15 / 8.15 * 100) == 26
