@@ -1,9 +1,11 @@
 """A tiny SVG chart writer, so the labs can draw without matplotlib (not installed on the GPU
-machines). One function: ``line_chart``.
+machines). ``line_chart`` (one plot), ``bar_chart``, and ``figure`` (panels stacked over one
+shared x axis, a log y axis where asked, vertical marks).
 
-Rules: both axes are linear and start at 0 (lower if some value is negative) and end at a
-rounded-up maximum, with about five round ticks (1, 2 or 5 times a power of ten). The file is
-standalone SVG, well-formed UTF-8 XML; every series is one ``<g class="series" data-name=...>``.
+Rules: ``line_chart``'s axes are linear and start at 0 (lower if some value is negative) and end
+at a rounded-up maximum, with about five round ticks (1, 2 or 5 times a power of ten);
+``figure``'s are the same with 5 % headroom, or decades on a log axis. The file is standalone
+SVG, well-formed UTF-8 XML; every series is one ``<g class="series" data-name=...>``.
 """
 
 from __future__ import annotations
@@ -159,4 +161,224 @@ def bar_chart(path, bars, title: str, x_label: str, y_label: str) -> Path:
     out.append("</svg>")
     path = Path(path)
     path.write_text("\n".join(out) + "\n", encoding="utf-8")
+    return path
+
+
+# --- figures of stacked panels -----------------------------------------------------------------
+
+FIG_WIDTH, FIG_LEFT, LEGEND_WIDTH = 980, 80, 360  # the legend column sits right of the plots
+PANEL_HEIGHT, ROW = 300, 18  # default plot height; legend line spacing
+MARKERS = ("circle", "square", "diamond")
+DASHES = {None: None, "dashed": "7 4", "dotted": "2 3"}
+SCALES = ("linear", "log")
+HEADROOM = 1.05  # an axis ends at a round value at or above 5 % past the largest value
+
+
+def _text_width(text: str, size: float = 12) -> float:
+    """A rough width in px of ``text`` in sans-serif (no font metrics without a renderer)."""
+    return 0.6 * size * len(text)
+
+
+def _marker(shape: str, x: float, y: float, colour: str) -> str:
+    """One point marker: filled circle, hollow square, or filled diamond with a dark outline."""
+    if shape == "square":
+        return (f'<rect x="{x - 4.5:.1f}" y="{y - 4.5:.1f}" width="9" height="9" fill="white" '
+                f'fill-opacity="0.6" stroke={colour} stroke-width="2"/>')
+    if shape == "diamond":
+        return (f'<polygon points="{x:.1f},{y - 7:.1f} {x + 7:.1f},{y:.1f} {x:.1f},{y + 7:.1f} '
+                f'{x - 7:.1f},{y:.1f}" fill={colour} stroke="#222" stroke-width="1"/>')
+    return f'<circle cx="{x:.1f}" cy="{y:.1f}" r="3.5" fill={colour}/>'
+
+
+def _log_label(value: float) -> str:
+    # 1, 10, 100, 1 000, 10 000 ... and 0.1, 0.01 below one.
+    if value >= 1:
+        return f"{value:,.0f}".replace(",", " ")
+    return f"{value:.{-round(math.log10(value))}f}"
+
+
+def _check_panels(panels) -> None:
+    if not panels:
+        raise ValueError("panels: expected at least one panel, got none")
+    for i, panel in enumerate(panels):
+        where = f"panels[{i}]"
+        if panel.get("y_scale", "linear") not in SCALES:
+            raise ValueError(f"{where}.y_scale: expected one of {SCALES}, "
+                             f"got {panel.get('y_scale')!r}")
+        if not panel.get("series"):
+            raise ValueError(f"{where}.series: expected at least one series, got none")
+        for j, s in enumerate(panel["series"]):
+            at = f"{where}.series[{j}]"
+            if s.get("style") not in STYLES:
+                raise ValueError(f"{at}.style: expected one of {STYLES}, got {s.get('style')!r}")
+            if s.get("marker", "circle") not in MARKERS:
+                raise ValueError(f"{at}.marker: expected one of {MARKERS}, got {s.get('marker')!r}")
+            if s.get("dash") not in DASHES:
+                raise ValueError(f"{at}.dash: expected one of {tuple(DASHES)}, "
+                                 f"got {s.get('dash')!r}")
+            points = s.get("points")
+            if not points or not all(len(p) == 2 and all(
+                    isinstance(v, (int, float)) and math.isfinite(v) for v in p) for p in points):
+                raise ValueError(f"{at}.points: expected (x, y) pairs of finite numbers, "
+                                 f"got {points!r}")
+            if panel.get("y_scale") == "log" and not all(y > 0 for _, y in points):
+                raise ValueError(f"{at}.points: a log axis needs every y > 0, got {points!r}")
+        for j, mark in enumerate(panel.get("marks", ())):
+            if not (isinstance(mark.get("x"), (int, float)) and math.isfinite(mark["x"])):
+                raise ValueError(f"{where}.marks[{j}].x: expected a finite number, "
+                                 f"got {mark.get('x')!r}")
+
+
+def figure(path, panels, title: str, x_label: str, caption=()) -> Path:
+    """Write a figure of ``panels`` stacked top to bottom, sharing one linear x axis, to ``path``
+    (an .svg file); return the path.
+
+    Each panel is a dict: ``name`` (its heading, and ``data-name`` of its ``<g class="panel">``),
+    ``y_label``, ``series`` (as in ``line_chart``, plus optional ``marker``: "circle" (filled,
+    the default), "square" (hollow) or "diamond" for points; ``dash``: None, "dashed" or
+    "dotted" for lines; ``dashed_after``: an x past which a line is drawn dashed, e.g. where a
+    fitted line leaves the measured range), and optionally ``y_scale`` ("linear", the default, or
+    "log": decades, every y must be > 0), ``marks`` (vertical lines: dicts with ``x`` and
+    ``label``, each a ``<g class="mark" data-x=...>``), ``notes`` (lines of text under the
+    panel's legend) and ``height`` (px of the plot). The legend of each panel sits in a column to
+    the right of it, never over the data, and the panel grows to fit its legend. ``caption``:
+    lines of text under the figure. The x axis starts at 0 (lower if some x is negative); every
+    axis ends at a round value at least 5 % past its largest value, so no point sits on the
+    frame. Anything malformed -> ValueError naming ``panels[i]`` and the field.
+    """
+    _check_panels(panels)
+    xs = [x for p in panels for s in p["series"] for x, _ in s["points"]]
+    xs += [m["x"] for p in panels for m in p.get("marks", ())]
+    x_ticks = _ticks(min(0.0, min(xs)), max(0.0, max(xs) * HEADROOM))
+    x_step = x_ticks[1] - x_ticks[0]
+    plot_w = FIG_WIDTH - FIG_LEFT - LEGEND_WIDTH - 20
+    legend_x = FIG_LEFT + plot_w + 24
+    # The figure widens rather than cut a long legend line (the width is a generous estimate).
+    width = max([FIG_WIDTH] + [legend_x + 32 + _text_width(str(s["name"])) + 8
+                               for p in panels for s in p["series"]]
+                + [legend_x + _text_width(str(n), 11) + 8 for p in panels
+                   for n in p.get("notes", ())])
+    width = math.ceil(max([width] + [FIG_LEFT + _text_width(str(c)) + 8 for c in caption]))
+
+    def px(x: float) -> float:
+        return FIG_LEFT + (x - x_ticks[0]) / (x_ticks[-1] - x_ticks[0]) * plot_w
+
+    out = []
+    top = 52
+    for i, panel in enumerate(panels):
+        series, notes = panel["series"], list(panel.get("notes", ()))
+        legend_h = 10 + ROW * len(series) + (8 + 15 * len(notes) if notes else 0)
+        plot_h = max(panel.get("height", PANEL_HEIGHT), legend_h)
+        ys = [y for s in series for _, y in s["points"]]
+        log = panel.get("y_scale") == "log"
+        if log:
+            lo = math.floor(math.log10(min(ys)) + 1e-9)
+            hi = max(lo + 1, math.ceil(math.log10(max(ys) * HEADROOM) - 1e-9))
+            y_lo, y_hi = float(lo), float(hi)
+            y_ticks = [10.0 ** k for k in range(lo, hi + 1)]
+            minor = [m * 10.0 ** k for k in range(lo, hi) for m in range(2, 10)]
+        else:
+            y_ticks = _ticks(min(0.0, min(ys)), max(0.0, max(ys) * HEADROOM), count=6)
+            y_lo, y_hi, minor = y_ticks[0], y_ticks[-1], []
+
+        def py(y: float, top=top, plot_h=plot_h, log=log, y_lo=y_lo, y_hi=y_hi) -> float:
+            v = math.log10(y) if log else y
+            return top + plot_h - (v - y_lo) / (y_hi - y_lo) * plot_h
+
+        bottom = top + plot_h
+        out.append(f'<g class="panel" data-name={quoteattr(str(panel.get("name", "")))} '
+                   f'data-y-scale="{"log" if log else "linear"}">')
+        out.append(f'<text x="{FIG_LEFT}" y="{top - 8}" font-size="13" font-weight="bold">'
+                   f'{escape(str(panel.get("name", "")))}</text>')
+        for y in minor:
+            out.append(f'<line x1="{FIG_LEFT}" y1="{py(y):.1f}" x2="{FIG_LEFT + plot_w}" '
+                       f'y2="{py(y):.1f}" stroke="#f2f2f2"/>')
+        for x in x_ticks:
+            out.append(f'<line x1="{px(x):.1f}" y1="{top}" x2="{px(x):.1f}" y2="{bottom}" '
+                       f'stroke="#e5e5e5"/>')
+            out.append(f'<text x="{px(x):.1f}" y="{bottom + 16}" text-anchor="middle">'
+                       f'{_label(x, x_step)}</text>')
+        y_step = y_ticks[1] - y_ticks[0]
+        for y in y_ticks:
+            out.append(f'<line x1="{FIG_LEFT}" y1="{py(y):.1f}" x2="{FIG_LEFT + plot_w}" '
+                       f'y2="{py(y):.1f}" stroke="#dcdcdc"/>')
+            out.append(f'<text x="{FIG_LEFT - 6}" y="{py(y) + 4:.1f}" text-anchor="end">'
+                       f'{_log_label(y) if log else _label(y, y_step)}</text>')
+        out.append(f'<text transform="translate(18 {top + plot_h / 2:.1f}) rotate(-90)" '
+                   f'text-anchor="middle">{escape(str(panel.get("y_label", "")))}</text>')
+        for mark in panel.get("marks", ()):
+            x, label = px(mark["x"]), str(mark.get("label", ""))
+            right = x + 4 + _text_width(label, 11) <= FIG_LEFT + plot_w
+            out.append(f'<g class="mark" data-x="{mark["x"]:g}" data-name={quoteattr(label)}>')
+            out.append(f'<line x1="{x:.1f}" y1="{top}" x2="{x:.1f}" y2="{bottom}" stroke="#555" '
+                       f'stroke-dasharray="4 3"/>')
+            out.append(f'<text x="{x + 4 if right else x - 4:.1f}" y="{bottom - 6}" '
+                       f'text-anchor="{"start" if right else "end"}" font-size="11" '
+                       f'fill="#333">{escape(label)}</text>')
+            out.append("</g>")
+
+        # The data: lines first, then points on top of them.
+        order = sorted(range(len(series)), key=lambda j: series[j]["style"] == "points")
+        for j in order:
+            s = series[j]
+            colour = quoteattr(str(s["colour"]))
+            out.append(f'<g class="series" data-name={quoteattr(str(s["name"]))} '
+                       f'data-style="{s["style"]}">')
+            if s["style"] == "points":
+                out += [_marker(s.get("marker", "circle"), px(x), py(y), colour)
+                        for x, y in s["points"]]
+            else:
+                cut = s.get("dashed_after")
+                pieces = [(s["points"], DASHES[s.get("dash")])]
+                if cut is not None:
+                    pieces = [([p for p in s["points"] if p[0] <= cut], DASHES[s.get("dash")]),
+                              ([p for p in s["points"] if p[0] >= cut], DASHES["dashed"])]
+                for points, dash in pieces:
+                    if len(points) < 2:
+                        continue
+                    coords = " ".join(f"{px(x):.1f},{py(y):.1f}" for x, y in points)
+                    dashed = f' stroke-dasharray="{dash}"' if dash else ""
+                    out.append(f'<polyline points="{coords}" fill="none" stroke={colour} '
+                               f'stroke-width="1.8"{dashed}/>')
+            out.append("</g>")
+        out.append(f'<rect x="{FIG_LEFT}" y="{top}" width="{plot_w}" height="{plot_h}" '
+                   f'fill="none" stroke="black"/>')
+
+        out.append('<g class="legend">')
+        for j, s in enumerate(series):
+            colour, ly = quoteattr(str(s["colour"])), top + 12 + ROW * j
+            if s["style"] == "points":
+                out.append(_marker(s.get("marker", "circle"), legend_x + 12, ly, colour))
+            else:
+                dash = DASHES[s.get("dash")]
+                dashed = f' stroke-dasharray="{dash}"' if dash else ""
+                out.append(f'<line x1="{legend_x}" y1="{ly}" x2="{legend_x + 24}" y2="{ly}" '
+                           f'stroke={colour} stroke-width="1.8"{dashed}/>')
+            out.append(f'<text x="{legend_x + 32}" y="{ly + 4}">{escape(str(s["name"]))}</text>')
+        for k, note in enumerate(notes):
+            out.append(f'<text x="{legend_x}" y="{top + 12 + ROW * len(series) + 8 + 15 * k + 4}" '
+                       f'font-size="11" fill="#444">{escape(str(note))}</text>')
+        out.append("</g>")
+        out.append("</g>")
+        top = bottom + 58
+
+    x_label_y = top - 58 + 36
+    out.append(f'<text x="{FIG_LEFT + plot_w / 2:.1f}" y="{x_label_y}" text-anchor="middle">'
+               f'{escape(x_label)}</text>')
+    height = x_label_y + 12
+    for k, line in enumerate(caption):
+        height = x_label_y + 26 + 16 * k
+        out.append(f'<text class="caption" x="{FIG_LEFT}" y="{height}" font-size="12" '
+                   f'fill="#333">{escape(str(line))}</text>')
+    height += 14
+    head = [
+        '<?xml version="1.0" encoding="UTF-8"?>',
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+        f'viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="12">',
+        f'<rect width="{width}" height="{height}" fill="white"/>',
+        f'<text x="{width / 2:.1f}" y="26" text-anchor="middle" font-size="16">'
+        f'{escape(title)}</text>',
+    ]
+    path = Path(path)
+    path.write_text("\n".join(head + out + ["</svg>"]) + "\n", encoding="utf-8")
     return path

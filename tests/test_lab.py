@@ -13,7 +13,7 @@ import torch
 from coursekit import lesson
 from coursekit.impl import REPO_ROOT
 from coursekit.lab import main
-from coursekit.svgplot import line_chart
+from coursekit.svgplot import figure, line_chart
 
 SVG = "{http://www.w3.org/2000/svg}"
 ANCHOR = REPO_ROOT / "coursekit/data/h200-anchor-2026-11-30.json"  # bundled, shipped
@@ -63,20 +63,67 @@ def test_reference_json_has_the_anchor_shape(tmp_path, capsys):
     assert record["tau_graph_us"] == pytest.approx(lesson.H200_TAU_GRAPH_US, rel=1e-9)
 
 
+def svg_parts(path):
+    """(root, panels by data-name, {panel name: {series name: <g>}}) of a lab chart."""
+    root = ET.parse(path).getroot()
+    assert root.tag == f"{SVG}svg"
+    panels = {g.get("data-name"): g for g in root.iter(f"{SVG}g") if g.get("class") == "panel"}
+    series = {name: {g.get("data-name"): g for g in panel.iter(f"{SVG}g")
+                     if g.get("class") == "series"} for name, panel in panels.items()}
+    return root, panels, series
+
+
+STEP, SPEEDUP = "(a) step time per iteration (log scale)", "(b) speedup of the CUDA graph"
+LESSON_SERIES = {"lesson's model, eager: N × 5 µs", "lesson's model, graph: one launch, 5 µs"}
+MARKED_SERIES = {"Part A eager, N = 200 (separate run)", "Part A graph, N = 200 (separate run)",
+                 "7B decode step, eager (H200, batch 1)", "7B decode step, graph (H200, batch 1)"}
+
+
+def check_panels_and_marks(panels, series):
+    """What every lab chart has, fitted or not: two panels, the step-time one on a log axis, the
+    marks at the lesson's decode step and the bundled 7B step in both, the measured 7B step."""
+    assert list(panels) == [STEP, SPEEDUP]
+    assert panels[STEP].get("data-y-scale") == "log"
+    assert panels[SPEEDUP].get("data-y-scale") == "linear"
+    seven_b = lesson.h200_anchor()["decode7b"]["1"]
+    assert seven_b["kernels"] == 1579
+    for name, panel in panels.items():
+        marks = {g.get("data-x") for g in panel.iter(f"{SVG}g") if g.get("class") == "mark"}
+        assert marks == {"430", "1579"}, name
+    # The measured 7B step: one diamond each, at N = 1579, above the mark's line.
+    for name in ("7B decode step, eager (H200, batch 1)", "7B decode step, graph (H200, batch 1)"):
+        assert len(series[STEP][name].findall(f"{SVG}polygon")) == 1, name
+    (speedup_7b,) = [n for n in series[SPEEDUP] if n.startswith("7B decode step")]
+    assert speedup_7b.endswith(f"{seven_b['eager_ms'] / seven_b['graph_ms']:.1f}x") and \
+        speedup_7b.endswith("4.5x")
+    # Readable: on the log axis the graph's measured points span over a quarter of the plot's height
+    # (on the old 0-8000 µs linear axis they were squashed into its bottom tenth).
+    frame = [r for r in panels[STEP].findall(f"{SVG}rect") if r.get("fill") == "none"][-1]
+    ys = [float(c.get("cy")) for c in series[STEP]["graph, measured"].findall(f"{SVG}circle")]
+    assert len(ys) == len(lesson.H200_SWEEP)
+    assert max(ys) - min(ys) > float(frame.get("height")) / 4, (ys, frame.attrib)
+
+
 def test_reference_svg_is_a_chart_of_both_series(tmp_path, capsys):
     assert lab(capsys, "--reference", "--impl", "solutions", "--out", tmp_path)[0] == 0
-    root = ET.parse(tmp_path / "launch-tax.svg").getroot()
-    assert root.tag == f"{SVG}svg"
-    series = {g.get("data-name"): g for g in root.iter(f"{SVG}g") if g.get("class") == "series"}
-    assert set(series) == {"eager, measured", "eager fit: 25.0 + 7.99·N µs",
-                           "graph, measured", "graph fit: 1.3 + 1.10·N µs"}
-    for name, g in series.items():
+    root, panels, series = svg_parts(tmp_path / "launch-tax.svg")
+    check_panels_and_marks(panels, series)
+    assert set(series[STEP]) == {"eager, measured", "eager fit: 25.0 + 7.99·N µs",
+                                 "graph, measured", "graph fit: 1.3 + 1.10·N µs"} \
+        | LESSON_SERIES | MARKED_SERIES
+    for name, g in series[STEP].items():
         if "measured" in name:  # one point per N
             assert len(g.findall(f"{SVG}circle")) == len(lesson.H200_SWEEP), name
-        else:  # the fitted line
-            assert len(g.findall(f"{SVG}polyline")) == 1, name
+        elif "fit:" in name:  # the fitted line: solid over the sweep, dashed on to N = 1579
+            solid, dashed = g.findall(f"{SVG}polyline")
+            assert solid.get("stroke-dasharray") is None and dashed.get("stroke-dasharray"), name
+    assert set(series[SPEEDUP]) == {"eager ÷ graph, measured", "eager fit ÷ graph fit",
+                                    "Part A, N = 200 (separate run): 10.0x",
+                                    "7B decode step (H200, batch 1): 4.5x"}
     texts = [t.text for t in root.iter(f"{SVG}text")]
-    assert "step time (µs)" in texts and "number of kernels N" in texts
+    assert "step time (µs, log scale)" in texts and "number of kernels N" in texts
+    assert "100 000" in texts and "1" in texts  # the log axis's decades
+    assert not any("appear once" in (t or "") for t in texts)
 
 
 def test_from_reads_a_saved_run_back_to_the_same_report(tmp_path, capsys):
@@ -177,12 +224,95 @@ def test_unfinished_exercise_2_is_named_when_measuring(tmp_path, capsys, monkeyp
     assert "Traceback" not in err
 
 
-def test_unfinished_exercise_1_is_named_without_a_traceback(tmp_path, capsys):
-    code, out, err = lab(capsys, "--reference", "--impl", "exercises", "--out", tmp_path)
-    assert code == 1, out + err
-    assert "exercise 1 is not finished: fit_launch_model" in err, err
-    assert "--impl solutions" in err, err
-    assert "Traceback" not in err and out == ""
+UNFITTED = "The fitted lines appear once exercise 1's fit_launch_model is done."
+
+
+@pytest.mark.parametrize("source", ["--reference", "--from"])
+def test_unfinished_exercise_1_shows_the_points_and_the_lesson_without_fits(tmp_path, capsys,
+                                                                              source):
+    args = ["--reference"] if source == "--reference" else ["--from", ANCHOR]
+    code, out, err = lab(capsys, *args, "--impl", "exercises", "--out", tmp_path)
+    assert code == 0 and err == "", out + err
+    assert "Traceback" not in out
+    first = out.splitlines()[0]
+    assert "not fitted: exercise 1 is not finished (fit_launch_model)" in first, first
+    assert UNFITTED in out, out
+    # The measured sweep beside the lesson's model (τ = 5 µs, a graph one launch): no fit of the
+    # lab's own, so no fitted slope and no model column.
+    assert "τ, eager" not in out and "ν, graph" not in out and "eager model" not in out, out
+    assert re.search(r"^\s+200 \|\s+1585\.4 \|\s+1000\.0 \|\s+220\.5 \|\s+5\.0 \|\s+7\.2x \|"
+                     r"\s+200\.0x$", out, re.MULTILINE), out
+    record = json.loads((tmp_path / "launch-tax.json").read_text(encoding="utf-8"))
+    assert set(record) == {"gpu", "torch", "partA", "sweep_ms"}
+    root, panels, series = svg_parts(tmp_path / "launch-tax.svg")
+    check_panels_and_marks(panels, series)
+    assert set(series[STEP]) == {"eager, measured", "graph, measured"} | LESSON_SERIES \
+        | MARKED_SERIES
+    assert set(series[SPEEDUP]) == {"eager ÷ graph, measured",
+                                    "Part A, N = 200 (separate run): 10.0x",
+                                    "7B decode step (H200, batch 1): 4.5x"}
+    texts = " ".join(t.text or "" for t in root.iter(f"{SVG}text"))
+    assert "Not fitted yet" in texts and "fit_launch_model is done" in texts, texts
+
+
+def test_an_unfitted_file_is_fitted_once_exercise_1_is_done(tmp_path, capsys):
+    assert lab(capsys, "--reference", "--out", tmp_path / "stubs")[0] == 0
+    code, again, err = lab(capsys, "--from", tmp_path / "stubs/launch-tax.json", "--impl",
+                           "solutions", "--out", tmp_path / "b")
+    assert code == 0, err
+    code, reference, err = lab(capsys, "--from", ANCHOR, "--impl", "solutions",
+                               "--out", tmp_path / "c")
+    assert code == 0, err
+    assert report_part(again) == report_part(reference)
+    assert "DecodeStep(gpu_node_us=1.10)" in again and UNFITTED not in again
+
+
+def test_measuring_with_exercise_1_unfinished_reports_without_fits(tmp_path, capsys,
+                                                                   monkeypatch):
+    pretend_cuda(monkeypatch)
+    submission = tmp_path / "submission"
+    submission.mkdir()
+    (submission / "launch_tax.py").write_text(FAKE_LAUNCH_TAX)
+    stub = (REPO_ROOT / "exercises/launch_model.py").read_text()
+    (submission / "launch_model.py").write_text(stub)
+    code, out, err = lab(capsys, "--impl", submission, "--sizes", 40, 10, 20, "--iters", 3,
+                         "--out", tmp_path / "out")
+    assert code == 0, err
+    assert UNFITTED in out and "GPU: Fake GPU" in out, out
+    record = json.loads((tmp_path / "out/launch-tax.json").read_text(encoding="utf-8"))
+    assert list(record["sweep_ms"]) == ["10", "20", "40"] and "tau_eager_us" not in record
+    # No N = 200 in this sweep: nothing to compare Part A with.
+    assert "two separate measurements" not in out
+
+
+@pytest.mark.parametrize("impl", ["exercises", "solutions"])
+def test_part_a_against_the_sweep_at_200_is_explained(tmp_path, capsys, impl):
+    code, out, err = lab(capsys, "--reference", "--impl", impl, "--out", tmp_path)
+    assert code == 0, err
+    assert "Why Part A says 10.0x and the sweep's N = 200 says 7.2x: they are two separate " \
+        "measurements of the" in out, out
+    assert "same chain of 200 tiny kernels, made one after the other in one run" in out
+    assert re.search(r"Part A\s+eager\s+1852 µs, graph\s+185 µs -> 10\.0x", out), out
+    assert re.search(r"sweep, N = 200\s+eager\s+1585 µs, graph\s+221 µs ->\s+7\.2x", out), out
+    assert "Eager differs by 14 %, graph by 19 %, and their ratio by 28 %: a ratio of two noisy " \
+        "times moves" in out, out
+    assert "Repeat each measurement and take the median before you quote a speedup." in out
+    # The 7B step against what the tiny-kernel lines say at its N.
+    assert "7B decode step (batch 1, 1579 kernels) took eager 29.7 ms" in out, out
+    assert ("extrapolated to N = 1579: eager 12.64 ms" if impl == "solutions"
+            else "The lesson's model at N = 1579: eager 7.89 ms") in out, out
+
+
+def test_the_lessons_model_constants_are_the_lessons():
+    """The lab draws the lesson's model with DecodeStep's defaults (coursekit may not import the
+    exercises): τ = 5 µs and 28 x 15 + 10 = 430 kernels, as in the lesson's expected output."""
+    from coursekit import lab as lab_module
+
+    assert lab_module.LESSON_STEP_KERNELS == 430 and lab_module.LESSON_LAUNCH_US == 5.0
+    for line in lesson.SEED_REPORT.splitlines()[::2]:
+        kernels, launch_ms = re.search(r"(\d+) 个 kernel .* 启动 ([\d.]+) ms", line).groups()
+        assert int(kernels) == lab_module.LESSON_STEP_KERNELS
+        assert float(launch_ms) == pytest.approx(int(kernels) * lab_module.LESSON_LAUNCH_US / 1e3)
 
 
 def test_missing_module_is_reported(tmp_path, capsys):
@@ -220,6 +350,43 @@ def test_svgplot_ticks_and_rules(tmp_path):
     with pytest.raises(ValueError, match=r"series\[0\]\.style"):
         line_chart(tmp_path / "d.svg", [{"name": "a", "colour": "red", "style": "bars",
                                          "points": [(0, 1)]}], "t", "x", "y")
+
+
+def test_svgplot_figure_panels_log_axis_marks_and_legend(tmp_path):
+    panels = [
+        {"name": "times", "y_label": "µs", "y_scale": "log",
+         "marks": [{"x": 30, "label": "N = 30"}],
+         "series": [{"name": "a", "colour": "red", "style": "points", "marker": "diamond",
+                     "points": [(10, 3.0), (40, 2500.0)]},
+                    {"name": "b", "colour": "blue", "style": "line", "dashed_after": 20,
+                     "points": [(10, 5.0), (20, 6.0), (40, 8.0)]}],
+         "notes": ["a note"]},
+        {"name": "ratio", "y_label": "x", "series": [
+            {"name": "c", "colour": "green", "style": "points", "points": [(10, 10.0)]}]},
+    ]
+    root = ET.parse(figure(tmp_path / "f.svg", panels, "t", "N", caption=["cap"])).getroot()
+    groups = [g for g in root.iter(f"{SVG}g") if g.get("class") == "panel"]
+    assert [(g.get("data-name"), g.get("data-y-scale")) for g in groups] == [
+        ("times", "log"), ("ratio", "linear")]
+    texts = [t.text for t in root.iter(f"{SVG}text")]
+    # Decades 1 ... 10 000 (2500 needs 10 000), the linear axis past 10 with headroom.
+    assert {"1", "10", "100", "1 000", "10 000"} <= set(texts) and "100 000" not in texts, texts
+    assert "12" in texts and "cap" in texts and "a note" in texts
+    (mark,) = [g for g in groups[0].iter(f"{SVG}g") if g.get("class") == "mark"]
+    assert mark.get("data-x") == "30" and mark.find(f"{SVG}line") is not None
+    solid, dashed = [g for g in groups[0].iter(f"{SVG}g") if g.get("data-name") == "b"][0]
+    assert solid.get("stroke-dasharray") is None and dashed.get("stroke-dasharray")
+    # Every legend sits right of every plot frame: never over the data.
+    frames = [r for g in groups for r in g.findall(f"{SVG}rect") if r.get("fill") == "none"]
+    right = max(float(r.get("x")) + float(r.get("width")) for r in frames)
+    legends = [g for g in root.iter(f"{SVG}g") if g.get("class") == "legend"]
+    assert len(legends) == 2 and all(float(t.get("x")) > right for g in legends
+                                     for t in g.iter(f"{SVG}text"))
+    bad = [{**panels[0], "series": [{**panels[0]["series"][0], "points": [(1, 0.0)]}]}]
+    with pytest.raises(ValueError, match=r"panels\[0\]\.series\[0\]\.points: a log axis"):
+        figure(tmp_path / "g.svg", bad, "t", "N")
+    with pytest.raises(ValueError, match=r"panels\[0\]\.y_scale"):
+        figure(tmp_path / "h.svg", [{**panels[0], "y_scale": "symlog"}], "t", "N")
 
 
 def test_module_entry_point(tmp_path):
