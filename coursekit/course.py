@@ -26,6 +26,10 @@ class Exercise:
     def marker(self) -> str:
         return f"ex{self.number}"
 
+    def notes(self, language: str) -> str:
+        """Its chapter of the course notes in ``language`` (``en`` or ``zh``)."""
+        return f"notes/{language}/{self.number:02d}-{self.module}.md"
+
     @property
     def stub_heading(self) -> str:
         return f"Exercise {self.number} · {self.title}"
@@ -87,7 +91,8 @@ def by_module(module: str) -> Exercise:
 
 def readme_table() -> str:
     """The README's table of exercises."""
-    lines = ["| # | module | marker | you implement | runs on |", "|---|---|---|---|---|"]
+    lines = ["| # | module | marker | you implement | runs on | notes |", "|---|---|---|---|---|---|"]
     lines += [f"| {e.number} | [`{e.module}`](exercises/{e.module}.py) | `{e.marker}` | "
-              f"{e.implement} | {e.runs_on} |" for e in EXERCISES]
+              f"{e.implement} | {e.runs_on} | [en]({e.notes('en')}) · [中文]({e.notes('zh')}) |"
+              for e in EXERCISES]
     return "\n".join(lines) + "\n"

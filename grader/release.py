@@ -1,6 +1,7 @@
 """``python -m grader release OUTDIR``: the student repository.
 
-What goes out: the stubs and public tests (``exercises/``), the support package (``coursekit/``,
+What goes out: the stubs and public tests (``exercises/``), the course notes (``notes/``, English
+and Chinese, a chapter per exercise), the support package (``coursekit/``,
 with the bundled H200 measurement in ``coursekit/data/``), the public grader (``grader/`` without
 ``hidden/``, its rubric without the hidden checks, and ``expected.json``: the reference's
 answers to the public probes, recorded here because the release has no reference to ask), the
@@ -29,7 +30,7 @@ from coursekit.impl import REPO_ROOT
 from grader.rubric import Rubric, each, readme_with_points
 from grader.rubric import parse as parse_rubric
 
-COPIED = ("exercises", "coursekit", "grader", "benchmarks/decode_engine.py", "conftest.py",
+COPIED = ("exercises", "coursekit", "grader", "notes", "benchmarks/decode_engine.py", "conftest.py",
           "pyproject.toml", ".gitignore", "AGENTS.md")
 NEVER = {"hidden", "release.py", "scaffold.py", "notebook.py", "nbgrader_bridge.py", "build.py",
          "staff.py", "gradescope.py", "__pycache__", "expected.json", "BUILD.json"}

@@ -10,7 +10,9 @@ each with one example to replace:
   ``exercises/tests/test_checks.py`` runs each public check as a public test) and
   ``grader/hidden/<module>.py``;
 * ``tests/alternatives/<module>.py`` and ``tests/mutants/<module>.py`` (which the corpus test
-  says is too small until it holds 10 mutants).
+  says is too small until it holds 10 mutants);
+* ``notes/en/NN-<module>.md`` and ``notes/zh/NN-<module>.md``, its chapter of the course notes
+  (the sections tests/test_notes.py asks for, each to fill).
 
 It refuses a module name that is not a Python identifier or that an exercise already has, and
 writes nothing over an existing file. What to do next is printed: fill each file, give the checks
@@ -120,6 +122,90 @@ def example(x):
         raise ValueError(f"x must be >= 0, got {{x}}")
     return x + x
 ''',
+        f"notes/en/{n:02d}-{module}.md": f"""# Chapter {n} · {title}
+
+Exercise {n} · `exercises/{module}.py` · marker `{marker}` (replace: what it is, where it runs)
+
+## The idea
+
+(replace: the idea, in your words.)
+
+**From the lesson:** 「(replace: the lesson's section heading)」
+
+## Predict first
+
+1. (replace: a question to answer before coding)
+2. (replace: another)
+
+## What to observe
+
+(replace: what running it shows; every figure printed by a doctest below.)
+
+```python
+>>> from exercises.{module} import example
+>>> example(2)
+4
+```
+
+## Pitfalls
+
+- (replace: the mistakes students make)
+
+## Where it lives in vLLM 0.26.0
+
+(replace: rows of the README's table.)
+
+## Hints
+
+1. (replace: the recipe, step by step)
+
+## Answers to Predict first
+
+<details><summary>1</summary>(replace)</details>
+
+<details><summary>2</summary>(replace)</details>
+""",
+        f"notes/zh/{n:02d}-{module}.md": f"""# 第 {n} 章 · {title}
+
+练习 {n} · `exercises/{module}.py` · 标记 `{marker}`（替换：它是什么，在哪里运行）
+
+## 思路（The idea）
+
+（替换：思路。）
+
+**出自课文：** 「（替换：课文的小节标题）」
+
+## 先预测（Predict first）
+
+1. （替换：写代码前先回答的问题）
+2. （替换：另一个）
+
+## 运行时看什么（What to observe）
+
+```python
+>>> from exercises.{module} import example
+>>> example(2)
+4
+```
+
+## 常见错误（Pitfalls）
+
+- （替换）
+
+## 在 vLLM 0.26.0 中的位置（Where it lives in vLLM 0.26.0）
+
+（替换：README 表格中的行。）
+
+## 提示（Hints）
+
+1. （替换：步骤）
+
+## 预测题答案（Answers）
+
+<details><summary>1</summary>（替换）</details>
+
+<details><summary>2</summary>（替换）</details>
+""",
         f"tests/mutants/{module}.py": f'''"""Exercise {n} ({module}): plausible wrong versions of ``solutions/{module}.py``."""
 
 from tests.mutants import M
