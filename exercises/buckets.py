@@ -76,8 +76,9 @@ def padded_size(n: int, capture_sizes: Iterable[int]) -> int | None:
 
 def pad_rows(x: torch.Tensor, size: int, value: float = 0) -> torch.Tensor:
     """A new tensor of ``size`` rows (same dtype, device and row shape as ``x``): the first
-    ``len(x)`` rows are ``x``, the rest are filled with ``value``. ``x`` itself is not modified.
-    ``size < len(x)`` -> ValueError naming ``size``.
+    ``len(x)`` rows are ``x``, the rest are filled with ``value`` (0 when not given). ``x`` itself
+    is not modified. ``size == len(x)`` pads nothing (still a new tensor); ``size < len(x)`` ->
+    ValueError naming ``size`` (never truncate: that would drop real rows).
     """
     raise NotImplementedError("exercise 5: pad_rows")
 
@@ -85,8 +86,10 @@ def pad_rows(x: torch.Tensor, size: int, value: float = 0) -> torch.Tensor:
 class BucketedGraphRunner:
     """One captured graph per bucket over a single static input buffer.
 
-    Construction:
-      * One static input buffer with ``len(max_example)`` rows, owned by the runner (a copy of
+    Construction (defaults: ``capture_sizes=None``, ``warmup_iters=3``, ``pad_value=0``,
+    ``capture=None``):
+      * One static input buffer shaped like ``max_example`` (``len(max_example)`` rows, each of
+        ``max_example``'s row shape, not flattened), owned by the runner (a copy of
         ``max_example``, never the caller's tensor itself).
       * ``capture_sizes`` defaults to ``default_capture_sizes(len(max_example))``; a size outside
         ``1..len(max_example)`` -> ValueError naming ``capture_sizes``.
@@ -100,8 +103,9 @@ class BucketedGraphRunner:
         (key: ``"eager"``); a ``collections.Counter`` is handy.
 
     Calling ``runner(x)``:
-      * ``x`` must have the buffer's row shape, dtype and device, and at least one row
-        (ValueError naming ``x`` otherwise).
+      * ``x`` must have the buffer's row shape (the same shape: rows of ``(3, 2)`` are not rows
+        of ``(2, 3)`` nor of ``(6,)``, though they hold as many elements), dtype and device, and
+        at least one row (ValueError naming ``x`` otherwise).
       * Find the bucket for ``len(x)``. None -> run ``fn(x)`` eagerly and return its result.
       * Otherwise copy ``x`` into the first rows of the buffer (``copy_``: the graph reads the
         buffer's memory, not your variable), fill the rest of the bucket with ``pad_value``,

@@ -31,12 +31,14 @@ def capture(
     """Warm up ``fn(*static_inputs)`` and capture one call of it into a CUDA graph.
 
     1. ``warmup_iters < 1`` -> ValueError naming ``warmup_iters`` (capturing cold work records
-       allocator and autotune side effects). No CUDA -> RuntimeError saying a CUDA device is
-       needed. An input that is not a CUDA tensor -> ValueError naming it
-       (``static_inputs[i]``).
+       allocator and autotune side effects), checked first, so on any machine. No CUDA ->
+       RuntimeError saying a CUDA device is needed. An input that is not a CUDA tensor (a CPU
+       tensor, or no tensor at all) -> ValueError naming it (``static_inputs[i]``): a CPU tensor
+       has no place in a captured graph.
     2. Warm-up: on a new ``torch.cuda.Stream()`` that first waits on the current stream
        (``side.wait_stream(torch.cuda.current_stream())``), run ``fn(*static_inputs)`` exactly
-       ``warmup_iters`` times; then make the current stream wait on the side stream.
+       ``warmup_iters`` times (3 when left out); then make the current stream wait on the side
+       stream.
     3. Capture into a pool you name: ``pool``, or when it is None a new one,
        ``torch.cuda.graph_pool_handle()`` (step 5 needs its id). ``g = torch.cuda.CUDAGraph()``;
        inside ``with torch.cuda.graph(g, pool=pool):`` call ``fn(*static_inputs)`` once more and

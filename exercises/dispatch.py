@@ -93,25 +93,29 @@ class CudagraphDispatcher:
     size are dropped; if none is left, the sizes are ``[q]`` when ``q`` is at most the largest
     given size (else ValueError naming ``capture_sizes``). This is vLLM's
     ``CompilationConfig.adjust_cudagraph_sizes_for_spec_decode``: a uniform batch then always
-    pads to a whole number of requests. ``capture_sizes`` holds the
-    sizes so kept, ascending, each once.
+    pads to a whole number of requests. ``capture_sizes`` is a list of the sizes so kept,
+    ascending, each once.
 
-    The keys (``keys()``: ``{PIECEWISE: set, FULL: set}`` of ``BatchDescriptor``):
+    The keys (``keys()``: a dict ``{PIECEWISE: set, FULL: set}`` of ``BatchDescriptor``, both
+    entries always there, a set each, empty when no graph of that mode is captured):
       1. if ``mode.mixed_mode()`` is not NONE, one per size ``s``: for PIECEWISE,
          ``BatchDescriptor(s)``; for FULL, ``BatchDescriptor(s, min(s, max_num_seqs), False)``;
       2. if ``mode`` is a two-routine mode whose ``decode_mode()`` is FULL, one FULL key per size
          ``s`` with ``q <= s <= q * max_num_seqs``: ``BatchDescriptor(s, min(s // q,
          max_num_seqs), True)``. No decode graph is bigger than ``max_num_seqs`` requests.
-    ``capture_descs()``: ``(mode, BatchDescriptor)`` for every key, the PIECEWISE keys first, then
-    the FULL keys, each group largest ``num_tokens`` first (the order graphs are captured in).
+    ``capture_descs()``: a list of ``(mode, BatchDescriptor)`` tuples, one for every key, the
+    PIECEWISE keys first, then the FULL keys, each group largest ``num_tokens`` first (the order
+    graphs are captured in).
 
     ``dispatch(num_tokens, uniform_decode=False, valid_modes=None, invalid_modes=None)`` returns
-    ``(runtime mode, BatchDescriptor)``:
+    the tuple ``(runtime mode, BatchDescriptor)``:
       * allowed runtime modes: ``valid_modes`` (None or empty: ``RUNTIME_MODES``), minus ``invalid_modes`` (a
         batch with cascade attention, say, cannot run a FULL graph). None allowed -> ValueError
         naming ``invalid_modes``.
       * ``(NONE, BatchDescriptor(num_tokens))`` when the mode is NONE, ``num_tokens`` is above
-        every size, or only NONE is allowed.
+        every size, or only NONE is allowed. That eager descriptor is always exactly
+        ``BatchDescriptor(num_tokens)``: ``num_reqs`` None and ``uniform`` False (the bool),
+        whatever ``uniform_decode`` says.
       * otherwise pad to ``p = padded_size(num_tokens, capture_sizes)``. The batch counts as
         uniform only if ``uniform_decode`` and the mode is a two-routine mode; then its key is
         ``BatchDescriptor(p, min(p // q, max_num_seqs), True)``, else ``BatchDescriptor(p,
@@ -121,8 +125,9 @@ class CudagraphDispatcher:
     It never returns FULL or PIECEWISE with a descriptor that is not a key.
 
     Errors (ValueError naming the argument): ``mode`` not a ``CUDAGraphMode``; a size that is not
-    an int >= 1, or no size with a mode other than NONE (``capture_sizes``); ``max_num_seqs`` or
-    ``uniform_decode_query_len`` not an int >= 1; ``num_tokens < 1``.
+    an int >= 1 (a float such as 2.5 is not an int), or no size with a mode other than NONE
+    (``capture_sizes``; NONE with no sizes is fine); ``max_num_seqs`` or
+    ``uniform_decode_query_len`` not an int >= 1 (1 is fine); ``num_tokens`` not an int >= 1.
 
     The course leaves out vLLM's LoRA keys (``has_lora``, ``num_active_loras``) and the check that
     ``compile_sizes`` are capture sizes.

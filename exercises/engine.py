@@ -29,15 +29,19 @@ class DecodeEngine:
     """Runs decode steps of a ``ToyModel`` eagerly or as CUDA graphs, as ``mode`` says.
 
     Construction ``DecodeEngine(model, mode=CUDAGraphMode.FULL, capture_sizes=None,
-    warmup_iters=1, capture=None)``:
+    warmup_iters=1, capture=None)``, each default as written (an engine built without ``mode``
+    captures FULL graphs; without ``warmup_iters``, each capture warms up once):
       * ``dispatcher``: a ``CudagraphDispatcher(mode, capture_sizes, model.config.max_seqs)``
         (one token per request: ``q = 1``); ``capture_sizes`` defaults
         to ``engine_capture_sizes(model.config.max_seqs)``, vLLM's plan for ``max_seqs`` requests
         (up to twice as many tokens: a prompt step may fill them).
-      * Static input buffers for the largest capture size, owned by the engine: ``tokens``,
-        ``positions`` and ``slots`` (int64), and for piecewise graphs ``hidden`` and ``attn``
-        (the model's dtype). The slot buffer starts out filled with ``model.padding_slot`` and
-        the others with zeros, so warm-up and capture only ever touch the padding slot.
+      * Static input buffers of ``rows = max(capture_sizes)`` rows (the largest capture size),
+        owned by the engine: ``tokens``, ``positions`` and ``slots`` (1-D, int64), and for
+        piecewise graphs ``hidden`` (``(rows, hidden_size)``) and ``attn`` (``(rows, n_heads *
+        head_dim)``), both in the model's dtype (``model.dtype``: float32, or bfloat16), on the
+        model's device. The slot buffer starts out filled with ``model.padding_slot`` and the
+        others with zeros, so warm-up and capture only ever touch the padding slot (the real
+        slots' cache is unchanged by ``capture_model()``).
       * ``capture`` defaults to exercise 3's ``capture`` for a CUDA model and to
         ``capture_on_cpu`` otherwise. Nothing is captured until ``capture_model()``, and a step
         whose key has no graph runs eagerly (vLLM switches capturing off after its capture pass,
@@ -54,20 +58,23 @@ class DecodeEngine:
         attn)`` over the ``tokens``, ``positions`` and ``attn`` buffers and a static ``hidden``
         (the ``hidden`` buffer, or the previous segment's static ``hidden`` output); attention is
         not captured: it runs eagerly between the segments' replays.
-    It records ``graphs`` (``{(mode, desc): graph, or the list of segment graphs}``),
-    ``capture_seconds`` (wall time) and ``capture_memory_bytes`` (GPU memory the capture
-    reserved: ``torch.cuda.memory_reserved()`` after minus before, taking "before" after
+    It records ``graphs`` (a dict keyed by the ``(mode, desc)`` tuples of ``capture_descs()``;
+    each value is what ``capture`` returned: the graph for FULL, the list of the ``n_segments``
+    segment graphs in segment order for PIECEWISE), ``capture_seconds`` (wall time, a float
+    above 0) and ``capture_memory_bytes`` (an int: GPU memory the capture reserved,
+    ``torch.cuda.memory_reserved()`` after minus before, taking "before" after
     ``torch.cuda.synchronize()`` and ``torch.cuda.empty_cache()``: ``torch.cuda.graph`` empties the
     cache as a capture starts, so without that, memory cached before, say another engine's freed
     pool, is counted in "before", released during capture, and the figure can come out negative;
-    0 on a CPU).
+    0 on a CPU, an int too, never None).
 
     ``step(tokens, positions, slots, uniform_decode=None) -> logits``, one row per token:
       * ``tokens``, ``positions``, ``slots``: 1-D int64 tensors of one length ``n >= 1`` on the
         model's device (ValueError naming the argument otherwise). On a CPU also check the values
-        (ValueError naming ``slots`` for a slot outside ``0..max_seqs - 1``: the padding slot is
-        reserved; naming ``positions`` outside ``0..max_seq_len - 1``); on CUDA do not check them
-        (reading a CUDA tensor's values makes the CPU wait for the GPU).
+        (ValueError naming ``tokens`` for a token outside ``0..vocab_size - 1``; naming ``slots``
+        for a slot outside ``0..max_seqs - 1``: the padding slot is reserved; naming
+        ``positions`` outside ``0..max_seq_len - 1``; each bound itself is fine); on CUDA do not
+        check them (reading a CUDA tensor's values makes the CPU wait for the GPU).
       * ``uniform_decode``: True when every row has its own slot (one token per sequence). When it
         is None, the engine works it out from ``slots`` (uniform when every slot is distinct):
         that reads the values, so on CUDA it costs a host sync, the one exception to the rule
@@ -84,8 +91,10 @@ class DecodeEngine:
         segment's static ``q``, ``k``, ``v`` outputs and its result is copied into the ``attn``
         buffer the next segment reads; that segment's ``hidden`` input is the previous segment's
         static ``hidden`` output, or your ``hidden`` buffer refilled with ``copy_``), and return
-        the first ``n`` rows of the logits as a fresh tensor. Graph or eager, they are the eager
-        model's logits for those rows (within 1e-5: a replay may sum in another order).
+        the first ``n`` rows of the logits as a fresh tensor (``(n, vocab_size)``, in the model's
+        dtype). Graph or eager, they are the eager model's logits for those rows, within 1e-5 in
+        float32 and 5e-2 in bfloat16 (which keeps 8 significant bits): a replay may sum in
+        another order.
       * ``stats`` counts steps per ``(mode, desc)`` replayed and eager steps (key ``"eager"``).
 
     ``generate(prompts, max_new_tokens) -> list[list[int]]``: greedy decoding of a batch.
@@ -94,10 +103,12 @@ class DecodeEngine:
     each unfinished sequence's latest token at the next position. A sequence is finished once it
     has ``max_new_tokens`` new tokens (an int, or one per sequence), and leaves the batch: later
     steps are smaller. Each new token is the argmax of its row's logits. Returns the new tokens
-    of each sequence. ValueError naming ``prompts`` for more prompts than ``max_seqs`` or an
-    empty prompt; naming ``max_new_tokens`` for a count below 1, or when a sequence would need a
-    position past the cache (``len(prompt) + max_new_tokens - 1 > max_seq_len``: the last new
-    token is never fed back).
+    of each sequence, a ``list`` of ``list`` of ``int`` (not tuples, not tensors). ValueError
+    naming ``prompts`` for more prompts than ``max_seqs`` or an empty prompt (``max_seqs``
+    prompts are fine); naming ``max_new_tokens`` for a count below 1 (the int, or any one of the
+    per-sequence counts), for per-sequence counts whose number is not the number of prompts, or
+    when a sequence would need a position past the cache (``len(prompt) + max_new_tokens - 1 >
+    max_seq_len``: the last new token is never fed back, so exactly ``max_seq_len`` is fine).
     """
 
     def __init__(

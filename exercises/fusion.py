@@ -24,8 +24,8 @@ def chain_hbm_bytes(n_ops: int, numel: int, dtype_bytes: int, fused: bool) -> in
 
     Unfused, every op reads its input and writes its output: ``2 * n_ops * numel * dtype_bytes``.
     Fused, the chain reads the input once and writes the result once: ``2 * numel * dtype_bytes``.
-    No ops move nothing: 0. A negative count or size, or ``dtype_bytes < 1`` -> ValueError naming
-    the argument.
+    No ops move nothing: 0. Returns an int. A negative count or size, or ``dtype_bytes < 1`` ->
+    ValueError naming the argument (zero ops, zero elements and ``dtype_bytes = 1`` are fine).
     """
     raise NotImplementedError("exercise 7: chain_hbm_bytes")
 
@@ -35,18 +35,20 @@ def fused_add_rms_norm(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """``add_rms_norm_reference(x, residual, weight, eps)``'s results from one fused kernel on CUDA.
 
-    Returns ``(out, new_residual)`` where ``new_residual = x + residual`` and ``out`` is
-    ``new_residual`` RMS-normalized over the last dimension (in fp32, then cast back, with the
-    ``eps`` given) times ``weight``. ``x`` and ``residual`` are not modified.
+    Returns the tuple ``(out, new_residual)``, both of ``x``'s shape and dtype (bf16 in, bf16
+    out), where ``new_residual = x + residual`` and ``out`` is ``new_residual`` RMS-normalized
+    over the last dimension (in fp32, then cast back, with the ``eps`` given: 1e-6 when left
+    out) times ``weight``. ``x`` and ``residual`` are not modified.
 
     * Close to the reference: ``|got - expected| <= tol * (1 + |expected|)`` with ``tol`` 1e-5 for
       fp32 and 1e-2 for bf16 (a fused kernel may skip the reference's intermediate bf16 roundings).
     * On CUDA: one kernel per call (``count_kernels``). ``torch.compile`` fuses the whole function
       for you (compile it once, not on every call); a Triton kernel is the other way.
     * On CPU: the same results (plain PyTorch is fine there).
-    * ``x`` must be a tensor with at least one dimension; ``residual`` a tensor with the same
-      shape, dtype and device; ``weight`` a tensor of shape ``x.shape[-1:]`` on the same device:
-      ValueError naming the argument otherwise.
+    * ``x`` must be a tensor with at least one dimension (a 1-d ``x`` is one row); ``residual`` a
+      tensor with the same shape, dtype and device; ``weight`` a tensor of exactly the shape
+      ``x.shape[-1:]`` (as many elements in another shape, such as ``(1, hidden)``, is refused),
+      with ``x``'s dtype, on the same device: ValueError naming the argument otherwise.
     """
     raise NotImplementedError("exercise 7: fused_add_rms_norm")
 

@@ -23,10 +23,12 @@ class GraphRunner:
     """Owns one static buffer per input, captures ``fn`` once, then copies in and replays.
 
     Construction ``GraphRunner(fn, *example_inputs, warmup_iters=3, clone_outputs=True,
-    capture=None)``:
+    capture=None)`` (``warmup_iters`` defaults to 3, ``clone_outputs`` to True):
       * Every example input must be a tensor (ValueError naming ``example_inputs[i]``).
-      * ``static_inputs``: a tuple with one buffer per input, a copy the runner owns
-        (``x.clone()``), never the caller's tensor. Their ``data_ptr()`` never changes.
+      * ``static_inputs``: a tuple (not a list) with one buffer per input, a copy the runner
+        owns (``x.clone()``), never the caller's tensor: when ``fn`` is captured the buffers hold
+        the example inputs' values (not zeros, not uninitialized memory: warm-up runs ``fn`` on
+        them). Their ``data_ptr()`` never changes.
       * Capture once: ``self.graph = capture(fn, *static_inputs, warmup_iters=warmup_iters)``.
         ``capture`` defaults to exercise 3's ``capture`` (``from .capture import capture``) when
         the inputs are CUDA tensors, and to ``capture_on_cpu`` otherwise.
@@ -34,8 +36,10 @@ class GraphRunner:
 
     Calling ``runner(*inputs)``:
       * The number of inputs must match the example inputs: TypeError otherwise.
-      * Each input must be a tensor with its buffer's shape, dtype and device: ValueError naming
-        the position as ``inputs[i]`` otherwise (a graph replays fixed shapes at fixed addresses).
+      * Each input must be a tensor with its buffer's shape (the same shape: ``(3, 2)`` is not
+        ``(2, 3)`` nor ``(6,)``, though they hold as many elements), dtype and device: ValueError
+        naming the position as ``inputs[i]`` otherwise (a graph replays fixed shapes at fixed
+        addresses).
       * Copy each input into its buffer with ``copy_``, replay, and return the outputs:
         - ``clone_outputs=True``: fresh copies (``tensor.clone()`` of every tensor, keeping the
           structure: a tensor, or a tuple / list / dict of them), safe to keep;

@@ -32,10 +32,12 @@ def fused_add_rms_norm(
         got = (f"{tuple(residual.shape)} {residual.dtype} on {residual.device}"
                if isinstance(residual, torch.Tensor) else type(residual).__name__)
         raise ValueError(f"residual: expected {tuple(x.shape)} {x.dtype} on {x.device} like x, got {got}")
-    if not isinstance(weight, torch.Tensor) or weight.shape != x.shape[-1:] or weight.device != x.device:
-        got = (f"{tuple(weight.shape)} on {weight.device}" if isinstance(weight, torch.Tensor)
+    if (not isinstance(weight, torch.Tensor) or weight.shape != x.shape[-1:]
+            or weight.dtype != x.dtype or weight.device != x.device):
+        got = (f"{tuple(weight.shape)} {weight.dtype} on {weight.device}" if isinstance(weight, torch.Tensor)
                else type(weight).__name__)
-        raise ValueError(f"weight: expected shape {tuple(x.shape[-1:])} on {x.device}, got {got}")
+        raise ValueError(f"weight: expected shape {tuple(x.shape[-1:])} {x.dtype} on {x.device} "
+                         f"(exactly that shape, x's dtype), got {got}")
     if x.is_cuda:
         if _compiled is None:
             # One fused reduction kernel; compiled once per process, reused for every call.

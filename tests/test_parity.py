@@ -33,7 +33,7 @@ def public_tests() -> dict[str, dict]:
             if isinstance(node, ast.FunctionDef) and node.name.startswith("test_"):
                 marks = {ast.unparse(d) for d in node.decorator_list}
                 found[f"{path.name}::{node.name}"] = {"exercise": e.marker,
-                                                      "gpu": any("mark.gpu" in m for m in marks)}
+                                                      "gpu": any(m == "gpu" or "mark.gpu" in m for m in marks)}
     return found
 
 

@@ -113,6 +113,13 @@ def test_padded_size_of_a_bucket_is_itself(buckets, sizes):
     )
 
 
+def test_padded_size_accepts_one_row(buckets):
+    """n = 1 is the smallest batch (the boundary of the n < 1 rule): it is a bucket's, not an error."""
+    for sizes, expected in (([1, 2], 1), ([8, 3], 3), ([4], 4)):
+        got = buckets.padded_size(1, sizes)
+        assert got == expected, f"padded_size(1, {sizes}): expected {expected}, got {got!r}"
+
+
 def test_padded_size_rejects_bad_input(buckets):
     check_rejects(lambda: buckets.padded_size(0, [1, 2]), "n", "a batch has at least one row")
     check_rejects(lambda: buckets.padded_size(3, []), "capture_sizes", "no buckets to choose from")
@@ -144,6 +151,27 @@ def test_pad_rows(buckets, n, extra, row_shape, value, dtype):
     assert torch.equal(x, before), f"{call} modified x; it must return a new tensor"
     out.fill_(7.0)
     assert torch.equal(x, before), f"{call} returned a tensor that shares memory with x"
+
+
+def test_pad_rows_pads_with_zero_by_default(buckets):
+    x = torch.rand(3, 2) + 0.5
+    out = buckets.pad_rows(x, 5)
+    assert isinstance(out, torch.Tensor) and out.shape == (5, 2), (
+        f"pad_rows(x of shape (3, 2), 5): expected shape (5, 2), got "
+        f"{tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__}")
+    assert torch.equal(out[:3], x) and (out[3:] == 0).all(), (
+        f"pad_rows(x, 5) without value: the padding rows must be 0 (value defaults to 0), got "
+        f"{out[3:].flatten().tolist()}")
+
+
+@pytest.mark.parametrize("n, size", [(4, 3), (4, 0), (1, 0)], ids=["one-short", "zero", "one-row-zero"])
+def test_pad_rows_never_truncates(buckets, n, size):
+    x = torch.rand(n, 2) + 0.5
+    before = x.clone()
+    check_rejects(lambda: buckets.pad_rows(x, size), "size",
+                  f"pad_rows(x of {n} rows, size={size}): size < len(x) would drop real rows; it is a "
+                  "ValueError naming size (size == len(x) is fine)")
+    assert torch.equal(x, before), "pad_rows modified x"
 
 
 # ------------------------------------------------------------------------------- the runner
@@ -323,6 +351,66 @@ def test_runner_default_sizes_and_stand_in(buckets):
     assert torch.equal(runner(x), rowwise(x)), (
         "with capture=None on CPU tensors the runner must use coursekit.standin.capture_on_cpu"
     )
+
+
+def test_runner_defaults_warmup_3_and_pad_value_0(buckets):
+    spy = RecordingCapture()
+    fn = SeenInputs()
+    runner = buckets.BucketedGraphRunner(fn, nonzero_rows(8), capture=spy)
+    warmups = [c["warmup_iters"] for c in spy.calls]
+    expected_sizes = dict(explicit_max_cases())[8]
+    assert warmups == [3] * len(expected_sizes), (
+        f"BucketedGraphRunner(fn, 8 rows) without warmup_iters: capture got warmup_iters {warmups}, "
+        f"expected 3 for each of the {len(expected_sizes)} default sizes {expected_sizes}\n"
+        "  rule: warmup_iters defaults to 3"
+    )
+    x = nonzero_rows(3, seed=6)
+    got = runner(x)
+    assert torch.allclose(got, rowwise(x), rtol=1e-6, atol=1e-6), "runner(x of 3 rows) != fn(x)"
+    seen = fn.last
+    assert seen is not None and len(seen) == 4 and torch.equal(seen[:3], x) and (seen[3:] == 0).all(), (
+        "BucketedGraphRunner(fn, 8 rows) without pad_value, called with 3 rows: the graph for bucket "
+        f"4 must see x and then one row of 0 (pad_value defaults to 0), got "
+        f"{None if seen is None else seen.tolist()}"
+    )
+
+
+def rows_shaped(n, row_shape, seed=0):
+    return nonzero_rows(n, width=math.prod(row_shape), seed=seed).reshape(n, *row_shape)
+
+
+def test_runner_keeps_the_row_shape_of_max_example(buckets):
+    """Rows that are matrices: the buffer is shaped like max_example, each bucket's graph reads
+    buffer[:size] with rows of that shape."""
+    spy = RecordingCapture()
+    example = rows_shaped(8, (2, 3))
+    runner = buckets.BucketedGraphRunner(rowwise, example, capture_sizes=[2, 8], capture=spy,
+                                         pad_value=math.nan)
+    shapes = [tuple(c["inputs"][0].shape) for c in spy.calls]
+    assert shapes == [(8, 2, 3), (2, 2, 3)], (
+        f"max_example shaped (8, 2, 3), capture_sizes=[2, 8]: the graphs were captured over inputs "
+        f"shaped {shapes}, expected [(8, 2, 3), (2, 2, 3)]\n  rule: one static buffer shaped like "
+        "max_example (its rows keep their shape, not flattened), each graph over buffer[:size]"
+    )
+    for i, n in enumerate((1, 2, 5, 8, 10)):
+        x = rows_shaped(n, (2, 3), seed=i + 1)
+        got = runner(x)
+        expected = rowwise(x)
+        assert isinstance(got, torch.Tensor) and got.shape == expected.shape and torch.allclose(
+            got, expected, rtol=1e-6, atol=1e-6), (
+            f"runner(x shaped {tuple(x.shape)}) with max_example shaped (8, 2, 3): expected fn(x), "
+            f"shape {tuple(expected.shape)}, got "
+            f"{tuple(got.shape) if isinstance(got, torch.Tensor) else type(got).__name__}")
+
+
+@pytest.mark.parametrize("row_shape", [(3, 2), (6,), (1, 2, 3)], ids=["3x2", "6", "1x2x3"])
+def test_runner_checks_the_row_shape_not_its_element_count(buckets, row_shape):
+    runner = buckets.BucketedGraphRunner(rowwise, rows_shaped(8, (2, 3)), capture_sizes=[4, 8])
+    bad = rows_shaped(3, row_shape, seed=2)
+    check_rejects(lambda: runner(bad), "x",
+                  f"a buffer of rows shaped (2, 3) takes batches of rows shaped (2, 3) only: rows "
+                  f"shaped {row_shape} hold as many elements but are another shape (ValueError "
+                  "naming x); compare the row shapes, not their numel()")
 
 
 BAD_BATCHES = {

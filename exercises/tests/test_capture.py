@@ -41,8 +41,17 @@ def raise_if_stub(exc):
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the error raised on a machine without CUDA")
-def test_capture_without_cuda_says_a_gpu_is_needed(capture):
-    check_says_cuda_is_needed(lambda: capture.capture(lambda: torch.ones(3)), "capture")
+@pytest.mark.parametrize("warmup_iters", [None, 1])
+def test_capture_without_cuda_says_a_gpu_is_needed(capture, warmup_iters):
+    kwargs = {} if warmup_iters is None else {"warmup_iters": warmup_iters}
+    check_says_cuda_is_needed(lambda: capture.capture(lambda: torch.ones(3), **kwargs), "capture")
+
+
+@pytest.mark.parametrize("warmup_iters", [0, -2])
+def test_warmup_iters_below_one_is_refused_on_any_machine(capture, warmup_iters):
+    check_rejects(lambda: capture.capture(lambda: torch.ones(3), warmup_iters=warmup_iters), "warmup_iters",
+                  "warmup_iters < 1 is a ValueError naming it, checked first (before CUDA is looked "
+                  "for), so on any machine")
 
 
 # ------------------------------------------------------------------------------- on a GPU
@@ -89,8 +98,9 @@ def test_static_outputs_keep_fns_structure(capture):
 
 
 @gpu
-@pytest.mark.parametrize("warmup_iters", [1, 3])
+@pytest.mark.parametrize("warmup_iters", [1, 3, None])
 def test_warmup_runs_exactly_n_times_on_a_side_stream(capture, warmup_iters):
+    """None: warmup_iters left out, so 3 warm-up calls."""
     caller = torch.cuda.current_stream()
     calls = []
 
@@ -98,11 +108,15 @@ def test_warmup_runs_exactly_n_times_on_a_side_stream(capture, warmup_iters):
         calls.append((torch.cuda.current_stream(), torch.cuda.is_current_stream_capturing()))
         return x * 2.0
 
-    graph = capture.capture(fn, fresh(64, seed=5), warmup_iters=warmup_iters)
+    kwargs = {} if warmup_iters is None else {"warmup_iters": warmup_iters}
+    graph = capture.capture(fn, fresh(64, seed=5), **kwargs)
+    called = ("capture(fn, x) (warmup_iters left out: 3)" if warmup_iters is None
+              else f"capture(fn, x, warmup_iters={warmup_iters})")
+    warmup_iters = 3 if warmup_iters is None else warmup_iters
     warmups = [stream for stream, capturing in calls if not capturing]
     captures = [stream for stream, capturing in calls if capturing]
     assert len(warmups) == warmup_iters and len(captures) == 1 and calls[-1][1], (
-        f"capture(fn, x, warmup_iters={warmup_iters}) ran fn {len(warmups)} times outside the "
+        f"{called} ran fn {len(warmups)} times outside the "
         f"capture and {len(captures)} times inside it, expected {warmup_iters} warm-up calls then "
         "exactly one captured call"
     )
@@ -168,7 +182,14 @@ def test_capture_rejects_bad_arguments(capture):
     check_rejects(lambda: capture.capture(lambda t: t * 2, x, warmup_iters=0), "warmup_iters",
                   "at least one warm-up call (capturing cold work records allocator side effects)")
     check_rejects(lambda: capture.capture(lambda a, b: a + b.cuda(), x, torch.ones(8)),
-                  "static_inputs", "every static input must be a CUDA tensor")
+                  "static_inputs", "every static input must be a CUDA tensor (a CPU tensor has no "
+                  "place in a captured graph)")
+    check_rejects(lambda: capture.capture(lambda a, b: a * b, x, 2.0),
+                  "static_inputs", "every static input must be a CUDA tensor (2.0 is no tensor at all)")
+    graph = capture.capture(lambda t: t * 2, x, warmup_iters=1)  # the fewest warm-up calls allowed
+    x.copy_(fresh(8, seed=16))
+    graph.replay()
+    assert torch.equal(graph.static_outputs, x * 2), "capture(fn, x, warmup_iters=1) must work"
 
 
 def check_capture_fails(capture, fn, x, words, what):

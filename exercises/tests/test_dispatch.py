@@ -26,11 +26,22 @@ def plain(value):
     return value.name if hasattr(value, "name") else value
 
 
-def encode(mode, desc) -> str:
-    """A dispatch answer in the recording's notation: 'N', 'Ft,r,u', 'Pt' or 'Pt,r,u'."""
-    short = desc.num_reqs is None and not desc.uniform
-    if mode.name == "NONE" and short:
-        return "N"  # the descriptor's num_tokens is checked by test_dispatch_only_returns_keys
+def is_eager(dispatch, desc, n) -> bool:
+    """``desc`` is exactly ``BatchDescriptor(n)``: num_reqs None and uniform the bool False (a 0
+    or None compares equal to False in a dataclass's ==, so each field is checked by itself)."""
+    return (type(desc) is dispatch.BatchDescriptor and type(desc.num_tokens) is int
+            and desc.num_tokens == n and desc.num_reqs is None and desc.uniform is False)
+
+
+def encode(dispatch, n, answer) -> str:
+    """A dispatch(n) answer in the recording's notation: 'N' (exactly (NONE, BD(n))), 'Ft,r,u',
+    'Pt' or 'Pt,r,u'; anything else spelled out."""
+    if type(answer) is not tuple or len(answer) != 2:
+        return f"{answer!r} (dispatch returns the tuple (mode, BatchDescriptor))"
+    mode, desc = answer
+    if mode.name == "NONE":
+        return "N" if is_eager(dispatch, desc, n) else f"(NONE, {desc!r})"
+    short = desc.num_reqs is None and desc.uniform is False
     return f"{mode.name[0]}{desc.num_tokens}" + ("" if short else f",{desc.num_reqs},{int(desc.uniform)}")
 
 
@@ -69,9 +80,24 @@ def test_modes_are_vllms(dispatch, name):
 # ------------------------------------------------------------------------------- keys and dispatch
 
 
+def check_containers(d, what):
+    """The containers the docstring states: keys() a dict of sets, capture_descs() a list of
+    (mode, BatchDescriptor) tuples, capture_sizes a list."""
+    keys, descs = d.keys(), d.capture_descs()
+    assert type(keys) is dict and all(isinstance(v, (set, frozenset)) for v in keys.values()), (
+        f"{what}.keys() must be a dict {{PIECEWISE: set, FULL: set}}, got "
+        f"{type(keys).__name__} of {[type(v).__name__ for v in getattr(keys, 'values', list)()]}")
+    assert type(descs) is list, f"{what}.capture_descs() must return a list, got a {type(descs).__name__}"
+    assert all(type(e) is tuple and len(e) == 2 for e in descs), (
+        f"{what}.capture_descs() must hold (mode, BatchDescriptor) tuples, got {descs[:3]}")
+    assert type(d.capture_sizes) is list, (
+        f"{what}.capture_sizes must be a list, got a {type(d.capture_sizes).__name__}")
+
+
 def test_keys_and_capture_order_are_vllms(dispatch):
     for c in dispatch_configs():
         d = build(dispatch, c)
+        check_containers(d, described(c))
         keys = {m.name: sorted([k.num_tokens, k.num_reqs, k.uniform] for k in ks) for m, ks in d.keys().items()}
         assert keys == c["keys"], (
             f"{described(c)}.keys() as [num_tokens, num_reqs, uniform]:\n  vLLM {VLLM_VERSION}: "
@@ -79,7 +105,6 @@ def test_keys_and_capture_order_are_vllms(dispatch):
             "BD(s, min(s, max_num_seqs), False)); decode FULL keys for q <= s <= q * max_num_seqs "
             "in two-routine modes; sizes first rounded to multiples of q when decode is FULL")
         descs = d.capture_descs()
-        assert type(descs) is list, f"capture_descs() must return a list, got a {type(descs).__name__}"
         got = [[m.name, [x.num_tokens, x.num_reqs, x.uniform]] for m, x in descs]
         want = [[m, x] for m, xs in c["capture_descs"] for x in xs]
         assert got == want, (
@@ -95,13 +120,13 @@ def test_dispatch_is_vllms(dispatch):
             limit, uniform = name.rsplit(" uniform=", 1)
             valid, invalid = limits[limit]
             for n, want in enumerate(answers, start=1):
-                got = encode(*d.dispatch(n, bool(int(uniform)), valid, invalid))
+                got = encode(dispatch, n, d.dispatch(n, bool(int(uniform)), valid, invalid))
                 assert got == want, (
                     f"{described(c)}.dispatch({n}, uniform_decode={bool(int(uniform))}, "
                     f"valid_modes={valid and sorted(m.name for m in valid)}, invalid_modes="
                     f"{invalid and sorted(m.name for m in invalid)}):\n  vLLM {VLLM_VERSION}: {want}   "
                     f"got: {got}   ('Ft,r,u' = (FULL, BD(t, r, u)), 'Pt' = (PIECEWISE, BD(t)), "
-                    f"'N' = (NONE, BD(n)))\n{RULE}")
+                    f"'N' = (NONE, BD(n)), exactly: num_reqs None, uniform False)\n{RULE}")
 
 
 def test_dispatch_examples(dispatch):
@@ -145,32 +170,113 @@ def test_dispatch_only_returns_keys(dispatch, mode_name, sizes, max_num_seqs, q,
             "its keys: replaying a graph that was never captured")
         assert desc.num_tokens >= n, f"dispatch({n}) returned {desc}: a batch is padded up, never cut"
     else:
-        assert desc == dispatch.BatchDescriptor(n), (
-            f"an eager batch carries BatchDescriptor(num_tokens) alone, as in vLLM; got {desc}")
+        assert is_eager(dispatch, desc, n), (
+            f"an eager batch carries exactly BatchDescriptor(num_tokens) (num_reqs None, uniform "
+            f"False), as in vLLM; got {desc!r}")
 
 
 @given(S.mode_names, S.size_lists, st.integers(1, 40), S.batch_sizes)
 def test_dispatch_without_the_flag_is_a_mixed_batch(dispatch, mode_name, sizes, max_num_seqs, n):
     """uniform_decode defaults to False: a batch is not uniform decode unless the caller says so."""
-    d = dispatch.CudagraphDispatcher(dispatch.CUDAGraphMode[mode_name], list(sizes), max_num_seqs)
+    d = dispatch.CudagraphDispatcher(dispatch.CUDAGraphMode[mode_name], list(sizes), max_num_seqs, 1)
     assert d.dispatch(n) == d.dispatch(n, False), (
         f"dispatch({n}) with no uniform_decode must equal dispatch({n}, False): it defaults to False")
+
+
+@pytest.mark.parametrize("flag", [False, True])
+def test_an_eager_batch_carries_exactly_its_token_count(dispatch, flag):
+    """(NONE, BatchDescriptor(n)) on every eager path: mode NONE, n above every size, only NONE
+    allowed, no key found; whatever uniform_decode says."""
+    M = dispatch.CUDAGraphMode
+    cases = [("NONE", 4, 3, {}), ("FULL_AND_PIECEWISE", 4, 5, {}),
+             ("FULL_AND_PIECEWISE", 4, 3, {"valid_modes": {M.NONE}}),
+             ("FULL_DECODE_ONLY", 1, 3, {})]  # no key for 4 tokens
+    for mode, max_num_seqs, n, kwargs in cases:
+        got = dispatch.CudagraphDispatcher(M[mode], [1, 2, 4], max_num_seqs).dispatch(n, flag, **kwargs)
+        assert type(got) is tuple and got[0] is M.NONE and is_eager(dispatch, got[1], n), (
+            f"CudagraphDispatcher({mode}, [1, 2, 4], {max_num_seqs}).dispatch({n}, {flag}"
+            f"{', valid_modes={NONE}' if kwargs else ''}): expected the tuple (NONE, BatchDescriptor({n})) "
+            f"with num_reqs None and uniform False (the bool), got {got!r}")
+
+
+def test_uniform_decode_query_len_defaults_to_1(dispatch):
+    M = dispatch.CUDAGraphMode
+    for mode in M:
+        plain = dispatch.CudagraphDispatcher(mode, [1, 5, 13], 3)
+        one = dispatch.CudagraphDispatcher(mode, [1, 5, 13], 3, 1)
+        assert (plain.capture_sizes, plain.keys(), plain.capture_descs()) == (
+            one.capture_sizes, one.keys(), one.capture_descs()), (
+            f"CudagraphDispatcher({mode.name}, [1, 5, 13], 3) must equal the one with "
+            f"uniform_decode_query_len=1 (its default): capture_sizes {plain.capture_sizes} vs "
+            f"{one.capture_sizes}, keys {plain.keys()} vs {one.keys()}")
+
+
+def test_empty_valid_modes_means_every_mode(dispatch):
+    M = dispatch.CUDAGraphMode
+    for mode in M:
+        d = dispatch.CudagraphDispatcher(mode, [1, 2, 4, 8], 3, 2 if mode.decode_mode() is M.FULL else 1)
+        for n in range(1, 10):
+            for uniform in (False, True):
+                for invalid in (None, {M.FULL}):
+                    got = d.dispatch(n, uniform, set(), invalid)
+                    want = d.dispatch(n, uniform, None, invalid)
+                    assert got == want, (
+                        f"{mode.name}: dispatch({n}, {uniform}, valid_modes=set(), invalid_modes="
+                        f"{invalid}) must equal valid_modes=None ({want}), got {got}\n  rule: "
+                        "valid_modes None or empty means every runtime mode")
+
+
+def test_keys_at_their_limits(dispatch):
+    """Decode keys stop at s = q * max_num_seqs (kept), the next size is not one; sizes that all
+    round past the largest become [q]."""
+    M, BD = dispatch.CUDAGraphMode, dispatch.BatchDescriptor
+    d = dispatch.CudagraphDispatcher(M.FULL_AND_PIECEWISE, [1, 4, 5, 11], 4)
+    decode = sorted((k for k in d.keys()[M.FULL] if k.uniform), key=lambda k: k.num_tokens)
+    assert decode == [BD(1, 1, True), BD(4, 4, True)], (
+        f"FULL_AND_PIECEWISE, sizes [1, 4, 5, 11], max_num_seqs=4: decode keys for 1 <= s <= 4 "
+        f"(4 kept, 5 is one past), expected [BD(1, 1, True), BD(4, 4, True)], got {decode}")
+    assert d.dispatch(5, True) == (M.PIECEWISE, BD(5)) and d.dispatch(4, True) == (M.FULL, BD(4, 4, True))
+    spec = dispatch.CudagraphDispatcher(M.FULL_DECODE_ONLY, [1, 2, 5, 6, 7, 8, 13], 3, 2)
+    assert spec.capture_sizes == [2, 6, 8], (
+        f"q = 2: [1, 2, 5, 6, 7, 8, 13] round to 2, 2, 6, 6, 8, 8, 14 (past 13: dropped) -> [2, 6, 8]; "
+        f"got {spec.capture_sizes}")
+    decode = sorted(spec.keys()[M.FULL], key=lambda k: k.num_tokens)
+    assert decode == [BD(2, 1, True), BD(6, 3, True)], (
+        f"q = 2, max_num_seqs = 3: decode keys for 2 <= s <= 6 (6 kept, 8 is past it), got {decode}")
+    for mode, want in ((M.FULL_DECODE_ONLY, [3]), (M.FULL, [3]), (M.PIECEWISE, [4, 5])):
+        got = dispatch.CudagraphDispatcher(mode, [4, 5], 2, 3).capture_sizes
+        assert got == want, (
+            f"CudagraphDispatcher({mode.name}, [4, 5], 2, uniform_decode_query_len=3).capture_sizes: "
+            f"expected {want} (rounded only when decode is FULL; 4 and 5 both round to 6, past 5, so "
+            f"[q] as 3 <= 5), got {got}")
 
 
 def test_dispatch_rejects(dispatch):
     M = dispatch.CUDAGraphMode
     d = dispatch.CudagraphDispatcher(M.FULL, [1, 2, 4], max_num_seqs=4)
     check_rejects(lambda: d.dispatch(0), "num_tokens", "a batch has at least one token")
+    check_rejects(lambda: d.dispatch(-3), "num_tokens", "a batch has at least one token")
+    check_rejects(lambda: d.dispatch(2.0), "num_tokens", "num_tokens is an int >= 1")
     check_rejects(lambda: d.dispatch(2, invalid_modes={M.NONE, M.PIECEWISE, M.FULL}), "invalid_modes",
                   "at least one runtime mode must stay allowed")
 
 
 @pytest.mark.parametrize("args, name", [
     (("FULL", [1, 2], 4), "mode"), ((None, [0, 2], 4), "capture_sizes"), ((None, [], 4), "capture_sizes"),
-    ((None, [1, 2], 0), "max_num_seqs"), ((None, [1, 2], 4, 0), "uniform_decode_query_len"),
+    ((None, [1, 2.5], 4), "capture_sizes"),
+    ((None, [1, 2], 0), "max_num_seqs"), ((None, [1, 2], 4.0), "max_num_seqs"),
+    ((None, [1, 2], 4, 0), "uniform_decode_query_len"), ((None, [1, 2], 4, 2.0), "uniform_decode_query_len"),
     ((None, [1, 2], 4, 3), "capture_sizes")])
 def test_dispatcher_rejects(dispatch, args, name):
     mode = dispatch.CUDAGraphMode.FULL if args[0] is None else args[0]
     check_rejects(lambda: dispatch.CudagraphDispatcher(mode, *args[1:]), name,
-                  "a CUDAGraphMode, sizes >= 1 (at least one unless NONE; one that rounds to a "
-                  "multiple of q), max_num_seqs and q >= 1")
+                  "a CUDAGraphMode, sizes ints >= 1 (at least one unless NONE; one that rounds to a "
+                  "multiple of q), max_num_seqs and q ints >= 1")
+
+
+@pytest.mark.parametrize("mode, args", [("NONE", ([], 1)), ("FULL", ([1, 2], 1)),
+                                        ("FULL_AND_PIECEWISE", ([1, 2], 4, 2)), ("FULL_DECODE_ONLY", ([5], 4, 5))])
+def test_dispatcher_accepts_arguments_at_their_limits(dispatch, mode, args):
+    """NONE needs no size; max_num_seqs = 1 and q = 1 are allowed, and so is a q equal to the
+    largest size; a batch of one token is dispatched (what it answers: the other tests)."""
+    dispatch.CudagraphDispatcher(dispatch.CUDAGraphMode[mode], *args).dispatch(1)

@@ -3,7 +3,8 @@
 On a CPU the engine captures with the course's stand-in (static inputs, outputs overwritten on
 every replay, memory pools); tests marked ``gpu`` run the same checks on real CUDA graphs.
 Every mode must give the tokens of a plain greedy loop (one sequence at a time, eagerly) and
-logits within 1e-5 of the eager model's.
+logits within 1e-5 of the eager model's (5e-2 for a bfloat16 model, which keeps 8 significant
+bits), for a float32 and a bfloat16 ``ToyModel`` alike.
 """
 
 import pytest
@@ -20,26 +21,36 @@ gpu = pytest.mark.gpu
 SIZES = [1, 2, 4, 8, 16]  # 16 > max_seqs: a prompt batch can be replayed too
 PROMPTS = [[1, 2, 3], [4, 5], [6, 7, 8, 9], [10]]
 NEW_TOKENS = [5, 3, 6, 2]  # sequences finish at different steps
+# bfloat16 keeps 8 significant bits, so a replay that sums in another order may move a logit by
+# a few of its last bits: these prompts' greedy choices win by more than 0.02 (measured on the
+# eager bfloat16 model), far beyond such a rounding, so every correct engine picks the same.
+PROMPTS_BF16 = [[9], [221, 432, 29, 227], [310, 290], [392]]
+NEW_TOKENS_BF16 = [5, 3, 4, 2]
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
+#: How close a step's logits must be to the eager model's, by the model's dtype (the stub's rule).
+TOLERANCE = {"float32": 1e-5, "bfloat16": 5e-2}
 
 
-def greedy_alone(prompt, new_tokens, device="cpu"):
+def greedy_alone(prompt, new_tokens, device="cpu", dtype="float32"):
     """The expected tokens: one sequence, one token per forward pass, no engine."""
-    model = ToyModel(device=device)
+    model = ToyModel(device=device, dtype=DTYPES[dtype])
     row = lambda v: torch.tensor([v], device=device)  # noqa: E731
     for position, token in enumerate(prompt):
         logits = model.forward(row(token), row(position), row(0))
     out = []
     for k in range(new_tokens):
         out.append(int(logits[-1].argmax()))
-        logits = model.forward(row(out[-1]), row(len(prompt) + k), row(0))
+        if k + 1 < new_tokens:  # the last new token is never fed back
+            logits = model.forward(row(out[-1]), row(len(prompt) + k), row(0))
     return out
 
 
 EXPECTED = [greedy_alone(p, n) for p, n in zip(PROMPTS, NEW_TOKENS)]
+EXPECTED_BF16 = [greedy_alone(p, n, dtype="bfloat16") for p, n in zip(PROMPTS_BF16, NEW_TOKENS_BF16)]
 
 
-def engine_for(engine, mode, device="cpu", sizes=SIZES, **kwargs):
-    model = ToyModel(device=device)
+def engine_for(engine, mode, device="cpu", sizes=SIZES, dtype="float32", **kwargs):
+    model = ToyModel(device=device, dtype=DTYPES[dtype])
     runner = engine.DecodeEngine(model, mode=engine.CUDAGraphMode[mode], capture_sizes=sizes, **kwargs)
     runner.capture_model()
     return model, runner
@@ -49,18 +60,30 @@ def rows(*columns, device="cpu"):
     return [torch.tensor(c, dtype=torch.long, device=device) for c in columns]
 
 
-def check_generate(engine, mode, device="cpu"):
-    _, runner = engine_for(engine, mode, device)
-    got = runner.generate(PROMPTS, NEW_TOKENS)
-    assert got == EXPECTED, (
-        f"mode {mode}: generate({PROMPTS}, {NEW_TOKENS}) gave {got}, a greedy loop over each "
-        f"sequence alone gives {EXPECTED}\n  rule: every mode yields the tokens of eager decoding "
-        "(static buffers refilled with copy_ every step, padding in the padding slot)")
+def check_token_lists(got, what):
+    """``generate``'s answer is a list of lists of ints, not tuples or tensors."""
+    plain = type(got) is list and all(type(s) is list and all(type(t) is int for t in s) for s in got)
+    assert plain, (f"{what} returned {got!r} ({type(got).__name__} of "
+                   f"{sorted({type(s).__name__ for s in got}) if isinstance(got, (list, tuple)) else '?'})"
+                   "\n  rule: generate returns a list of lists of ints (not tuples, not tensors)")
 
 
-def check_step_logits(engine, mode, device="cpu"):
+def check_generate(engine, mode, device="cpu", dtype="float32"):
+    _, runner = engine_for(engine, mode, device, dtype=dtype)
+    prompts, new, expected = ((PROMPTS, NEW_TOKENS, EXPECTED) if dtype == "float32"
+                              else (PROMPTS_BF16, NEW_TOKENS_BF16, EXPECTED_BF16))
+    got = runner.generate(prompts, new)
+    check_token_lists(got, f"mode {mode} ({dtype}): generate")
+    assert got == expected, (
+        f"mode {mode} ({dtype} model): generate({prompts}, {new}) gave {got}, a greedy loop over "
+        f"each sequence alone gives {expected}\n  rule: every mode yields the tokens of eager "
+        "decoding (static buffers refilled with copy_ every step, padding in the padding slot)")
+
+
+def check_step_logits(engine, mode, device="cpu", dtype="float32"):
     """Batches of 1 to beyond the largest bucket (4), each compared with the eager model."""
-    eager, (_, runner) = ToyModel(device=device), engine_for(engine, mode, device, sizes=[1, 2, 4])
+    eager = ToyModel(device=device, dtype=DTYPES[dtype])
+    _, runner = engine_for(engine, mode, device, sizes=[1, 2, 4], dtype=dtype)
     for n in range(1, 9):
         positions = [n + i for i in range(n)]
         tokens, positions, slots = rows([(7 * n + i) % 500 for i in range(n)], positions,
@@ -70,22 +93,37 @@ def check_step_logits(engine, mode, device="cpu"):
         assert isinstance(got, torch.Tensor) and got.shape == expected.shape, (
             f"mode {mode}: step of {n} rows returned {getattr(got, 'shape', got)!r}, expected "
             f"{tuple(expected.shape)}\n  rule: one row of logits per token, padding rows dropped")
-        error = (got - expected).abs().max().item()
-        assert error <= 1e-5, (f"mode {mode}: step of {n} rows differs from the eager model by "
-                               f"{error:.3g} (allowed 1e-5)")
+        assert got.dtype == expected.dtype, (
+            f"mode {mode}: step of {n} rows on a {dtype} model returned {got.dtype} logits, the "
+            f"eager model's are {expected.dtype}\n  rule: the logits are in the model's dtype")
+        error = (got.double() - expected.double()).abs().max().item()
+        assert error <= TOLERANCE[dtype], (
+            f"mode {mode}: step of {n} rows differs from the eager {dtype} model by {error:.3g} "
+            f"(allowed {TOLERANCE[dtype]:g})")
 
 
 # ---------------------------------------------------------------- the same tokens in every mode
 
 
+@pytest.mark.parametrize("dtype", list(DTYPES))
 @pytest.mark.parametrize("mode", MODES)
-def test_every_mode_generates_the_tokens_of_eager_decoding(engine, mode):
-    check_generate(engine, mode)
+def test_every_mode_generates_the_tokens_of_eager_decoding(engine, mode, dtype):
+    check_generate(engine, mode, dtype=dtype)
 
 
+@pytest.mark.parametrize("dtype", list(DTYPES))
 @pytest.mark.parametrize("mode", MODES)
-def test_step_logits_equal_eager_for_every_batch_size(engine, mode):
-    check_step_logits(engine, mode)
+def test_step_logits_equal_eager_for_every_batch_size(engine, mode, dtype):
+    check_step_logits(engine, mode, dtype=dtype)
+
+
+def test_an_int_max_new_tokens_is_every_sequences_count(engine):
+    _, runner = engine_for(engine, "FULL_AND_PIECEWISE")
+    got = runner.generate(PROMPTS, 3)
+    expected = [greedy_alone(p, 3) for p in PROMPTS]
+    check_token_lists(got, "generate(prompts, 3)")
+    assert got == expected, (f"generate({PROMPTS}, 3) gave {got}; eager greedy decoding gives "
+                             f"{expected}\n  rule: an int max_new_tokens is every sequence's count")
 
 
 def test_generate_shrinks_the_batch_as_sequences_finish(engine):
@@ -278,8 +316,88 @@ def test_piecewise_runs_attention_eagerly_and_full_captures_it(engine):
 
 def test_capture_model_records_time_and_memory(engine):
     _, runner = engine_for(engine, "FULL")
-    assert isinstance(runner.capture_seconds, float) and runner.capture_seconds > 0
-    assert runner.capture_memory_bytes == 0, "on a CPU, capture reserves no GPU memory: 0"
+    seconds, memory = runner.capture_seconds, runner.capture_memory_bytes
+    assert type(seconds) is float and seconds > 0, (
+        f"capture_seconds after capture_model() is {seconds!r}\n  rule: the capture's wall time, "
+        "a float above 0")
+    assert type(memory) is int and memory == 0, (
+        f"capture_memory_bytes after capture_model() on a CPU is {memory!r}\n  rule: an int, 0 on "
+        "a CPU (no GPU memory reserved)")
+
+
+def test_an_engine_built_with_the_defaults_captures_full_graphs_warmed_up_once(engine):
+    """``DecodeEngine(model)`` as the docstring writes its defaults: ``mode=CUDAGraphMode.FULL``,
+    ``capture_sizes=None`` (vLLM's plan for max_seqs), ``warmup_iters=1``."""
+    model, recorder = ToyModel(), RecordingCapture()
+    runner = engine.DecodeEngine(model, capture=recorder)
+    runner.capture_model()
+    sizes = next(c[3] for c in engine_cases() if c[:3] == (model.config.max_seqs, 0, 8192))
+    keys = sorted(((k[0].name, k[1].num_tokens, bool(k[1].uniform)) if isinstance(k, tuple) and len(k) == 2
+                   else repr(k) for k in runner.graphs), key=repr)
+    want = sorted((("FULL", s, False) for s in sizes), key=repr)  # FULL: one mixed-batch graph per size
+    assert keys == want, (
+        f"DecodeEngine(model) captured graphs under {keys}; the default mode is "
+        f"CUDAGraphMode.FULL (and the default sizes {sizes}), which captures {want}")
+    warmups = sorted({c["warmup_iters"] for c in recorder.calls})
+    assert warmups == [1], (f"DecodeEngine(model).capture_model() warmed up with warmup_iters "
+                            f"{warmups}; the default is warmup_iters=1")
+
+
+@pytest.mark.parametrize("dtype", list(DTYPES))
+@pytest.mark.parametrize("mode, sizes", [("PIECEWISE", [2, 8, 4]), ("FULL_AND_PIECEWISE", None)])
+def test_static_buffers_have_the_stated_dtypes_shapes_and_contents(engine, mode, sizes, dtype):
+    """tokens, positions, slots: 1-D int64; hidden, attn: the model's dtype; all of
+    max(capture_sizes) rows; slots start at the padding slot, the rest at 0; capture_model()
+    touches only the padding slot's cache."""
+    model = ToyModel(dtype=DTYPES[dtype])
+    c = model.config
+    runner = engine.DecodeEngine(model, mode=engine.CUDAGraphMode[mode], capture_sizes=sizes)
+    default = next(case[3] for case in engine_cases() if case[:3] == (c.max_seqs, 0, 8192))
+    rows_ = max(sizes if sizes is not None else default)  # vLLM's default plan for max_seqs
+    wanted = {"tokens": (torch.int64, (rows_,), 0), "positions": (torch.int64, (rows_,), 0),
+              "slots": (torch.int64, (rows_,), model.padding_slot),
+              "hidden": (DTYPES[dtype], (rows_, c.hidden_size), 0),
+              "attn": (DTYPES[dtype], (rows_, c.n_heads * c.head_dim), 0)}
+    for name, (dtype_, shape, fill) in wanted.items():
+        buffer = getattr(runner, name, None)
+        assert isinstance(buffer, torch.Tensor), f"the engine has no static buffer {name!r}"
+        got = (buffer.dtype, tuple(buffer.shape))
+        assert got == (dtype_, shape), (
+            f"{mode}, {dtype} model, capture_sizes={sizes}: buffer {name} is {got[0]} of shape "
+            f"{got[1]}, expected {dtype_} of shape {shape}\n  rule: tokens, positions, slots 1-D "
+            "int64; hidden, attn in the model's dtype; max(capture_sizes) rows")
+        assert bool((buffer == fill).all()), (
+            f"a new engine's {name} buffer holds {buffer.flatten()[:8].tolist()}..., expected all "
+            f"{fill}\n  rule: the slot buffer starts filled with model.padding_slot, the others "
+            "with zeros")
+    runner.capture_model()
+    for name in ("k_cache", "v_cache"):
+        touched = getattr(model, name)[:, : c.max_seqs].ne(0).any(dim=(0, 2, 3, 4))
+        assert not touched.any(), (
+            f"{mode}: capture_model() wrote {name} of real slots {touched.nonzero().flatten().tolist()}"
+            "\n  rule: warm-up and capture only ever touch the padding slot")
+
+
+@pytest.mark.parametrize("mode", ["FULL", "PIECEWISE", "FULL_AND_PIECEWISE"])
+def test_graphs_hold_what_capture_returned_under_their_keys(engine, mode):
+    recorder = RecordingCapture()
+    model, runner = engine_for(engine, mode, sizes=[2, 4], capture=recorder)
+    made = [call["graph"] for call in recorder.calls]
+    descs = runner.dispatcher.capture_descs()
+    assert isinstance(runner.graphs, dict) and set(runner.graphs) == set(descs), (
+        f"{mode}: graphs is keyed by {list(runner.graphs)}; expected the (mode, desc) tuples of "
+        f"capture_descs(): {descs}")
+    for key, value in runner.graphs.items():
+        if key[0].name == "FULL":
+            ok = any(value is g for g in made)
+            want = "the graph capture returned"
+        else:
+            ok = (type(value) is list and len(value) == model.n_segments
+                  and all(any(v is g for g in made) for v in value)
+                  and [next(i for i, g in enumerate(made) if g is v) for v in value]
+                  == sorted(next(i for i, g in enumerate(made) if g is v) for v in value))
+            want = f"a list of the {model.n_segments} segment graphs capture returned, in order"
+        assert ok, f"{mode}: graphs[{key}] is {value!r}; expected {want}"
 
 
 @pytest.mark.parametrize("max_seqs", [8, 3, 24, 100])
@@ -341,6 +459,10 @@ BAD_ROWS = {
     "2-d-slots": ("slots", lambda: [*rows([1], [0]), torch.tensor([[0]], dtype=LONG)]),
     "no-rows": ("tokens", lambda: [torch.zeros(0, dtype=LONG)] * 3),
     "a-list": ("tokens", lambda: [[1], *rows([0], [0])]),
+    "token-past-the-vocabulary": ("tokens", lambda: rows([512], [0], [0])),
+    "negative-token": ("tokens", lambda: rows([-1], [0], [0])),
+    # The meta device stands in for another device on a CPU-only machine.
+    "another-device": ("tokens", lambda: [torch.tensor([1], device="meta"), *rows([0], [0])]),
 }
 
 
@@ -351,30 +473,52 @@ def test_step_rejects_bad_rows(engine, kind):
     bad = make()
     check_rejects(lambda: runner.step(*bad), name,
                   f"{kind}: tokens, positions and slots must be 1-D int64 tensors of one length "
-                  ">= 1 on the model's device; real slots 0..max_seqs-1; positions "
-                  "0..max_seq_len-1")
+                  ">= 1 on the model's device; tokens 0..vocab_size-1; real slots 0..max_seqs-1; "
+                  "positions 0..max_seq_len-1")
 
 
-def test_step_accepts_the_largest_slot_and_position(engine):
-    """The boundary on the accepted side: slot max_seqs - 1 and position max_seq_len - 1 are real."""
+def test_step_accepts_the_largest_token_slot_and_position(engine):
+    """The boundary on the accepted side: token vocab_size - 1, slot max_seqs - 1 and position
+    max_seq_len - 1 are real."""
     eager, (model, runner) = ToyModel(), engine_for(engine, "FULL", sizes=[2])
     c = model.config
-    inputs = rows([3, 4], [c.max_seq_len - 1, c.max_seq_len - 1], [c.max_seqs - 1, 0])
+    inputs = rows([c.vocab_size - 1, 4], [c.max_seq_len - 1, c.max_seq_len - 1], [c.max_seqs - 1, 0])
     got = runner.step(*inputs)
     error = (got - eager.forward(*inputs)).abs().max().item()
-    assert error <= 1e-5, (f"a step at slot {c.max_seqs - 1} and position {c.max_seq_len - 1} (the "
-                           f"largest real ones) differs from the eager model by {error:.3g}")
+    assert error <= 1e-5, (f"a step with token {c.vocab_size - 1} at slot {c.max_seqs - 1} and "
+                           f"position {c.max_seq_len - 1} (the largest real ones) differs from the "
+                           f"eager model by {error:.3g}")
 
 
 @pytest.mark.parametrize("prompts, new, name", [
     ([[1]] * 9, 1, "prompts"), ([[1], []], 1, "prompts"), ([[1]], 0, "max_new_tokens"),
     ([[1] * 60], 10, "max_new_tokens"),
+    ([[1] * 55], 11, "max_new_tokens"),  # 55 + 11 - 1 = 65: one past max_seq_len = 64
+    ([[1], [2]], [2, 0], "max_new_tokens"),  # one per-sequence count below 1
+    ([[1], [2]], [2], "max_new_tokens"),  # fewer counts than prompts
+    ([[1], [2]], [2, 2, 2], "max_new_tokens"),  # more counts than prompts
 ])
 def test_generate_rejects_bad_requests(engine, prompts, new, name):
     _, runner = engine_for(engine, "NONE", sizes=[2])
     check_rejects(lambda: runner.generate(prompts, new), name,
-                  "at most max_seqs non-empty prompts, max_new_tokens >= 1, every sequence "
-                  "within max_seq_len")
+                  "at most max_seqs non-empty prompts; max_new_tokens >= 1, an int or one count "
+                  "per prompt; every sequence within max_seq_len (len(prompt) + max_new_tokens - 1 "
+                  "<= max_seq_len)")
+
+
+def test_generate_accepts_the_largest_request(engine):
+    """The accepted side of each limit: max_seqs prompts, a count of 1, and a sequence that needs
+    exactly max_seq_len positions (55 + 10 - 1 = 64)."""
+    model, runner = engine_for(engine, "FULL_AND_PIECEWISE")
+    c = model.config
+    prompts = [[7] * 55] + [[100 + i] for i in range(c.max_seqs - 1)]
+    new = [10] + [1] * (c.max_seqs - 2) + [2]
+    got = runner.generate(prompts, new)
+    expected = [greedy_alone(p, n) for p, n in zip(prompts, new)]
+    assert got == expected, (
+        f"generate({c.max_seqs} prompts, the first of 55 tokens with 10 new) gave {got}; eager "
+        f"greedy decoding gives {expected}\n  rule: max_seqs prompts are fine, and so is "
+        "len(prompt) + max_new_tokens - 1 == max_seq_len")
 
 
 # ---------------------------------------------------------------- on a GPU

@@ -35,12 +35,12 @@ def check_matches_reference(fusion, x, residual, weight, eps=None):
     before = (x.clone(), residual.clone())
     if eps is None:
         got = fusion.fused_add_rms_norm(x, residual, weight)
-        expected = add_rms_norm_reference(x, residual, weight)
+        expected = add_rms_norm_reference(x, residual, weight, 1e-6)  # the stated default, spelled out
     else:
         got = fusion.fused_add_rms_norm(x, residual, weight, eps)
         expected = add_rms_norm_reference(x, residual, weight, eps)
-    assert isinstance(got, tuple) and len(got) == 2, (
-        f"fused_add_rms_norm must return (out, new_residual), got {type(got).__name__}")
+    assert type(got) is tuple and len(got) == 2, (
+        f"fused_add_rms_norm must return the tuple (out, new_residual), got {type(got).__name__}")
     tol = TOLERANCE[x.dtype]
     for name, g, e in zip(("out", "new_residual"), got, expected):
         assert g.shape == e.shape and g.dtype == e.dtype, (
@@ -76,11 +76,22 @@ def test_chain_hbm_bytes_without_ops_is_zero(fusion):
         assert got == 0, f"chain_hbm_bytes(0, 1024, 4, fused={fused}): expected 0, got {got!r}"
 
 
-@pytest.mark.parametrize("args, name", [((-1, 8, 4), "n_ops"), ((2, -8, 4), "numel"),
-                                        ((2, 8, 0), "dtype_bytes")])
+@pytest.mark.parametrize("args, name", [((-1, 8, 4), "n_ops"), ((2, -1, 4), "numel"), ((2, -8, 4), "numel"),
+                                        ((2, 8, 0), "dtype_bytes"), ((2, 8, -4), "dtype_bytes")])
 def test_chain_hbm_bytes_rejects(fusion, args, name):
     check_rejects(lambda: fusion.chain_hbm_bytes(*args, fused=False), name,
                   "a negative count or size, or dtype_bytes < 1, is a ValueError naming it")
+
+
+@pytest.mark.parametrize("n_ops, numel, dtype_bytes", [(0, 0, 1), (7, 0, 4), (7, 1000, 1), (1, 1, 1)])
+def test_chain_hbm_bytes_at_its_limits(fusion, n_ops, numel, dtype_bytes):
+    """Zero elements and dtype_bytes = 1 are the smallest sizes allowed: accepted, and counted."""
+    for fused in (False, True):
+        got = fusion.chain_hbm_bytes(n_ops, numel, dtype_bytes, fused=fused)
+        want = 2 * (1 if fused else n_ops) * numel * dtype_bytes if n_ops else 0
+        assert got == want and type(got) is int, (
+            f"chain_hbm_bytes({n_ops}, {numel}, {dtype_bytes}, fused={fused}): expected {want} (an "
+            f"int), got {got!r}\n  rule: zero ops, zero elements and dtype_bytes = 1 are accepted")
 
 
 # ---------------------------------------------------------------- the fused norm (CPU)
@@ -103,6 +114,20 @@ def test_fused_add_rms_norm_uses_the_eps_given(fusion, eps, seed):
     check_matches_reference(fusion, x, residual, weight, eps)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_fused_add_rms_norm_eps_defaults_to_1e_6(fusion, dtype):
+    # Values so small (times 1e-3) that eps = 1e-6 is a third of the mean square: another
+    # default (1e-5, 1e-8, 0) moves the result far past the tolerance.
+    x, residual, weight = inputs((3, 40), dtype, seed=5)
+    check_matches_reference(fusion, x * 1e-3, residual * 1e-3, weight)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_fused_add_rms_norm_accepts_a_1d_input(fusion, dtype):
+    """At least one dimension: a 1-d x (one row) is the fewest allowed."""
+    check_matches_reference(fusion, *inputs((24,), dtype, seed=6))
+
+
 BAD_NORM_INPUTS = {
     "residual-shape": ("residual", lambda x, r, w: (x, r[:, :8], w)),
     "residual-dtype": ("residual", lambda x, r, w: (x, r.double(), w)),
@@ -110,6 +135,9 @@ BAD_NORM_INPUTS = {
     "residual-not-a-tensor": ("residual", lambda x, r, w: (x, r.tolist(), w)),
     "weight-shape": ("weight", lambda x, r, w: (x, r, w[:8])),
     "weight-of-the-whole-shape": ("weight", lambda x, r, w: (x, r, torch.ones(x.shape))),
+    "weight-2-d-of-the-right-numel": ("weight", lambda x, r, w: (x, r, w[None])),
+    "weight-column-of-the-right-numel": ("weight", lambda x, r, w: (x, r, w[:, None])),
+    "weight-dtype": ("weight", lambda x, r, w: (x, r, w.double())),
     "weight-device": ("weight", lambda x, r, w: (x, r, torch.empty(w.shape, device="meta"))),
     "weight-not-a-tensor": ("weight", lambda x, r, w: (x, r, w.tolist())),
     "x-0-d": ("x", lambda x, r, w: (torch.tensor(1.0), torch.tensor(1.0), torch.tensor(1.0))),
@@ -123,8 +151,8 @@ def test_fused_add_rms_norm_rejects_mismatched_inputs(fusion, kind):
     bad = make(*inputs((4, 16), torch.float32))
     check_rejects(lambda: fusion.fused_add_rms_norm(*bad), name,
                   f"{kind}: x must be a tensor with at least one dimension; residual a tensor "
-                  "matching x (shape, dtype, device); weight a tensor of shape x.shape[-1:] on "
-                  "x's device")
+                  "matching x (shape, dtype, device); weight a tensor of exactly the shape "
+                  "x.shape[-1:] (not merely as many elements), with x's dtype, on x's device")
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the error raised on a machine without CUDA")

@@ -38,6 +38,19 @@ FUNCTIONS = [combine, pair, listed]
 FUNCTION_IDS = ["tensor", "tuple-with-dict", "list"]
 
 
+class ValuesAtCapture(RecordingCapture):
+    """A recording capture that also keeps a copy of what the static inputs hold when the capture
+    is asked for (a later copy_ into the buffers does not change it)."""
+
+    def __init__(self):
+        super().__init__()
+        self.values = []
+
+    def __call__(self, fn, *static_inputs, **kwargs):
+        self.values.append([t.clone() if isinstance(t, torch.Tensor) else t for t in static_inputs])
+        return super().__call__(fn, *static_inputs, **kwargs)
+
+
 def randoms(shapes, seed, device="cpu"):
     g = torch.Generator(device=device).manual_seed(seed)
     return [torch.rand(*s, generator=g, device=device) + 0.5 for s in shapes]
@@ -92,6 +105,42 @@ def test_static_buffers_are_owned_stable_and_filled_by_copy(static_runner, shape
     )
 
 
+@given(S.input_shape_lists)
+def test_static_buffers_hold_the_example_values_at_capture(static_runner, shapes):
+    examples = randoms(shapes, seed=0)
+    spy = ValuesAtCapture()
+    static_runner.GraphRunner(combine, *examples, capture=spy)
+    assert len(spy.values) == 1, f"expected one capture at construction, got {len(spy.values)}"
+    seen = spy.values[0]
+    assert len(seen) == len(examples) and all(
+        isinstance(v, torch.Tensor) and v.shape == x.shape and torch.equal(v, x)
+        for v, x in zip(seen, examples)), (
+        "when fn was captured the static buffers did not hold the example inputs' values (got "
+        f"{[v.flatten()[:4].tolist() if isinstance(v, torch.Tensor) else v for v in seen]}, expected "
+        f"{[x.flatten()[:4].tolist() for x in examples]})\n  rule: each buffer is x.clone(), not "
+        "zeros_like / empty_like: warm-up and capture run fn on the buffers, and a function such as "
+        "a Cholesky factorization fails on zeros"
+    )
+
+
+def test_a_function_that_fails_on_zeros_can_be_captured(static_runner):
+    """torch.linalg.cholesky needs a positive-definite matrix: the example is one, zeros are not."""
+    a = torch.rand(4, 4, generator=torch.Generator().manual_seed(0))
+    spd = a @ a.T + 4 * torch.eye(4)
+    try:
+        runner = static_runner.GraphRunner(torch.linalg.cholesky, spd)
+    except RuntimeError as exc:
+        raise AssertionError(
+            f"GraphRunner(torch.linalg.cholesky, spd) failed at capture: {exc}\n  rule: the static "
+            "buffers are clones of the example inputs, so warm-up runs fn on the example's values"
+        ) from exc
+    b = torch.rand(4, 4, generator=torch.Generator().manual_seed(1))
+    spd2 = b @ b.T + 4 * torch.eye(4)
+    assert torch.allclose(runner(spd2), torch.linalg.cholesky(spd2), rtol=1e-5, atol=1e-5), (
+        "runner(spd) differs from torch.linalg.cholesky(spd)"
+    )
+
+
 def test_captures_once_with_the_given_warmup(static_runner):
     spy = RecordingCapture()
     examples = randoms([(3, 4), (4,)], seed=0)
@@ -114,6 +163,16 @@ def test_captures_once_with_the_given_warmup(static_runner):
     )
 
 
+def test_warmup_iters_defaults_to_3(static_runner):
+    spy = RecordingCapture()
+    static_runner.GraphRunner(combine, *randoms([(3,), (2, 2)], seed=0), capture=spy)
+    got = [c["warmup_iters"] for c in spy.calls]
+    assert got == [3], (
+        f"GraphRunner(fn, *inputs) without warmup_iters: capture got warmup_iters {got}, expected "
+        "[3]\n  rule: warmup_iters defaults to 3, passed on to capture(..., warmup_iters=warmup_iters)"
+    )
+
+
 @pytest.mark.parametrize("fn", FUNCTIONS, ids=FUNCTION_IDS)
 def test_cloned_outputs_survive_the_next_call(static_runner, fn):
     spy = RecordingCapture()
@@ -123,12 +182,12 @@ def test_cloned_outputs_survive_the_next_call(static_runner, fn):
     kept = [t.clone() for t in tensors_in(first)]
     runner(*randoms(shapes, seed=2))
     assert all(torch.equal(t, k) for t, k in zip(tensors_in(first), kept)), (
-        "with clone_outputs=True a result changed when the runner was called again: return fresh "
+        "clone_outputs not given (it defaults to True): a result changed when the runner was called again: return fresh "
         "copies (tensor.clone()) of the graph's outputs, not the static outputs themselves"
     )
     static = {t.data_ptr() for t in tensors_in(spy.calls[0]["graph"].static_outputs)}
     assert not static & {t.data_ptr() for t in tensors_in(first)}, (
-        "with clone_outputs=True the result shares memory with the graph's static outputs"
+        "clone_outputs not given (it defaults to True): the result shares memory with the graph's static outputs"
     )
     assert type(first) is type(fn(*randoms(shapes, seed=3))), (
         f"the result must keep fn's structure ({type(fn(*randoms(shapes, seed=3))).__name__}), got "
@@ -183,11 +242,14 @@ POSITION = ("inputs[1]", "input 1", "position 1", "argument 1", "input #1")
     "bad, what",
     [
         (torch.ones(4, 3), "shape"),
+        (torch.ones(1, 3), "shape (as many elements, another shape)"),
+        (torch.ones(3, 1), "shape (as many elements, another shape)"),
         (torch.ones(3, dtype=torch.float64), "dtype"),
         (torch.ones(3, dtype=torch.int64), "dtype"),
         (torch.empty(3, device="meta"), "device"),
+        ([1.0, 2.0, 3.0], "type (a list, not a tensor)"),
     ],
-    ids=["shape", "float64", "int64", "device"],
+    ids=["shape", "shape-1x3", "shape-3x1", "float64", "int64", "device", "list"],
 )
 def test_call_checks_each_input_against_its_buffer(static_runner, bad, what):
     runner = static_runner.GraphRunner(combine, *randoms([(2,), (3,), (1,)], seed=0))
@@ -195,6 +257,18 @@ def test_call_checks_each_input_against_its_buffer(static_runner, bad, what):
     check_rejects(lambda: runner(good[0], bad, good[2]), POSITION,
                   f"an input with the wrong {what} cannot be copied into the graph's buffer; the "
                   "error must name the position, e.g. inputs[1]")
+
+
+@pytest.mark.parametrize("shape", [(3, 2), (6,), (1, 2, 3)], ids=["3x2", "6", "1x2x3"])
+def test_call_checks_the_shape_not_the_element_count(static_runner, shape):
+    runner = static_runner.GraphRunner(combine, *randoms([(4,), (2, 3)], seed=0))
+    good = randoms([(4,), (2, 3)], seed=1)
+    bad = randoms([shape], seed=2)[0]
+    check_rejects(lambda: runner(good[0], bad), POSITION,
+                  f"a buffer shaped (2, 3) takes an input shaped (2, 3) only: {shape} holds as many "
+                  "elements but is another shape (ValueError naming inputs[1]); compare shapes, "
+                  "not numel()")
+    assert torch.allclose(runner(*good), combine(*good)), "runner(inputs shaped like the buffers) != fn(inputs)"
 
 
 # ------------------------------------------------------------------------------- on a GPU

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from coursekit.course import ARGUMENTS
 from coursekit.standin import RecordingCapture
 from coursekit.standin import capture_on_cpu
 from coursekit.vllm_recorded import engine_cases, explicit_max_cases
@@ -45,10 +46,11 @@ def padded(mod, n: int, sizes: list):
 
 
 @probe
-def pad(mod, n: int, width: int, size: int, value: float, dtype: str):
+def pad(mod, n: int, width: int, size: int, value: float | None, dtype: str):
+    """``pad_rows(x, size, value)``; ``value`` None: not passed (the default)."""
     x = rows(n, width, seed=n * 7 + size).to(getattr(torch, dtype))
     before = x.clone()
-    out = call(mod.pad_rows, x, size, value)
+    out = call(mod.pad_rows, x, size) if value is None else call(mod.pad_rows, x, size, value)
     unchanged = torch.equal(x, before)
     shares = False
     if type(out) is torch.Tensor:  # a subclass would run its own code
@@ -59,29 +61,41 @@ def pad(mod, n: int, width: int, size: int, value: float, dtype: str):
     return {"out": out, "x_unchanged": unchanged, "shares_memory": shares}
 
 
+def _shaped(n: int, row_shape: list, seed: int, device: str = "cpu") -> torch.Tensor:
+    """``n`` rows of ``row_shape`` (random values in [0.5, 1.5))."""
+    return rows(n, math.prod(row_shape), seed=seed, device=device).reshape(n, *row_shape)
+
+
 @probe
 def bucket_runner(mod, max_rows: int, sizes, batches: list, warmup_iters: int = 3,
                   pad_value: float = math.nan, device: str = "cpu", width: int = 3,
-                  use_default_capture: bool = False):
+                  use_default_capture: bool = False, row_shape: list | None = None,
+                  omit: list = ()):
+    """``omit``: the keyword arguments not passed at all (``capture_sizes``, ``warmup_iters``,
+    ``pad_value``: the runner's defaults); ``row_shape``: rows of that shape instead of ``width``
+    values."""
     seen = {}
 
     def fn(x):
         seen["last"] = x.detach().clone()
         return rowwise(x)
 
-    example = rows(max_rows, width, seed=0, device=device)
+    shape = [width] if row_shape is None else list(row_shape)
+    example = _shaped(max_rows, shape, seed=0, device=device)
     example_before = example.clone()
     capture = capture_on_cpu if device == "cpu" else _sibling(mod, "capture").capture
     recorder = RecordingCapture(capture)
     kwargs = dict(capture_sizes=None if sizes is None else list(sizes), warmup_iters=warmup_iters,
                   pad_value=pad_value)
+    for name in omit:
+        kwargs.pop(name, None)
     if not use_default_capture:
         kwargs["capture"] = recorder
     runner = call(mod.BucketedGraphRunner, fn, example, **kwargs)
     results, first = [], None
     for i, n in enumerate(batches):
         seen.pop("last", None)
-        x = rows(n, width, seed=i + 1, device=device)
+        x = _shaped(n, shape, seed=i + 1, device=device)
         out = call(runner, x)
         if first is None and type(out) is torch.Tensor:  # a subclass would run its own code
             first = (out, out.clone())  # the result itself, and what it held when returned
@@ -95,6 +109,7 @@ def bucket_runner(mod, max_rows: int, sizes, batches: list, warmup_iters: int = 
         "calls": results,
         "first_output_unchanged": first is None or torch.equal(*first),
         "capture_sizes_seen": [len(c["inputs"][0]) for c in recorder.calls],
+        "capture_shapes": [list(c["inputs"][0].shape) for c in recorder.calls],
         "capture_order": _as_list(_attr(runner, "capture_order")),
         "inputs_per_capture": [len(c["inputs"]) for c in recorder.calls],
         "buffer_addresses": len({c["inputs"][0].data_ptr() for c in recorder.calls}),
@@ -121,12 +136,25 @@ BAD_BATCHES = {
 }
 
 
+#: Batches for a runner over rows shaped (2, 3): as many elements per row, another row shape.
+RESHAPED_BATCHES = {
+    "rows-3x2": lambda: _shaped(3, [3, 2], seed=1),
+    "rows-6": lambda: _shaped(3, [6], seed=1),
+    "rows-1x2x3": lambda: _shaped(3, [1, 2, 3], seed=1),
+}
+
+
 @probe
-def bucket_runner_bad_batch(mod, kind: str, rows_in: int = 3):
+def bucket_runner_bad_batch(mod, kind: str, rows_in: int = 3, row_shape: list | None = None):
     """A runner over 8 rows of width 3 (float32, buckets 4 and 8) called with a bad batch; for
-    ``"good"`` a batch of ``rows_in`` good rows (the answer: the output)."""
-    runner = call(mod.BucketedGraphRunner, rowwise, rows(8, 3, seed=0), capture_sizes=[4, 8])
-    x = rows(rows_in, 3, seed=2) if kind == "good" else BAD_BATCHES[kind]()
+    ``"good"`` a batch of ``rows_in`` good rows (the answer: the output). ``row_shape``: a runner
+    over rows of that shape instead, called with a ``RESHAPED_BATCHES`` batch or good rows."""
+    shape = [3] if row_shape is None else list(row_shape)
+    runner = call(mod.BucketedGraphRunner, rowwise, _shaped(8, shape, seed=0), capture_sizes=[4, 8])
+    if kind == "good":
+        x = _shaped(rows_in, shape, seed=2)
+    else:
+        x = (RESHAPED_BATCHES if row_shape is not None else BAD_BATCHES)[kind]()
     return _plain_outputs(call(runner, x))
 
 
@@ -210,13 +238,31 @@ def checks(draw: Draw) -> list[Check]:
              (0.0, "bfloat16"), (round(r.uniform(-9, 9), 1), "float32")]]
     # Always one x that needs no padding at all: it must still come back as a new tensor.
     pads.append((r.randint(1, 6), 0, round(r.uniform(-9, 9), 1), r.choice(["float32", "float64"])))
+    # value not given: the default, 0 (None travels as "not passed")
+    pads.append((r.randint(1, 6), r.randint(1, 6), None, "float32"))
     r = draw.rng("ex5.runner_returns_fn_of_real_rows")
     runners = [bucket_probe(*setup, warmup_iters=r.randint(1, 3)) for setup in runner_setups(r, 10)]
-    r = draw.rng("ex5.runner_checks_each_batch")
+    # Every default the docstring states, in every draw: capture_sizes, warmup_iters and pad_value
+    # not passed (default_capture_sizes(len(max_example)), 3, 0); and rows that are matrices, so a
+    # buffer that flattens them (the right number of elements, the wrong shape) shows.
+    max_rows = r.randint(9, 40)
+    defaults = P("bucket_runner", f"BucketedGraphRunner(fn, {max_rows} rows) with capture_sizes, "
+                 "warmup_iters and pad_value not given",
+                 # 3 and 5..7 rows need padding (buckets 4 and 8) in every draw
+                 max_rows=max_rows, sizes=None, batches=[3, r.randint(5, 7), max_rows,
+                                                         max_rows + r.randint(1, 5)],
+                 omit=["capture_sizes", "warmup_iters", "pad_value"])
+    shaped_rows = r.randint(4, 12)
+    shaped_sizes = sorted({shaped_rows, r.randint(1, shaped_rows - 1)})
+    shaped_batches = [r.randint(1, shaped_rows), shaped_rows, shaped_rows + 1]
+    shaped = P("bucket_runner", f"BucketedGraphRunner(fn, {shaped_rows} rows shaped (2, 3), "
+               f"capture_sizes={shaped_sizes}) on batches {shaped_batches}", max_rows=shaped_rows,
+               sizes=shaped_sizes, batches=shaped_batches, warmup_iters=2, row_shape=[2, 3])
+    r = draw.rng("ex5.rejects_bad_arguments")
     bad_batches = ["float64", "int64", "wider", "narrower", "rank", "device", "list", "empty", "0-d"]
     good_rows = [r.randint(1, 4), r.randint(5, 8), 8]
-    r = draw.rng("ex5.runner_rejects_sizes_outside_the_buffer")
     rows = r.randint(2, 12)
+    pad_n = r.randint(2, 6)
     r2 = draw.rng("ex5.gpu_runner")
     return [
         Check("ex5", "default_capture_sizes",
@@ -231,41 +277,62 @@ def checks(draw: Draw) -> list[Check]:
               [P("engine_sizes", f"engine_capture_sizes({_kwargs(c)})", kwargs=c) for c in engine_configs(rs)]
               + [P("engine_sizes", f"engine_capture_sizes({_kwargs(c)})", next(iter(c)), kwargs=c)
                  for c in ({"max_num_seqs": 0}, {"num_speculative_tokens": -1},
-                           {"max_num_batched_tokens": 0})], points=1),
+                           {"max_num_batched_tokens": 0})]
+              # exactly at the limits: 1 sequence, 1 batched token
+              + [P("engine_sizes", f"engine_capture_sizes({_kwargs(c)})", kwargs=c)
+                 for c in ({"max_num_seqs": 1}, {"max_num_batched_tokens": 1},
+                           {"max_num_seqs": 1, "num_speculative_tokens": 0, "max_num_batched_tokens": 1})],
+              points=1),
         Check("ex5", "padded_size",
               "the smallest size >= n (sizes unsorted or repeated), None above every size",
-              padded_probes + [P("padded", "padded_size(0, [1, 2])", "n", n=0, sizes=[1, 2]),
+              padded_probes + [P("padded", f"padded_size(1, {s})", n=1, sizes=s) for s in size_lists[:3]]
+              + [P("padded", "padded_size(0, [1, 2])", "n", n=0, sizes=[1, 2]),
                                P("padded", "padded_size(3, [])", "capture_sizes", n=3, sizes=[])], points=2),
-        Check("ex5", "pad_rows", "size rows: x first, then value; x untouched, no shared memory",
-              [P("pad", f"pad_rows(x of {n} rows, {n + e}, {v})", n=n, width=3, size=n + e, value=v,
-                 dtype=d) for n, e, v, d in pads], points=1),
+        Check("ex5", "pad_rows",
+              "size rows: x first, then value (0 when not given); x untouched, no shared memory",
+              [P("pad", f"pad_rows(x of {n} rows, {n + e}" + ("" if v is None else f", {v}") + ")",
+                 n=n, width=3, size=n + e, value=v, dtype=d) for n, e, v, d in pads], points=1),
         Check("ex5", "runner_returns_fn_of_real_rows",
-              "pad to the bucket with pad_value (NaN here), replay, return the real rows as a fresh "
-              "tensor; batches above every bucket run eagerly",
-              runners, compare=same(keys=("calls", "first_output_unchanged", "example_unchanged")), points=2),
+              "pad to the bucket with pad_value (NaN here, 0 when not given), replay, return the "
+              "real rows (in max_example's row shape) as a fresh tensor; batches above every "
+              "bucket run eagerly",
+              runners + [defaults, shaped],
+              compare=same(keys=("calls", "first_output_unchanged", "example_unchanged")), points=2),
         Check("ex5", "runner_captures_largest_first_in_one_pool",
-              "one capture per size, largest first, all over one static buffer (not the caller's) "
-              "and one memory pool, each with the runner's warmup_iters",
-              runners, compare=same(keys=("capture_sizes_seen", "capture_order", "inputs_per_capture",
-                                          "buffer_addresses", "buffer_is_example", "pools",
-                                          "warmups_passed")), points=1),
+              "one capture per size (default_capture_sizes(len(max_example)) when not given), "
+              "largest first, all over one static buffer shaped like max_example (not the "
+              "caller's) and one memory pool, each with the runner's warmup_iters (3 when not given)",
+              runners + [defaults, shaped],
+              compare=same(keys=("capture_sizes_seen", "capture_shapes", "capture_order",
+                                 "inputs_per_capture", "buffer_addresses", "buffer_is_example",
+                                 "pools", "warmups_passed")), points=2),
         Check("ex5", "runner_stats", "stats counts replays per size and eager fallbacks under 'eager'",
               runners, compare=same(keys=("stats", "replays")), points=1),
-        Check("ex5", "runner_checks_each_batch",
-              "a batch that is not a tensor of at least one row with the buffer's row shape, dtype "
-              "and device is a ValueError naming x; good batches of 1 to len(max_example) rows "
-              "are replayed",
+        Check("ex5", "rejects_bad_arguments",
+              "a batch that is not a tensor of at least one row with the buffer's row shape (not "
+              "only as many elements per row), dtype and device is a ValueError naming x; a "
+              "capture size outside 1..len(max_example) is a ValueError naming capture_sizes; "
+              "pad_rows with size < len(x) is a ValueError naming size; good batches of 1 to "
+              "len(max_example) rows, the sizes 1 and len(max_example), and size == len(x) are "
+              "accepted",
               [P("bucket_runner_bad_batch", f"runner(x: {k})", "x", kind=k) for k in bad_batches]
+              + [P("bucket_runner_bad_batch", f"runner(x: {k}) on rows shaped (2, 3)", "x", kind=k,
+                   row_shape=[2, 3]) for k in RESHAPED_BATCHES]
               + [P("bucket_runner_bad_batch", f"runner(x of {n} good rows)", kind="good", rows_in=n)
-                 for n in good_rows], points=1),
-        Check("ex5", "runner_rejects_sizes_outside_the_buffer",
-              "a capture size outside 1..len(max_example) is a ValueError naming capture_sizes; "
-              "1 and len(max_example) themselves are accepted",
-              [P("bucket_runner_bad_sizes", f"BucketedGraphRunner(fn, {rows} rows, capture_sizes={s})",
+                 for n in good_rows]
+              + [P("bucket_runner_bad_batch", "runner(x of 3 good rows shaped (2, 3))", kind="good",
+                   row_shape=[2, 3])]
+              + [P("bucket_runner_bad_sizes", f"BucketedGraphRunner(fn, {rows} rows, capture_sizes={s})",
                  "capture_sizes", sizes=s, max_rows=rows)
-               for s in ([0, r.randint(1, rows)], [r.randint(1, rows), rows + r.randint(1, 9)])]
+                 for s in ([0, r.randint(1, rows)], [r.randint(1, rows), rows + 1],
+                           [rows + r.randint(2, 9)])]
               + [P("bucket_runner_bad_sizes", f"BucketedGraphRunner(fn, {rows} rows, capture_sizes="
-                   f"[{rows}, 1])", sizes=[rows, 1], max_rows=rows)], points=1),
+                   f"[{rows}, 1])", sizes=[rows, 1], max_rows=rows)]
+              + [P("pad", f"pad_rows(x of {pad_n} rows, {size})", "size", n=pad_n, width=3, size=size,
+                   value=0.0, dtype="float32") for size in (pad_n - 1, 0)]
+              + [P("pad", f"pad_rows(x of {pad_n} rows, {pad_n})", n=pad_n, width=3, size=pad_n,
+                   value=0.0, dtype="float32")],
+              idea=ARGUMENTS, points=1),
         Check("ex5", "gpu_runner",
               "on real CUDA graphs: NaN padding never reaches real rows, eager above the largest "
               "bucket, largest first into one pool",

@@ -9,9 +9,10 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from coursekit.course import ARGUMENTS
 from coursekit.standin import RecordingCapture
 from coursekit.strategies import MODES
-from grader.checks import Check, P, same
+from grader.checks import Answer, Check, P, Probe, same
 from grader.probes import _attr, _sibling, call, probe
 
 if TYPE_CHECKING:
@@ -21,11 +22,17 @@ if TYPE_CHECKING:
 # ------------------------------------------------------------------------- probes
 
 
+#: The model dtypes a probe may ask for (``dtype=`` travels as its name).
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
+#: How far a step's logits may be from the eager model's, by the model's dtype (the stub's rule).
+TOLERANCE = {"float32": 1e-5, "bfloat16": 5e-2}
+
+
 def _engine(mod, mode: str, sizes, device: str = "cpu", warmup_iters: int = 1, seed: int = 0,
-            capture=None, capture_now: bool = True):
+            capture=None, capture_now: bool = True, dtype: str = "float32"):
     from coursekit.toymodel import ModelConfig, ToyModel
 
-    model = ToyModel(ModelConfig(seed=seed), device=device)
+    model = ToyModel(ModelConfig(seed=seed), device=device, dtype=DTYPES[dtype])
     kwargs = {"capture_sizes": None if sizes is None else list(sizes), "warmup_iters": warmup_iters}
     if capture is not None:
         kwargs["capture"] = capture
@@ -41,21 +48,24 @@ def _rows(device: str, *columns) -> list[torch.Tensor]:
 
 @probe
 def engine_generate(mod, mode: str, sizes, prompts: list, new_tokens, seed: int = 0,
-                    device: str = "cpu"):
-    _, engine = _engine(mod, mode, sizes, device, seed=seed)
-    out = call(engine.generate, [list(p) for p in prompts], new_tokens)
-    return [[int(t) for t in seq] for seq in out]
+                    device: str = "cpu", dtype: str = "float32"):
+    """The tokens as returned: a list of lists of ints must come back as one (the wire keeps a
+    tuple a tuple and a tensor a tensor, which never equal the reference's lists of ints)."""
+    _, engine = _engine(mod, mode, sizes, device, seed=seed, dtype=dtype)
+    return call(engine.generate, [list(p) for p in prompts], new_tokens)
 
 
 @probe
-def engine_steps(mod, mode: str, sizes, steps: list, device: str = "cpu", capture_now: bool = True):
-    """Each step is ``[tokens, positions, slots]``; the answers are the logits, on the CPU.
-    ``capture_now=False``: steps before ``capture_model()``, which must run eagerly."""
-    _, engine = _engine(mod, mode, sizes, device, capture_now=capture_now)
+def engine_steps(mod, mode: str, sizes, steps: list, device: str = "cpu", capture_now: bool = True,
+                 dtype: str = "float32"):
+    """Each step is ``[tokens, positions, slots]``; the answers are the logits, on the CPU, in
+    the dtype they came in. ``capture_now=False``: steps before ``capture_model()``, which must
+    run eagerly."""
+    _, engine = _engine(mod, mode, sizes, device, capture_now=capture_now, dtype=dtype)
     out = []
     for tokens, positions, slots in steps:
         logits = call(engine.step, *_rows(device, tokens, positions, slots))
-        out.append(logits.float().cpu())
+        out.append(logits.cpu())
     if not capture_now:
         out.append(_stats_kinds(engine))
     return out
@@ -115,6 +125,81 @@ def engine_default_captures(mod, max_seqs: int, mode: str = "FULL"):
 
 
 @probe
+def engine_buffers(mod, mode: str, sizes, dtype: str = "float32"):
+    """A new engine's static buffers (dtype, shape, device, and what they hold: every value of
+    the 1-D ones, whether ``hidden`` and ``attn`` are all zeros), then whether
+    ``capture_model()`` left every real slot's cache at zero. ``hidden`` and ``attn`` are asked
+    of engines with piecewise graphs only."""
+    model, engine = _engine(mod, mode, sizes, dtype=dtype, capture_now=False)
+    names = ["tokens", "positions", "slots"] + (["hidden", "attn"] if "PIECEWISE" in mode else [])
+    held = {}
+    for name in names:
+        buffer = _attr(engine, name)
+        if type(buffer) is not torch.Tensor:
+            held[name] = f"<no static buffer {name!r}>"
+            continue
+        values = ([int(v) for v in buffer.tolist()] if buffer.dim() == 1 and not buffer.is_floating_point()
+                  else bool((buffer == 0).all()))
+        held[name] = {"dtype": str(buffer.dtype).removeprefix("torch."), "shape": list(buffer.shape),
+                      "device": buffer.device.type, "values": values}
+    call(engine.capture_model)
+    real = model.config.max_seqs
+    held["real_slots_untouched_by_capture"] = bool((model.k_cache[:, :real] == 0).all()
+                                                   and (model.v_cache[:, :real] == 0).all())
+    return held
+
+
+@probe
+def engine_defaults(mod, max_seqs: int = 8):
+    """``DecodeEngine(model, capture=recorder)``: every other argument left to its default (mode,
+    capture_sizes, warmup_iters); what ``capture_model()`` captured and how."""
+    from coursekit.toymodel import ModelConfig, ToyModel
+
+    model = ToyModel(ModelConfig(max_seqs=max_seqs, n_layers=1))
+    recorder = RecordingCapture()
+    engine = call(mod.DecodeEngine, model, capture=recorder)
+    call(engine.capture_model)
+    keys = _graph_keys(engine)
+    return {"graphs": sorted(keys, key=repr) if isinstance(keys, list) else keys,
+            "sizes": [len(c["inputs"][0]) for c in recorder.calls],
+            "warmups": sorted({c["warmup_iters"] for c in recorder.calls})}
+
+
+def _graph_keys(engine) -> list | str:
+    """``graphs``' keys as ``[mode, num_tokens, num_reqs, uniform]``, in the dict's order (which
+    the callers sort: the docstring leaves it open)."""
+    graphs = _attr(engine, "graphs")
+    if not isinstance(graphs, dict):
+        return f"<graphs is {type(graphs).__name__}, not a dict>"
+    keys = []
+    for key in graphs:
+        if isinstance(key, tuple) and len(key) == 2:
+            m, d = key
+            keys.append([getattr(m, "name", repr(m)), getattr(d, "num_tokens", None),
+                         getattr(d, "num_reqs", None), bool(getattr(d, "uniform", None))])
+        else:
+            keys.append(repr(key))
+    return keys
+
+
+def _graph_values(engine, recorder) -> list | str:
+    """Each ``graphs`` value (sorted by key) as the index of the capture that returned it, or,
+    for a list, ``["list", indices]``; anything else as its type's name."""
+    graphs = _attr(engine, "graphs")
+    if not isinstance(graphs, dict):
+        return f"<graphs is {type(graphs).__name__}, not a dict>"
+    made = [c["graph"] for c in recorder.calls]
+
+    def index(value):
+        return next((i for i, g in enumerate(made) if g is value), f"<not a captured graph: {type(value).__name__}>")
+
+    values = []
+    for key, value in zip(_graph_keys(engine), graphs.values()):
+        values.append([key, ["list", [index(v) for v in value]] if type(value) is list else index(value)])
+    return sorted(values, key=repr)
+
+
+@probe
 def engine_padding(mod, mode: str, sizes: list, tokens: list, positions: list, slots: list):
     model, engine = _engine(mod, mode, sizes)
     call(engine.step, *_rows("cpu", [21, 22, 23, 24], [1, 1, 1, 1], [4, 5, 6, 7]))  # rows used once
@@ -137,11 +222,16 @@ def engine_captures(mod, mode: str, sizes: list, warmup_iters: int):
     model, engine = _engine(mod, mode, sizes, warmup_iters=warmup_iters, capture=recorder)
     calls = recorder.calls
     first_pool = calls[0]["graph"].graph.pool() if calls else None
+    seconds, memory = _attr(engine, "capture_seconds"), _attr(engine, "capture_memory_bytes")
     return {"sizes": [len(c["inputs"][0]) for c in calls],
             "first_pool_none": bool(calls) and calls[0]["pool"] is None,
             "shared_pool": all(c["pool"] is first_pool for c in calls[1:]),
             "warmups": sorted({c["warmup_iters"] for c in calls}),
-            "graphs": len(engine.graphs) if isinstance(getattr(engine, "graphs", None), dict) else None}
+            "graphs": len(engine.graphs) if isinstance(getattr(engine, "graphs", None), dict) else None,
+            "graph_values": _graph_values(engine, recorder),
+            "capture_seconds": "a float above 0" if type(seconds) is float and seconds > 0 else repr(seconds),
+            # An int, 0 on a CPU: anything else (None, 0.0) comes back as itself and differs.
+            "capture_memory_bytes": memory if type(memory) in (int, float, type(None)) else repr(memory)}
 
 
 @probe
@@ -217,21 +307,26 @@ def engine_bad(mod, kind: str, token: int = 1):
                 "step-float-positions": lambda: [*_rows("cpu", [1]), torch.tensor([0.0]), *_rows("cpu", [0])],
                 "step-2d-slots": lambda: [*_rows("cpu", [1], [0]), torch.tensor([[0]], dtype=long)],
                 "step-empty": lambda: [torch.zeros(0, dtype=long)] * 3,
-                "step-list": lambda: [[1], *_rows("cpu", [0], [0])]}
+                "step-list": lambda: [[1], *_rows("cpu", [0], [0])],
+                # The meta device stands in for another device on a machine without CUDA.
+                "step-other-device": lambda: [*_rows("meta", [1]), *_rows("cpu", [0], [0])]}
         if kind in made:
             args = made[kind]()
         else:
             args = _rows("cpu", *{"step-lengths": ([1, 2], [0, 1], [0]), "step-padding-slot": ([1], [0], [8]),
                                   "step-negative-slot": ([1], [0], [-1]),
                                   "step-position": ([1], [64], [0]), "step-negative-position": ([1], [-1], [0]),
-                                  "step-largest": ([token, token], [63, 63], [7, 0])}[kind])
+                                  "step-token-past-vocab": ([512], [0], [0]),
+                                  "step-negative-token": ([-1], [0], [0]),
+                                  "step-largest": ([token, 511], [63, 63], [7, 0])}[kind])
         logits = call(engine.step, *args)
-        return logits.float()
+        return logits.cpu()
     prompts, new = {"generate-too-many": ([[1]] * 9, 1), "generate-empty": ([[1], []], 1),
                     "generate-zero-new": ([[1]], 0), "generate-too-long": ([[1] * 60], 10),
+                    "generate-one-past": ([[token] * 55], 11), "generate-zero-count": ([[1], [2]], [2, 0]),
+                    "generate-counts-short": ([[1], [2]], [2]), "generate-counts-long": ([[1], [2]], [2, 2, 2]),
                     "generate-largest": ([[token] * 55] + [[token]] * 7, [10, 1, 1, 1, 1, 1, 1, 2])}[kind]
-    out = call(engine.generate, prompts, new)
-    return [[int(t) for t in seq] for seq in out]
+    return call(engine.generate, prompts, new)
 
 
 # ------------------------------------------------------------------------- checks
@@ -260,7 +355,19 @@ def step_batches(rng: random.Random) -> list[list[list[int]]]:
 
 #: The argument a bad step's ValueError must name.
 BAD_ROW_NAMES = {"step-int32": "tokens", "step-float-positions": "positions", "step-2d-slots": "slots",
-                 "step-list": "tokens", "step-negative-slot": "slots", "step-negative-position": "positions"}
+                 "step-list": "tokens", "step-negative-slot": "slots", "step-negative-position": "positions",
+                 "step-token-past-vocab": "tokens", "step-negative-token": "tokens",
+                 "step-other-device": "tokens"}
+
+
+def _logits_close(probe: Probe, got: Answer, expected: Answer) -> str | None:
+    """The reference's logits within the stub's tolerance for the probe's model dtype (and in
+    that dtype: ``same`` compares dtypes and shapes first)."""
+    atol = TOLERANCE[probe.args.get("dtype", "float32")]
+    return same(rtol=0, atol=atol)(probe, got, expected)
+
+
+_logits_close.needs_reference = True
 
 
 def checks(draw: Draw) -> list[Check]:
@@ -306,36 +413,68 @@ def checks(draw: Draw) -> list[Check]:
     r2 = draw.rng("ex8.gpu_engine")
     gpu_prompts, gpu_new = requests(r2)
     gpu_steps = step_batches(r2)
+    r = draw.rng("ex8.generate_every_mode.more")
+    bf16_prompts, bf16_new = requests(r)
+    bf16_seed = r.randint(0, 2**16)
+    every_count = r.randint(2, 5)  # one int max_new_tokens for every sequence
+    r = draw.rng("ex8.padding_uses_the_padding_slot.buffers")
+    buffer_sizes = r.sample([1, 2, 3, 4, 6, 8, 12], 3)  # in any order: the buffers take the largest
+    default_seqs = r.randint(2, 7)  # a second max_seqs for the defaults (8 is the first)
     return [
         Check("ex8", "generate_every_mode",
-              "every mode yields the tokens of eager decoding: the prompt step, then one token per "
-              "unfinished sequence, greedy",
+              "every mode yields the tokens of eager decoding, for a float32 and a bfloat16 model: "
+              "the prompt step, then one token per unfinished sequence, greedy; max_new_tokens is "
+              "an int or one count per sequence; the tokens come back as a list of lists of ints",
               [P("engine_generate", f"DecodeEngine({m}, {sizes}).generate({prompts}, {new_tokens})",
-                 mode=m, sizes=sizes, prompts=prompts, new_tokens=new_tokens, seed=seed) for m in MODES], points=4),
+                 mode=m, sizes=sizes, prompts=prompts, new_tokens=new_tokens, seed=seed) for m in MODES]
+              + [P("engine_generate", f"DecodeEngine({m}, {sizes}) on a bfloat16 model: generate("
+                   f"{bf16_prompts}, {bf16_new})", mode=m, sizes=sizes, prompts=bf16_prompts,
+                   new_tokens=bf16_new, seed=bf16_seed, dtype="bfloat16") for m in MODES]
+              + [P("engine_generate", f"DecodeEngine(FULL_AND_PIECEWISE, {sizes}).generate({prompts}, "
+                   f"{every_count})", mode="FULL_AND_PIECEWISE", sizes=sizes, prompts=prompts,
+                   new_tokens=every_count, seed=seed)], points=4),
         Check("ex8", "step_logits",
-              "step returns one row of logits per token, within 1e-5 of the eager model, for every "
+              "step returns one row of logits per token, in the model's dtype, within 1e-5 of the "
+              "eager model in float32 and 5e-2 in bfloat16, for every "
               "batch up to one row past the largest capture size (which runs eagerly); before "
               "capture_model() nothing is captured, so every step runs eagerly",
               [P("engine_steps", f"DecodeEngine({m}, [1, 2, 4, 8]): steps of 1..9 rows", mode=m,
                  sizes=[1, 2, 4, 8], steps=steps) for m in MODES]
+              + [P("engine_steps", f"DecodeEngine({m}, [1, 2, 4, 8]) on a bfloat16 model: steps of 1..9 "
+                   "rows", mode=m, sizes=[1, 2, 4, 8], steps=steps, dtype="bfloat16") for m in MODES]
               + [P("engine_steps", f"DecodeEngine({m}, [1, 2, 4, 8]): steps before capture_model()",
                    mode=m, sizes=[1, 2, 4, 8], steps=early, capture_now=False) for m in ("FULL", "PIECEWISE")],
-              compare=same(rtol=0, atol=1e-5), points=3),
+              compare=_logits_close, points=3),
         Check("ex8", "padding_uses_the_padding_slot",
               "rows that only pad a batch are reset before every replay to token 0, position 0 and "
               "model.padding_slot, so they read and write only the padding slot, never a real "
-              "sequence's cache",
+              "sequence's cache; a new engine's static buffers are as stated (tokens, positions, "
+              "slots 1-D int64; hidden, attn in the model's dtype; max(capture_sizes) rows; slots "
+              "filled with model.padding_slot, the rest zeros) and capture_model() leaves the real "
+              "slots' cache unchanged",
               [P("engine_padding", f"a 3-row step padded to 4 ({m})", mode=m, sizes=[4],
                  tokens=pad_tokens, positions=pad_positions, slots=pad_slots) for m in ("FULL", "PIECEWISE")]
               + [P("engine_padding_rows", f"padding rows of the static buffers after steps of "
                    f"{[len(t) for t, _, _ in refill]} rows padded to 4 ({m})", mode=m, sizes=[4], steps=refill)
-                 for m in ("FULL", "PIECEWISE")], points=2),
+                 for m in ("FULL", "PIECEWISE")]
+              + [P("engine_buffers", f"the static buffers of a new DecodeEngine({m}, {s}) on a {d} model",
+                   mode=m, sizes=s, dtype=d)
+                 for m, s, d in (("PIECEWISE", buffer_sizes, "float32"), ("PIECEWISE", buffer_sizes, "bfloat16"),
+                                 ("FULL_AND_PIECEWISE", None, "bfloat16"), ("FULL", buffer_sizes, "float32"))],
+              points=2),
         Check("ex8", "capture_largest_first_in_one_pool",
               "capture_model captures capture_descs() in order (largest first), PIECEWISE one graph "
-              "per segment, all in the first graph's pool, with the engine's warmup_iters",
+              "per segment, all in the first graph's pool, with the engine's warmup_iters; the "
+              "defaults are mode=CUDAGraphMode.FULL, capture_sizes=None and warmup_iters=1; graphs "
+              "holds what capture returned under each (mode, desc) key (PIECEWISE: the list of "
+              "segment graphs); capture_seconds is a float above 0 and capture_memory_bytes the "
+              "int 0 on a CPU",
               [P("engine_captures", f"DecodeEngine({m}, {capture_sizes}, warmup_iters={w})"
                  ".capture_model()", mode=m, sizes=capture_sizes, warmup_iters=w)
-               for m, w in capture_warmups.items()], points=2),
+               for m, w in capture_warmups.items()]
+              + [P("engine_defaults", f"DecodeEngine(model of max_seqs={k}, capture=recorder), every "
+                   "other argument left to its default: capture_model()", max_seqs=k)
+                 for k in (8, default_seqs)], points=2),
         Check("ex8", "piecewise_attention_is_eager",
               "PIECEWISE captures the segments between attention calls and runs attention eagerly; "
               "FULL captures the whole forward pass",
@@ -354,17 +493,22 @@ def checks(draw: Draw) -> list[Check]:
               + [P("engine_uniform_flags", f"what steps with slots {flag_slots} replay in "
                    "FULL_AND_PIECEWISE without uniform_decode", slot_lists=flag_slots)], points=1),
         Check("ex8", "engine_rejects",
-              "bad rows (lengths, the padding slot, positions) and bad requests are ValueErrors "
-              "naming the argument (rows: 1-D int64 tensors of one length >= 1); the largest good "
-              "ones (last slot, last position, max_seqs prompts filling the cache) are accepted",
+              "bad rows (lengths, a token outside the vocabulary, the padding slot, positions, "
+              "another device) and bad requests (more than max_seqs prompts, an empty one, a count "
+              "below 1, counts not one per prompt, a sequence one position past the cache) are "
+              "ValueErrors naming the argument (rows: 1-D int64 tensors of one length >= 1); the "
+              "largest good ones (last token, last slot, last position, max_seqs prompts, one "
+              "filling the cache exactly) are accepted",
               [P("engine_bad", kind, names, kind=kind) for kind, names in (
                   ("step-lengths", ("slots", "rows")), ("step-padding-slot", "slots"),
                   ("step-position", "positions"), ("step-empty", "tokens"), ("generate-too-many", "prompts"),
                   ("generate-empty", "prompts"), ("generate-zero-new", "max_new_tokens"),
-                  ("generate-too-long", "max_new_tokens"))]
+                  ("generate-too-long", "max_new_tokens"), ("generate-zero-count", "max_new_tokens"),
+                  ("generate-counts-short", "max_new_tokens"), ("generate-counts-long", "max_new_tokens"))]
+              + [P("engine_bad", "generate-one-past", "max_new_tokens", kind="generate-one-past", token=token)]
               + [P("engine_bad", kind, BAD_ROW_NAMES[kind], kind=kind) for kind in bad_kinds]
               + [P("engine_bad", kind, kind=kind, token=token) for kind in ("step-largest", "generate-largest")],
-              compare=same(rtol=0, atol=1e-5), points=1),
+              compare=same(rtol=0, atol=1e-5), idea=ARGUMENTS, points=1),
         Check("ex8", "gpu_engine",
               "on real CUDA graphs: every mode yields eager decoding's tokens and logits within 1e-5",
               [P("engine_generate", f"generate on CUDA ({m})", mode=m, sizes=sizes, prompts=gpu_prompts,

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from coursekit.course import ARGUMENTS
 from coursekit.standin import RecordingCapture
 from coursekit.standin import capture_on_cpu
 from coursekit.standin import tensors_in
@@ -30,19 +31,31 @@ def _inputs(shapes: list, seed: int, device: str) -> list[torch.Tensor]:
 
 
 @probe
-def graph_runner(mod, fn: str, shapes: list, seeds: list, warmup_iters: int = 3,
-                 clone_outputs: bool = True, device: str = "cpu", spy: bool = True):
-    """Build a runner, call it once per seed; report what came back and what the graph saw."""
+def graph_runner(mod, fn: str, shapes: list, seeds: list, warmup_iters: int | None = 3,
+                 clone_outputs: bool | None = True, device: str = "cpu", spy: bool = True):
+    """Build a runner, call it once per seed; report what came back and what the graph saw.
+    ``warmup_iters`` or ``clone_outputs`` None: not passed (the runner's default)."""
     function = FUNCTIONS[fn]
     examples = _inputs(shapes, seed=100, device=device)
     kept = [x.clone() for x in examples]
-    recorder = None
+    recorder, at_capture = None, []
     if spy:
         recorder = RecordingCapture(capture_on_cpu if device == "cpu" else _sibling(mod, "capture").capture)
-    kwargs = dict(warmup_iters=warmup_iters, clone_outputs=clone_outputs)
+
+        def capture(fn, *static_inputs, **kwargs):
+            # what the buffers hold when the capture is asked for (warm-up runs fn on them)
+            at_capture.append([t.detach().clone() if isinstance(t, torch.Tensor) else t
+                               for t in static_inputs])
+            return recorder(fn, *static_inputs, **kwargs)
+    kwargs = {}
+    if warmup_iters is not None:
+        kwargs["warmup_iters"] = warmup_iters
+    if clone_outputs is not None:
+        kwargs["clone_outputs"] = clone_outputs
     if recorder is not None:
-        kwargs["capture"] = recorder
+        kwargs["capture"] = capture
     runner = call(mod.GraphRunner, function, *examples, **kwargs)
+    buffers_type = type(_attr(runner, "static_inputs")).__name__
     buffers = _buffers(runner)
     first_pointers = [b.data_ptr() for b in buffers]
     outputs, hold, moved, held = [], [], [], []
@@ -57,8 +70,16 @@ def graph_runner(mod, fn: str, shapes: list, seeds: list, warmup_iters: int = 3,
     static = set()
     if recorder is not None and recorder.calls:
         static = {t.data_ptr() for t in tensors_in(recorder.calls[0]["graph"].static_outputs)}
+    values_at_capture = None
+    if at_capture:
+        seen = at_capture[0]
+        values_at_capture = len(seen) == len(examples) and all(
+            isinstance(v, torch.Tensor) and v.shape == x.shape and v.dtype == x.dtype
+            and torch.equal(v, x) for v, x in zip(seen, examples))
     return {
         "buffer_count": len(buffers),
+        "buffers_type": buffers_type,
+        "buffers_hold_examples_at_capture": values_at_capture,
         "buffers_are_examples": any(b.data_ptr() == x.data_ptr() for b, x in zip(buffers, examples)),
         "examples_unchanged": all(torch.equal(x, k) for x, k in zip(examples, kept)),
         "outputs": outputs,
@@ -97,6 +118,10 @@ def graph_runner_bad_call(mod, kind: str, device: str = "cpu"):
         "float64": torch.ones(3, dtype=torch.float64, device=device),
         "int64": torch.ones(3, dtype=torch.int64, device=device),
         "device": torch.empty(3, device="meta") if device == "cpu" else torch.ones(3),
+        # as many elements as the (3,) buffer, another shape
+        "row": torch.ones(1, 3, device=device),
+        "column": torch.ones(3, 1, device=device),
+        "list": [1.0, 2.0, 3.0],
     }[kind]
     if kind == "none":  # a good call
         return _plain_outputs(call(runner, *good))
@@ -107,11 +132,21 @@ def graph_runner_bad_call(mod, kind: str, device: str = "cpu"):
     return _plain_outputs(call(runner, good[0], bad, good[2]))
 
 
+@probe
+def graph_runner_reshaped(mod, shape: list | None = None):
+    """A runner over inputs shaped (4,) and (2, 3), called with its second input shaped ``shape``
+    (as many elements, another shape); ``None``: a good call (the answer: its outputs)."""
+    runner = call(mod.GraphRunner, combine, *_inputs([[4], [2, 3]], seed=7, device="cpu"))
+    good = _inputs([[4], [2, 3]], seed=70, device="cpu")
+    second = good[1] if shape is None else torch.rand(*shape) + 0.5
+    return _plain_outputs(call(runner, good[0], second))
+
+
 # ------------------------------------------------------------------------- checks
 
 
-RUNNER_KEYS = ("buffer_count", "buffers_are_examples", "examples_unchanged", "buffers_hold_inputs",
-               "buffers_moved")
+RUNNER_KEYS = ("buffer_count", "buffers_type", "buffers_hold_examples_at_capture",
+               "buffers_are_examples", "examples_unchanged", "buffers_hold_inputs", "buffers_moved")
 
 
 def input_shapes(rng: random.Random) -> list[list[int]]:
@@ -124,10 +159,19 @@ def checks(draw: Draw) -> list[Check]:
     runs = [P("graph_runner", f"GraphRunner(combine, inputs shaped {s}) called 3 times",
               fn="combine", shapes=s, seeds=r.sample(range(1, 10_000), 3), warmup_iters=w)
             for s, w in [(input_shapes(r), w) for w in r.sample(range(1, 6), 4)]]
+    r = draw.rng("ex4.runner_captures_once")
+    # warmup_iters not given: capture must receive the default, 3
+    default_warmup = [P("graph_runner", f"GraphRunner(combine, inputs shaped {s}) without "
+                        "warmup_iters, called twice", fn="combine", shapes=s,
+                        seeds=r.sample(range(1, 10_000), 2), warmup_iters=None)
+                      for s in [input_shapes(r)]]
     r = draw.rng("ex4.runner_clone_outputs")
-    clone = [P("graph_runner", f"GraphRunner({fn}, ..., clone_outputs={c}) called twice",
-               fn=fn, shapes=[[n], [n]], seeds=r.sample(range(1, 10_000), 2), clone_outputs=c, spy=True)
-             for fn in ("combine", "pair", "listed") for c in (True, False) for n in [r.randint(1, 9)]]
+    # clone_outputs None: not given, the default (True) must clone
+    clone = [P("graph_runner", f"GraphRunner({fn}, ..."
+               + (", clone_outputs not given)" if c is None else f", clone_outputs={c})")
+               + " called twice", fn=fn, shapes=[[n], [n]], seeds=r.sample(range(1, 10_000), 2),
+               clone_outputs=c, spy=True)
+             for fn in ("combine", "pair", "listed") for c in (True, False, None) for n in [r.randint(1, 9)]]
     r = draw.rng("ex4.runner_checks_each_call")
     position = ("inputs[1]", "input 1", "position 1", "argument 1", "input #1")
     r2 = draw.rng("ex4.gpu_runner")
@@ -136,30 +180,38 @@ def checks(draw: Draw) -> list[Check]:
               "copy every input into its static buffer (copy_), replay, return fn of these inputs",
               runs, compare=same(keys=("outputs",)), points=2),
         Check("ex4", "runner_owns_stable_buffers",
-              "one static buffer per input, a copy the runner owns, same address on every call",
+              "static_inputs is a tuple of one buffer per input, a copy the runner owns that holds "
+              "the example's values when fn is captured, same address on every call",
               runs, compare=same(keys=RUNNER_KEYS), points=1),
         Check("ex4", "runner_captures_once",
-              "capture once at construction, with the runner's buffers and warmup_iters",
-              runs, compare=same(keys=("num_captures", "captures_seen", "warmups_passed",
-                                       "captured_buffers")), points=1),
+              "capture once at construction, with the runner's buffers and warmup_iters (3 when "
+              "not given)",
+              runs + default_warmup, compare=same(keys=("num_captures", "captures_seen", "warmups_passed",
+                                                        "captured_buffers")), points=1),
         Check("ex4", "runner_clone_outputs",
-              "clone_outputs=True returns fresh copies in fn's structure (a tensor, tuple, list or "
-              "dict stays one); False returns the static outputs, overwritten by the next call",
+              "clone_outputs=True (the default) returns fresh copies in fn's structure (a tensor, "
+              "tuple, list or dict stays one); False returns the static outputs, overwritten by "
+              "the next call",
               clone, compare=same(keys=("held_first_now", "outputs_share_static", "output_type")), points=1),
         Check("ex4", "runner_checks_each_call",
               "an example input that is not a tensor is a ValueError naming example_inputs[i]; at "
-              "a call, the wrong number of inputs is a TypeError, the wrong shape, dtype or device "
-              "a ValueError naming the position; matching inputs are accepted",
+              "a call, the wrong number of inputs is a TypeError, an input that is not a tensor or "
+              "has the wrong shape (not only the wrong number of elements), dtype or device a "
+              "ValueError naming the position; matching inputs are accepted",
               [P("graph_runner_bad_call", "runner(2 of 3 inputs)", ("3", "inputs"), "TypeError",
                  kind="too_few"),
                P("graph_runner_bad_call", "runner(4 of 3 inputs)", ("3", "inputs"), "TypeError",
                  kind="too_many")]
               + [P("graph_runner_bad_call", f"runner(good, bad {k}, good)", position, kind=k)
-                 for k in r.sample(["shape", "float64", "int64", "device"], 4)]
+                 for k in r.sample(["shape", "row", "column", "float64", "int64", "device", "list"], 7)]
               + [P("graph_runner_bad_call", "runner(3 good inputs)", kind="none")]
+              + [P("graph_runner_reshaped", f"runner(x, y shaped {tuple(sh)}) on buffers (4,), (2, 3)",
+                   position, shape=sh) for sh in ([3, 2], [6], [1, 2, 3])]
+              + [P("graph_runner_reshaped", "runner(x, y shaped (2, 3)) on buffers (4,), (2, 3)")]
               + [P("graph_runner_bad_example", f"GraphRunner(fn, tensor, {k})", "example_inputs[1]", kind=k)
                  for k in ("list", "float", "none")]
-              + [P("graph_runner_bad_example", "GraphRunner(fn, tensor, tensor)", kind="tensors")], points=1),
+              + [P("graph_runner_bad_example", "GraphRunner(fn, tensor, tensor)", kind="tensors")],
+              idea=ARGUMENTS, points=1),
         Check("ex4", "gpu_runner",
               "on CUDA tensors the runner captures with exercise 3 and replays fn of fresh inputs",
               [P("graph_runner", "GraphRunner(combine, cuda inputs) called 4 times", fn="combine",

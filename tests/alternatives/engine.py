@@ -80,6 +80,8 @@ class DecodeEngine:
             raise ValueError(f"{name} must be a non-empty 1-D int64 tensor")
         if length is not None and x.numel() != length:
             raise ValueError(f"{name} has {x.numel()} rows but tokens has {length}")
+        if x.device != self.model.device:
+            raise ValueError(f"{name} is on {x.device}, the model on {self.model.device}")
         if x.device.type == "cpu" and (x.min().item() < 0 or x.max().item() > top):
             raise ValueError(f"{name} out of range 0..{top}")
 

@@ -36,8 +36,9 @@ def fused_add_rms_norm(x, residual, weight, eps=1e-6):
     if not torch.is_tensor(residual) or (residual.shape, residual.dtype, residual.device) != (
             x.shape, x.dtype, x.device):
         raise ValueError("residual does not match x in shape, dtype or device")
-    if not torch.is_tensor(weight) or tuple(weight.shape) != (x.shape[-1],) or weight.device != x.device:
-        raise ValueError(f"weight should be a tensor of shape ({x.shape[-1]},) on {x.device}")
+    if not torch.is_tensor(weight) or (tuple(weight.shape), weight.dtype, weight.device) != (
+            (x.shape[-1],), x.dtype, x.device):
+        raise ValueError(f"weight should be a {x.dtype} tensor of shape ({x.shape[-1]},) on {x.device}")
     if x.device.type == "cuda":
         if x.dtype not in _compiled:
             _compiled[x.dtype] = torch.compile(_add_norm)

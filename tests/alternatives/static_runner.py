@@ -30,6 +30,8 @@ class GraphRunner:
         if len(inputs) != len(self.static_inputs):
             raise TypeError(f"{len(inputs)} inputs given, this runner takes {len(self.static_inputs)}")
         for i, (x, buffer) in enumerate(zip(inputs, self.static_inputs)):
+            if not torch.is_tensor(x):
+                raise ValueError(f"input {i} is a {type(x).__name__}, not a tensor")
             problems = [what for what, ok in (
                 ("shape", x.shape == buffer.shape),
                 ("dtype", x.dtype == buffer.dtype),

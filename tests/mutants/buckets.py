@@ -81,4 +81,31 @@ MUTANTS = [
     K("configuration", "buckets", "runner-default-sizes-all", "captures every size 1..max by default",
       ("sizes = default_capture_sizes(max_rows) if capture_sizes is None",
        "sizes = list(range(1, max_rows + 1)) if capture_sizes is None")),
+    # Issue 23: every default, limit and shape the docstrings state, exercised on both sides.
+    K("issue23", "buckets", "pad-truncates", "size < len(x) keeps the first size rows instead of "
+      "refusing",
+      ("    if size < len(x):\n        raise ValueError(f\"size: expected at least len(x) = {len(x)} rows, got {size}\")\n", ""),
+      ("    out[: len(x)] = x\n", "    out[: len(x)] = x[:size]\n")),
+    K("issue23", "buckets", "pad-default-value-1", "pad_rows pads with 1 when value is not given",
+      ("def pad_rows(x: torch.Tensor, size: int, value: float = 0)", "def pad_rows(x: torch.Tensor, size: int, value: float = 1)")),
+    K("issue23", "buckets", "runner-default-pad-nan", "pad_value defaults to NaN, not 0",
+      ("        pad_value: float = 0,\n", "        pad_value: float = float(\"nan\"),\n")),
+    K("issue23", "buckets", "runner-default-warmup-1", "warmup_iters defaults to 1, not 3",
+      ("        warmup_iters: int = 3,\n", "        warmup_iters: int = 1,\n")),
+    K("issue23", "buckets", "runner-buffer-flat-rows", "the static buffer flattens each row (the right "
+      "number of elements, the wrong shape), the batch check compares element counts and the batch "
+      "is reshaped into it",
+      ("self.buffer = max_example.clone()", "self.buffer = max_example.clone().reshape(len(max_example), -1)"),
+      ("            or x.shape[1:] != self.buffer.shape[1:]\n",
+       "            or x.shape[1:].numel() != self.buffer.shape[1:].numel()\n"),
+      ("self.buffer[:n].copy_(x)", "self.buffer[:n].copy_(x.reshape(n, -1))")),
+    K("issue23", "buckets", "runner-row-numel-check", "checks each row's element count, not its shape, "
+      "and reshapes the batch into the buffer",
+      ("            or x.shape[1:] != self.buffer.shape[1:]\n",
+       "            or x.shape[1:].numel() != self.buffer.shape[1:].numel()\n"),
+      ("self.buffer[:n].copy_(x)", "self.buffer[:n].copy_(x.reshape(n, *self.buffer.shape[1:]))")),
+    K("issue23", "buckets", "padded-rejects-one", "a batch of 1 row is refused (n <= 1 instead of n < 1)",
+      ("or not isinstance(n, int) or n < 1:", "or not isinstance(n, int) or n <= 1:")),
+    K("issue23", "buckets", "engine-sizes-reject-one-seq", "max_num_seqs = 1 refused (the limit off by one)",
+      ('("max_num_seqs", max_num_seqs, 1)', '("max_num_seqs", max_num_seqs, 2)')),
 ]

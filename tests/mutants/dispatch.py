@@ -78,4 +78,40 @@ MUTANTS = [
        "        return tuple((m, d) for m in (CUDAGraphMode.PIECEWISE, CUDAGraphMode.FULL)"),
       ("                for d in sorted(self._keys[m], key=lambda d: d.num_tokens, reverse=True)]",
        "                for d in sorted(self._keys[m], key=lambda d: d.num_tokens, reverse=True))")),
+    # Issue 23: every stated default, container, error and limit, at it and one past it.
+    K("issue23", "dispatch", "eager-flag-zero", "an eager batch carries BD(n, None, 0): a 0 where the "
+      "flag is the bool False (equal under ==, not the same descriptor)",
+      ("        eager = (CUDAGraphMode.NONE, BatchDescriptor(num_tokens))",
+       "        eager = (CUDAGraphMode.NONE, BatchDescriptor(num_tokens, None, 0))")),
+    K("issue23", "dispatch", "empty-valid-modes-allow-nothing", "valid_modes=set() read as no mode "
+      "allowed (a ValueError), not as every runtime mode",
+      ("allowed = set(valid_modes or RUNTIME_MODES)", "allowed = set(RUNTIME_MODES if valid_modes is None else valid_modes)")),
+    K("issue23", "dispatch", "query-len-default-2", "uniform_decode_query_len defaults to 2 (one "
+      "speculative token), not 1",
+      ("                 uniform_decode_query_len: int = 1):", "                 uniform_decode_query_len: int = 2):")),
+    K("issue23", "dispatch", "capture-sizes-tuple", "capture_sizes kept as a tuple, not a list",
+      ("        self.mode, self.capture_sizes = mode, sizes", "        self.mode, self.capture_sizes = mode, tuple(sizes)")),
+    K("issue23", "dispatch", "keys-as-lists", "keys() holds sorted lists, not sets",
+      ("        return {m: set(k) for m, k in self._keys.items()}",
+       "        return {m: sorted(k, key=lambda d: d.num_tokens) for m, k in self._keys.items()}")),
+    K("issue23", "dispatch", "capture-descs-pairs-as-lists", "capture_descs holds [mode, desc] lists, not tuples",
+      ("        return [(m, d) for m in", "        return [[m, d] for m in")),
+    K("issue23", "dispatch", "dispatch-returns-a-list", "dispatch returns [mode, desc], a list, not the tuple",
+      ("        eager = (CUDAGraphMode.NONE, BatchDescriptor(num_tokens))",
+       "        eager = [CUDAGraphMode.NONE, BatchDescriptor(num_tokens)]"),
+      ("            return CUDAGraphMode.FULL, key", "            return [CUDAGraphMode.FULL, key]"),
+      ("            return CUDAGraphMode.PIECEWISE, BatchDescriptor(p)",
+       "            return [CUDAGraphMode.PIECEWISE, BatchDescriptor(p)]")),
+    K("issue23", "dispatch", "floats-accepted", "a float size, max_num_seqs, q or num_tokens accepted "
+      "(only compared with 1)",
+      ("    if isinstance(value, bool) or not isinstance(value, int) or value < 1:", "    if value < 1:")),
+    K("issue23", "dispatch", "none-needs-sizes", "mode NONE without sizes refused too",
+      ("        if mode and not sizes:", "        if not sizes:")),
+    K("issue23", "dispatch", "no-fallback-to-q", "sizes that all round past the largest are refused, "
+      "not replaced by [q]",
+      ("            if not rounded and q <= sizes[-1]:\n                rounded = [q]\n", "")),
+    K("issue23", "dispatch", "q-above-sizes-accepted", "a q above every size still gives [q]",
+      ("            if not rounded and q <= sizes[-1]:", "            if not rounded:")),
+    K("issue23", "dispatch", "decode-keys-stop-below-limit", "no decode key at exactly q * max_num_seqs tokens",
+      ("                if q <= s <= q * self.max_num_seqs:", "                if q <= s < q * self.max_num_seqs:")),
 ]

@@ -23,7 +23,8 @@ MUTANTS = [
       ("    return add_rms_norm_reference(x, residual, weight, eps)\n",
        "    residual.add_(x)\n    return add_rms_norm_reference(torch.zeros_like(x), residual, weight, eps)\n")),
     M("fusion", "no-weight-check", "a wrong-sized weight fails deep inside torch",
-      ("    if not isinstance(weight, torch.Tensor) or weight.shape != x.shape[-1:] or weight.device != x.device:",
+      ("    if (not isinstance(weight, torch.Tensor) or weight.shape != x.shape[-1:]\n"
+       "            or weight.dtype != x.dtype or weight.device != x.device):",
        "    if not isinstance(weight, torch.Tensor):")),
     M("fusion", "count-without-cuda-check", "profiles on a machine without CUDA",
       ("    if not torch.cuda.is_available():\n        raise", "    if False:\n        raise")),
@@ -39,7 +40,7 @@ MUTANTS = [
       ("            or residual.dtype != x.dtype or residual.device != x.device):",
        "            or residual.device != x.device):")),
     K("mismatch", "fusion", "weight-type-unchecked", "a weight that is not a tensor crashes with AttributeError",
-      ("    if not isinstance(weight, torch.Tensor) or weight.shape", "    if weight.shape")),
+      ("    if (not isinstance(weight, torch.Tensor) or weight.shape", "    if (weight.shape")),
     # A keyword never used with a non-default value.
     K("non-default", "fusion", "eps-ignored", "always uses eps=1e-6",
       ("    return add_rms_norm_reference(x, residual, weight, eps)\n",
@@ -49,4 +50,24 @@ MUTANTS = [
     K("empty", "fusion", "norm-accepts-0-d", "a 0-d x is accepted",
       ("    if not isinstance(x, torch.Tensor) or x.dim() < 1:\n        raise ValueError(f\"x: expected a tensor with at least one",
        "    if not isinstance(x, torch.Tensor):\n        raise ValueError(f\"x: expected a tensor with at least one")),
+    # Issue 23: every stated default, type, dtype, shape and limit, at it and one past it.
+    K("issue23", "fusion", "weight-numel-only", "weight checked by its number of elements, not its shape: "
+      "a (1, hidden) weight accepted (it broadcasts)",
+      ("or weight.shape != x.shape[-1:]\n", "or weight.numel() != x.shape[-1]\n")),
+    K("issue23", "fusion", "weight-dtype-unchecked", "a weight of another dtype accepted (out then takes "
+      "the promoted dtype, not x's)",
+      ("            or weight.dtype != x.dtype or weight.device != x.device):",
+       "            or weight.device != x.device):")),
+    K("issue23", "fusion", "norm-rejects-1-d", "asks for at least two dimensions: a 1-d x (one row) refused",
+      ("    if not isinstance(x, torch.Tensor) or x.dim() < 1:", "    if not isinstance(x, torch.Tensor) or x.dim() < 2:")),
+    K("issue23", "fusion", "default-eps-1e-5", "eps defaults to 1e-5 (another model's), not the stated 1e-6",
+      ("    x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6\n",
+       "    x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float = 1e-5\n")),
+    K("issue23", "fusion", "out-in-fp32", "out left in fp32 (never cast back): bf16 in, fp32 out",
+      ("    return add_rms_norm_reference(x, residual, weight, eps)\n",
+       "    h = x + residual\n    f = h.float()\n"
+       "    return f * torch.rsqrt(f.pow(2).mean(-1, keepdim=True) + eps) * weight, h\n")),
+    K("issue23", "fusion", "norm-returns-a-list", "returns [out, new_residual], a list, not the tuple",
+      ("    return add_rms_norm_reference(x, residual, weight, eps)\n",
+       "    return list(add_rms_norm_reference(x, residual, weight, eps))\n")),
 ]

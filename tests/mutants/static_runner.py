@@ -41,4 +41,24 @@ MUTANTS = [
        "            if False:\n                raise ValueError(f\"example_inputs")),
     K("container", "static_runner", "clone-list-to-tuple", "a list of outputs comes back a tuple",
       ("        return type(obj)(_clone(item) for item in obj)", "        return tuple(_clone(item) for item in obj)")),
+    # Issue 23: the docstring's defaults, types and shapes, each one exercised.
+    K("issue23", "static_runner", "default-warmup-1", "warmup_iters defaults to 1, not 3",
+      ("        warmup_iters: int = 3,\n", "        warmup_iters: int = 1,\n")),
+    K("issue23", "static_runner", "default-no-clone", "clone_outputs defaults to False, not True",
+      ("        clone_outputs: bool = True,\n", "        clone_outputs: bool = False,\n")),
+    K("issue23", "static_runner", "static-inputs-list", "static_inputs is a list, not a tuple",
+      ("self.static_inputs = tuple(x.clone() for x in example_inputs)",
+       "self.static_inputs = [x.clone() for x in example_inputs]")),
+    K("issue23", "static_runner", "zeros-buffers", "buffers made with zeros_like: fn is warmed up and "
+      "captured on zeros, not on the example's values",
+      ("self.static_inputs = tuple(x.clone() for x in example_inputs)",
+       "self.static_inputs = tuple(torch.zeros_like(x) for x in example_inputs)")),
+    K("issue23", "static_runner", "shape-by-numel", "checks the element count, not the shape, and "
+      "reshapes the input into its buffer",
+      ("                or x.shape != buffer.shape\n", "                or x.numel() != buffer.numel()\n"),
+      ("            buffer.copy_(x)\n", "            buffer.copy_(x.reshape(buffer.shape))\n")),
+    K("issue23", "static_runner", "call-input-type-unchecked", "an input that is not a tensor is "
+      "not refused with a ValueError (it fails deep inside with an AttributeError)",
+      ("                not isinstance(x, torch.Tensor)\n                or x.shape != buffer.shape\n",
+       "                x.shape != buffer.shape\n")),
 ]
