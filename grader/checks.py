@@ -181,6 +181,25 @@ def same(keys: tuple[str, ...] = (), rel: float = 1e-9, abs_: float = 1e-12,
     return compare
 
 
+def acceptance() -> Compare:
+    """For an argument check (``idea=ARGUMENTS``): a probe that expects an error needs it (naming
+    the argument, or saying a CUDA device is needed); any other probe only needs to be accepted,
+    answered without an error. Its value is the business of the exercise's other checks, so a
+    wrong value costs points there and not here too (tests/test_parity.py holds the public tests
+    to the same split). A module that only raises still earns nothing."""
+
+    def compare(probe: Probe, got: Answer, expected: Answer | None) -> str | None:
+        if probe.raises:
+            return expects_error(probe, got)
+        if probe.cuda:
+            return says_cuda_is_needed(probe, got, expected)
+        if not got.ok:
+            return f"{probe.label}: a valid call must be accepted, it {raised(got)}"
+        return None
+
+    return compare
+
+
 def expects_error(probe: Probe, got: Answer) -> str | None:
     names = " or ".join(repr(n) for n in probe.raises)
     if got.ok:

@@ -11,13 +11,13 @@ import json
 
 import pytest
 
-from coursekit.course import EXERCISES
+from coursekit.course import EXERCISES, MARKERS
 from coursekit.impl import REPO_ROOT
 from grader.judge import all_checks
 from tests import mutants
 from tests.parity import ENFORCED_BY, Reason
 
-NOT_MAPPED = {"test_checks.py", "test_examples.py"}  # see tests/parity.py
+NOT_MAPPED = {"test_examples.py"}  # see tests/parity.py (test_checks.py names its check in its id)
 RECORD = REPO_ROOT / "tests" / "kill_matrix.json"
 
 
@@ -40,8 +40,16 @@ def public_tests() -> dict[str, dict]:
 CHECKS = {c.id: c for c in all_checks()}
 
 
+def course_marker(module: str) -> str:
+    return MARKERS.get(module, "")
+
+
 def named(test: str) -> tuple[str, ...]:
-    """The checks ``test``'s entry names (none for a Reason or an unlisted test)."""
+    """The checks ``test``'s entry names (none for a Reason or an unlisted test);
+    ``test_checks.py::test_check[<module>.<name>]`` runs that very check."""
+    if test.startswith("test_checks.py::test_check["):
+        module, name = test.split("[", 1)[1].rstrip("]").split(".", 1)
+        return tuple(c for c in CHECKS if c == f"{course_marker(module)}.{name}")
     enforced = ENFORCED_BY.get(test)
     return () if enforced is None or isinstance(enforced, Reason) else tuple(enforced)
 

@@ -118,6 +118,16 @@ def test_time_ms_rejects_no_iterations(launch_tax, iters):
                   "a mean over fewer than one call is undefined")
 
 
+def test_time_ms_accepts_one_iteration_and_no_warmup(launch_tax):
+    """The limits themselves are valid: iters=1 (a mean of one call) and warmup=0 (no warm-up)."""
+    fn = Calls()
+    got = launch_tax.time_ms(fn, iters=1, warmup=0)
+    assert fn.count == 1 and isinstance(got, float), (
+        f"time_ms(fn, iters=1, warmup=0): expected one call and a float, got {fn.count} call(s) "
+        f"and {got!r}\n  rule: iters >= 1 and warmup >= 0 are accepted, the limits included"
+    )
+
+
 def test_time_ms_rejects_negative_warmup(launch_tax):
     check_rejects(lambda: launch_tax.time_ms(Calls(), warmup=-1), "warmup",
                   "warmup counts calls, it cannot be negative")

@@ -14,7 +14,7 @@ from coursekit.course import ARGUMENTS
 from coursekit.standin import RecordingCapture
 from coursekit.standin import capture_on_cpu
 from coursekit.vllm_recorded import engine_cases, explicit_max_cases
-from grader.checks import Check, P, Probe, same
+from grader.checks import Check, P, Probe, acceptance, same
 from grader.probes import (_as_list, _attr, _plain_outputs, _pool_key, _sibling, call, probe, rows,
                            rowwise)
 
@@ -332,7 +332,7 @@ def checks(draw: Draw) -> list[Check]:
                    value=0.0, dtype="float32") for size in (pad_n - 1, 0)]
               + [P("pad", f"pad_rows(x of {pad_n} rows, {pad_n})", n=pad_n, width=3, size=pad_n,
                    value=0.0, dtype="float32")],
-              idea=ARGUMENTS, points=1),
+              compare=acceptance(), idea=ARGUMENTS, points=1),
         Check("ex5", "gpu_runner",
               "on real CUDA graphs: NaN padding never reaches real rows, eager above the largest "
               "bucket, largest first into one pool",

@@ -12,7 +12,7 @@ import torch
 from coursekit.course import ARGUMENTS
 from coursekit.standin import RecordingCapture
 from coursekit.strategies import MODES
-from grader.checks import Answer, Check, P, Probe, same
+from grader.checks import Answer, Check, P, Probe, acceptance, same
 from grader.probes import _attr, _sibling, call, probe
 
 if TYPE_CHECKING:
@@ -508,7 +508,7 @@ def checks(draw: Draw) -> list[Check]:
               + [P("engine_bad", "generate-one-past", "max_new_tokens", kind="generate-one-past", token=token)]
               + [P("engine_bad", kind, BAD_ROW_NAMES[kind], kind=kind) for kind in bad_kinds]
               + [P("engine_bad", kind, kind=kind, token=token) for kind in ("step-largest", "generate-largest")],
-              compare=same(rtol=0, atol=1e-5), idea=ARGUMENTS, points=1),
+              compare=acceptance(), idea=ARGUMENTS, points=1),
         Check("ex8", "gpu_engine",
               "on real CUDA graphs: every mode yields eager decoding's tokens and logits within 1e-5",
               [P("engine_generate", f"generate on CUDA ({m})", mode=m, sizes=sizes, prompts=gpu_prompts,

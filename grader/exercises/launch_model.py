@@ -8,7 +8,7 @@ import random
 from typing import TYPE_CHECKING
 
 from coursekit.course import ARGUMENTS, FORMAT
-from grader.checks import Check, P, same
+from grader.checks import Check, P, acceptance, same
 from grader.probes import _as_list, _attr, call, probe
 
 if TYPE_CHECKING:
@@ -122,7 +122,7 @@ def checks(draw: Draw) -> list[Check]:
               [P("decode_step", step_label(kw, a), kwargs=kw, attr=a) for kw in steps for a in ATTRS], points=3),
         Check("ex1", "rejects_bad_arguments",
               "a negative or NaN field or a non-positive bandwidth is a ValueError naming the field; "
-              "fields >= 0 (zero included) are accepted and kept; simulate_eager_ms: a negative "
+              "fields >= 0 (zero included) are accepted; simulate_eager_ms: a negative "
               "launch_us or kernel time is a ValueError naming it",
               [P("make_decode_step", f"DecodeStep({f}={v})", f, kwargs={"weight_gib": 1.0, f: v})
                for f, v in negative.items()]
@@ -138,7 +138,7 @@ def checks(draw: Draw) -> list[Check]:
                    launch_us=5.0),
                  P("simulate", f"simulate_eager_ms({slow_kernels}, 0.0)", kernel_us=slow_kernels,
                    launch_us=0.0)],
-              idea=ARGUMENTS, points=1),
+              compare=acceptance(), idea=ARGUMENTS, points=1),
         Check("ex1", "seed_report",
               "report(SEED_ROWS) prints the lesson's table byte for byte, and other rows in its format",
               [P("seed_report", "report(SEED_ROWS)"), P("seed_rows", "SEED_ROWS"),

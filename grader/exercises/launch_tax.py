@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from coursekit.course import ARGUMENTS
-from grader.checks import Answer, Check, P, Probe, raised, same
+from grader.checks import Answer, Check, P, Probe, acceptance, raised, same
 from grader.probes import call, probe
 
 if TYPE_CHECKING:
@@ -215,7 +215,7 @@ def checks(draw: Draw) -> list[Check]:
                    kwargs={"n_ops": n_ops, "numel": 8, "iters": 1, name: 0}) for name in ("n_ops", "numel", "iters")]
               + [P("sweep", "sweep_launch_tax([]) without CUDA", "n_ops_list", lengths=[], iters=1)]
               + [P("time_ms_calls", f"time_ms(fn, iters={i}, warmup={w})", iters=i, warmup=w)
-                 for i, w in cpu_counts], idea=ARGUMENTS, points=1),
+                 for i, w in cpu_counts], compare=acceptance(), idea=ARGUMENTS, points=1),
         Check("ex2", "gpu_time_ms_includes_gpu_work",
               "on CUDA the timer waits for the GPU's work (CUDA events), not just the launches, and "
               "returns the mean GPU time of the timed calls",

@@ -13,7 +13,7 @@ from coursekit.course import ARGUMENTS
 from coursekit.standin import RecordingCapture
 from coursekit.standin import capture_on_cpu
 from coursekit.standin import tensors_in
-from grader.checks import Check, P, same
+from grader.checks import Check, P, acceptance, same
 from grader.probes import (_attr, _buffers, _plain_outputs, _sibling, call, combine, FUNCTIONS,
                            probe, rows)
 
@@ -211,7 +211,7 @@ def checks(draw: Draw) -> list[Check]:
               + [P("graph_runner_bad_example", f"GraphRunner(fn, tensor, {k})", "example_inputs[1]", kind=k)
                  for k in ("list", "float", "none")]
               + [P("graph_runner_bad_example", "GraphRunner(fn, tensor, tensor)", kind="tensors")],
-              idea=ARGUMENTS, points=1),
+              compare=acceptance(), idea=ARGUMENTS, points=1),
         Check("ex4", "gpu_runner",
               "on CUDA tensors the runner captures with exercise 3 and replays fn of fresh inputs",
               [P("graph_runner", "GraphRunner(combine, cuda inputs) called 4 times", fn="combine",
