@@ -46,6 +46,7 @@ ENFORCED_BY: dict[str, tuple[str, ...] | Reason] = {
     "test_launch_model.py::test_fit_is_least_squares": ("ex1.fit_launch_model", "ex1.fit_h200_sweep"),
     "test_launch_model.py::test_fit_on_the_h200_sweep": ("ex1.fit_launch_model", "ex1.fit_h200_sweep"),
     "test_launch_model.py::test_fit_rejects_bad_input": ("ex1.fit_launch_model",),
+    "test_launch_model.py::test_fit_on_many_points": ("ex1.fit_launch_model",),
     # ---------------------------------------------------------------- ex2 launch_tax
     "test_launch_tax.py::test_time_ms_calls_fn_warmup_plus_iters_times": ("ex2.time_ms_call_count", "ex2.time_ms_without_warmup"),
     "test_launch_tax.py::test_time_ms_defaults": ("ex2.time_ms_call_count",),
