@@ -172,6 +172,8 @@ ENFORCED_BY: dict[str, tuple[str, ...] | Reason] = {
     "test_engine.py::test_step_accepts_the_largest_token_slot_and_position": ("ex8.engine_rejects",),
     "test_engine.py::test_generate_rejects_bad_requests": ("ex8.engine_rejects",),
     "test_engine.py::test_generate_accepts_the_largest_request": ("ex8.engine_rejects", "ex8.generate_every_mode"),
+    "test_engine.py::test_the_prompt_step_is_uniform_only_when_every_prompt_is_one_token": ("ex8.generate_shrinks_the_batch",),
+    "test_engine.py::test_a_step_of_300_rows_runs_eagerly": ("ex8.engine_rejects",),
     "test_engine.py::test_every_mode_on_cuda": ("ex8.gpu_engine",),
     "test_engine.py::test_capture_on_cuda_records_memory": ("ex8.gpu_engine",),
 }
