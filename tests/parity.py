@@ -96,6 +96,8 @@ ENFORCED_BY: dict[str, tuple[str, ...] | Reason] = {
     "test_buckets.py::test_default_capture_sizes_rejects_small_max": ("ex5.default_capture_sizes",),
     "test_buckets.py::test_engine_capture_sizes_are_vllms": ("ex5.engine_capture_sizes",),
     "test_buckets.py::test_engine_capture_sizes_defaults": ("ex5.engine_capture_sizes",),
+    "test_buckets.py::test_engine_capture_sizes_at_the_cap_and_above_256": ("ex5.engine_capture_sizes",),
+    "test_buckets.py::test_runner_over_1d_rows": ("ex5.runner_returns_fn_of_real_rows", "ex5.rejects_bad_arguments"),
     "test_buckets.py::test_engine_capture_sizes_rejects": ("ex5.engine_capture_sizes",),
     "test_buckets.py::test_padded_size_is_the_smallest_fitting_bucket": ("ex5.padded_size",),
     "test_buckets.py::test_padded_size_of_a_bucket_is_itself": ("ex5.padded_size",),
