@@ -515,7 +515,7 @@ def checks(draw: Draw) -> list[Check]:
               "below 1, counts not one per prompt, a sequence one position past the cache) are "
               "ValueErrors naming the argument (rows: 1-D int64 tensors of one length >= 1); the "
               "largest good ones (last token, last slot, last position, max_seqs prompts, one "
-              "filling the cache exactly, a step of 300 rows) are accepted",
+              "filling the cache exactly, a step of hundreds of rows) are accepted",
               [P("engine_bad", kind, names, kind=kind) for kind, names in (
                   ("step-lengths", ("slots", "rows")), ("step-padding-slot", "slots"),
                   ("step-position", "positions"), ("step-empty", "tokens"), ("generate-too-many", "prompts"),
