@@ -89,8 +89,8 @@ class BucketedGraphRunner:
     Construction (defaults: ``capture_sizes=None``, ``warmup_iters=3``, ``pad_value=0``,
     ``capture=None``):
       * One static input buffer shaped like ``max_example`` (``len(max_example)`` rows, each of
-        ``max_example``'s row shape, not flattened), owned by the runner (a copy of
-        ``max_example``, never the caller's tensor itself).
+        ``max_example``'s row shape, not flattened; a 1-D ``max_example`` has scalar rows), owned
+        by the runner (a copy of ``max_example``, never the caller's tensor itself).
       * ``capture_sizes`` defaults to ``default_capture_sizes(len(max_example))``; a size outside
         ``1..len(max_example)`` -> ValueError naming ``capture_sizes``.
       * For every size, capture ``fn`` over the prefix ``buffer[:size]`` with

@@ -60,8 +60,8 @@ class DecodeEngine:
         not captured: it runs eagerly between the segments' replays.
     It records ``graphs`` (a dict keyed by the ``(mode, desc)`` tuples of ``capture_descs()``;
     each value is what ``capture`` returned: the graph for FULL, the list of the ``n_segments``
-    segment graphs in segment order for PIECEWISE), ``capture_seconds`` (wall time, a float
-    above 0) and ``capture_memory_bytes`` (an int: GPU memory the capture reserved,
+    segment graphs in segment order for PIECEWISE), ``capture_seconds`` (the wall time
+    ``capture_model()`` took, a float above 0) and ``capture_memory_bytes`` (an int: GPU memory the capture reserved,
     ``torch.cuda.memory_reserved()`` after minus before, taking "before" after
     ``torch.cuda.synchronize()`` and ``torch.cuda.empty_cache()``: ``torch.cuda.graph`` empties the
     cache as a capture starts, so without that, memory cached before, say another engine's freed
@@ -99,7 +99,8 @@ class DecodeEngine:
 
     ``generate(prompts, max_new_tokens) -> list[list[int]]``: greedy decoding of a batch.
     Sequence ``i`` uses slot ``i``. The first step feeds every prompt token (row ``j`` of
-    sequence ``i`` at position ``j``) and takes each sequence's last row; every later step feeds
+    sequence ``i`` at position ``j``; ``uniform_decode`` True exactly when every prompt is one
+    token) and takes each sequence's last row; every later step (uniform) feeds
     each unfinished sequence's latest token at the next position. A sequence is finished once it
     has ``max_new_tokens`` new tokens (an int, or one per sequence), and leaves the batch: later
     steps are smaller. Each new token is the argmax of its row's logits. Returns the new tokens

@@ -48,6 +48,7 @@ ENFORCED_BY: dict[str, tuple[str, ...] | Reason] = {
     "test_launch_model.py::test_fit_is_least_squares": ("ex1.fit_launch_model", "ex1.fit_h200_sweep"),
     "test_launch_model.py::test_fit_on_the_h200_sweep": ("ex1.fit_launch_model", "ex1.fit_h200_sweep"),
     "test_launch_model.py::test_fit_rejects_bad_input": ("ex1.fit_launch_model",),
+    "test_launch_model.py::test_fit_on_many_points": ("ex1.fit_launch_model",),
     # ---------------------------------------------------------------- ex2 launch_tax
     # The mean check counts the calls too (a mean over the wrong calls is no mean).
     "test_launch_tax.py::test_time_ms_calls_fn_warmup_plus_iters_times": ("ex2.time_ms_call_count", "ex2.time_ms_without_warmup", "ex2.time_ms_mean_ms"),
@@ -99,6 +100,8 @@ ENFORCED_BY: dict[str, tuple[str, ...] | Reason] = {
     "test_buckets.py::test_default_capture_sizes_rejects_small_max": ("ex5.default_capture_sizes",),
     "test_buckets.py::test_engine_capture_sizes_are_vllms": ("ex5.engine_capture_sizes",),
     "test_buckets.py::test_engine_capture_sizes_defaults": ("ex5.engine_capture_sizes",),
+    "test_buckets.py::test_engine_capture_sizes_at_the_cap_and_above_256": ("ex5.engine_capture_sizes",),
+    "test_buckets.py::test_runner_over_1d_rows": ("ex5.runner_returns_fn_of_real_rows", "ex5.rejects_bad_arguments"),
     "test_buckets.py::test_engine_capture_sizes_rejects": ("ex5.engine_capture_sizes",),
     "test_buckets.py::test_padded_size_is_the_smallest_fitting_bucket": ("ex5.padded_size",),
     "test_buckets.py::test_padded_size_of_a_bucket_is_itself": ("ex5.padded_size",),
@@ -175,6 +178,8 @@ ENFORCED_BY: dict[str, tuple[str, ...] | Reason] = {
     "test_engine.py::test_step_accepts_the_largest_token_slot_and_position": ("ex8.engine_rejects",),
     "test_engine.py::test_generate_rejects_bad_requests": ("ex8.engine_rejects",),
     "test_engine.py::test_generate_accepts_the_largest_request": ("ex8.engine_rejects", "ex8.generate_every_mode"),
+    "test_engine.py::test_the_prompt_step_is_uniform_only_when_every_prompt_is_one_token": ("ex8.generate_shrinks_the_batch",),
+    "test_engine.py::test_a_step_of_300_rows_runs_eagerly": ("ex8.engine_rejects",),
     "test_engine.py::test_every_mode_on_cuda": ("ex8.gpu_engine",),
     "test_engine.py::test_capture_on_cuda_records_memory": ("ex8.gpu_engine",),
 }

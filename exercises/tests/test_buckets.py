@@ -60,6 +60,17 @@ def test_engine_capture_sizes_are_vllms(buckets):
             f"max_num_batched_tokens when it is <= that and not yet a size")
 
 
+def test_engine_capture_sizes_at_the_cap_and_above_256(buckets):
+    for args, want in (((300, 0, 513), "the largest is min(600, 512, 513) = 512: 513 is past it, so not added"),
+                       ((150, 0, 300), "the largest is min(300, 512, 300) = 300, off the stride: added")):
+        got = buckets.engine_capture_sizes(*args)
+        expected = sorted(set(buckets.default_capture_sizes(min(2 * args[0], 512, args[2])))
+                          | ({args[2]} if args[2] <= min(2 * args[0], 512) else set()))
+        assert got == expected, (
+            f"engine_capture_sizes{args}: expected ...{expected[-3:]}, got ...{got[-3:] if isinstance(got, list) else got}"
+            f"\n  rule: {want} (compare the numbers by value: two equal ints above 256 are not one object)")
+
+
 def test_engine_capture_sizes_defaults(buckets):
     """The defaults are vLLM's for the LLM class on a GPU under 70 GiB: 256 sequences, no
     speculative tokens, 8192 batched tokens."""
@@ -509,3 +520,15 @@ def test_gpu_buckets_captured_largest_first_into_one_pool(buckets, capture):
     assert len({c["inputs"][0].data_ptr() for c in calls}) == 1, (
         "every bucket's graph must read a prefix of the same static buffer"
     )
+
+
+def test_runner_over_1d_rows(buckets):
+    """A 1-D max_example holds rows that are scalars: a runner over it takes 1-D batches."""
+    runner = buckets.BucketedGraphRunner(lambda x: x * 2, torch.arange(4.0), capture_sizes=[2, 4])
+    got = runner(torch.ones(3))
+    assert torch.equal(got, torch.full((3,), 2.0)), (
+        f"BucketedGraphRunner(x * 2, torch.arange(4.0))(torch.ones(3)): expected tensor([2., 2., 2.]), "
+        f"got {got}\n  rule: max_example's rows may be scalars (a 1-D max_example); a batch is 1-D too")
+    check_rejects(lambda: runner(torch.tensor(1.0)), "x",
+                  "runner(torch.tensor(1.0)) over a 1-D max_example: a 0-d tensor has no rows "
+                  "(ValueError naming x, not a TypeError from len())")

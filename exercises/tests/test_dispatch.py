@@ -249,6 +249,11 @@ def test_keys_at_their_limits(dispatch):
             f"CudagraphDispatcher({mode.name}, [4, 5], 2, uniform_decode_query_len=3).capture_sizes: "
             f"expected {want} (rounded only when decode is FULL; 4 and 5 both round to 6, past 5, so "
             f"[q] as 3 <= 5), got {got}")
+    got = dispatch.CudagraphDispatcher(M.FULL, [5], 8, 3).capture_sizes
+    assert got == [3], (
+        f"CudagraphDispatcher(FULL, [5], 8, uniform_decode_query_len=3).capture_sizes: expected [3] "
+        f"(5 rounds to 6, past the largest 5, so [q] as 3 <= 5, the largest; one size is enough), "
+        f"got {got}")
 
 
 def test_dispatch_rejects(dispatch):

@@ -7,6 +7,8 @@ logits within 1e-5 of the eager model's (5e-2 for a bfloat16 model, which keeps 
 bits), for a float32 and a bfloat16 ``ToyModel`` alike.
 """
 
+import time
+
 import pytest
 import torch
 
@@ -315,11 +317,15 @@ def test_piecewise_runs_attention_eagerly_and_full_captures_it(engine):
 
 
 def test_capture_model_records_time_and_memory(engine):
-    _, runner = engine_for(engine, "FULL")
+    runner = engine.DecodeEngine(ToyModel(), mode=engine.CUDAGraphMode.FULL, capture_sizes=SIZES)
+    start = time.perf_counter()
+    runner.capture_model()
+    wall = time.perf_counter() - start
     seconds, memory = runner.capture_seconds, runner.capture_memory_bytes
-    assert type(seconds) is float and seconds > 0, (
-        f"capture_seconds after capture_model() is {seconds!r}\n  rule: the capture's wall time, "
-        "a float above 0")
+    assert type(seconds) is float and 0 < seconds <= wall, (
+        f"capture_seconds after capture_model() is {seconds!r}, and capture_model() took {wall:.4f} s "
+        "of wall time\n  rule: the capture's wall time (a difference of two clock readings), a "
+        "float above 0 and at most the time capture_model() took")
     assert type(memory) is int and memory == 0, (
         f"capture_memory_bytes after capture_model() on a CPU is {memory!r}\n  rule: an int, 0 on "
         "a CPU (no GPU memory reserved)")
@@ -463,6 +469,8 @@ BAD_ROWS = {
     "negative-token": ("tokens", lambda: rows([-1], [0], [0])),
     # The meta device stands in for another device on a CPU-only machine.
     "another-device": ("tokens", lambda: [torch.tensor([1], device="meta"), *rows([0], [0])]),
+    "0-d-tokens": ("tokens", lambda: [torch.tensor(1), torch.tensor(0), torch.tensor(0)]),
+    "more-positions-than-tokens": ("positions", lambda: rows([1], [0, 1], [0, 1])),
 }
 
 
@@ -539,3 +547,32 @@ def test_capture_on_cuda_records_memory(engine):
     _, runner = engine_for(engine, "FULL", "cuda")
     assert runner.capture_memory_bytes > 0 and runner.capture_seconds > 0
     assert len(runner.graphs) == len(runner.dispatcher.capture_descs())
+
+
+def test_the_prompt_step_is_uniform_only_when_every_prompt_is_one_token(engine):
+    """FULL_DECODE_ONLY replays a decode graph for a uniform batch and runs a mixed one eagerly:
+    stats show the flag generate gave its first step."""
+    # keys shown as (mode, num_tokens, num_reqs, uniform), "eager" as is
+    for prompts, want in (([[1], [2]], {("FULL", 2, 2, True): 1}), ([[1, 2], [3, 4]], {"eager": 1})):
+        _, runner = engine_for(engine, "FULL_DECODE_ONLY", sizes=[1, 2, 4])
+        runner.generate(prompts, 1)
+        got = {k if k == "eager" else (k[0].name, k[1].num_tokens, k[1].num_reqs, bool(k[1].uniform)): v
+               for k, v in dict(runner.stats).items() if v}
+        assert got == want, (
+            f"stats after generate({prompts}, 1) in FULL_DECODE_ONLY (sizes [1, 2, 4]): expected {want}, "
+            f"got {got}\n  rule: the prompt step is uniform exactly when every prompt is one token "
+            "(each row then has its own slot)")
+
+
+def test_a_step_of_300_rows_runs_eagerly(engine):
+    """Lengths are compared by value: 300 rows (above the largest bucket) run eagerly, like any
+    batch past the buckets; two equal ints above 256 are distinct objects, so `is not` refuses them."""
+    eager, (model, runner) = ToyModel(), engine_for(engine, "FULL", sizes=[2])
+    n = torch.arange(300)
+    inputs = [(n * 7) % model.config.vocab_size, n % model.config.max_seq_len, n % model.config.max_seqs]
+    got = runner.step(*inputs)
+    error = (got - eager.forward(*inputs)).abs().max().item()
+    assert got.shape == (300, model.config.vocab_size) and error <= 1e-5, (
+        f"a step of 300 rows: expected the eager model's (300, {model.config.vocab_size}) logits, got "
+        f"shape {tuple(got.shape)}, max error {error:.3g}\n  rule: tokens, positions and slots of one "
+        "length n >= 1 (any n) are accepted")

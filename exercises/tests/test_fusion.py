@@ -130,6 +130,7 @@ def test_fused_add_rms_norm_accepts_a_1d_input(fusion, dtype):
 
 BAD_NORM_INPUTS = {
     "residual-shape": ("residual", lambda x, r, w: (x, r[:, :8], w)),
+    "residual-more-rows": ("residual", lambda x, r, w: (x[:1], r[:2], w)),  # would broadcast
     "residual-dtype": ("residual", lambda x, r, w: (x, r.double(), w)),
     "residual-device": ("residual", lambda x, r, w: (x, torch.empty(r.shape, device="meta"), w)),
     "residual-not-a-tensor": ("residual", lambda x, r, w: (x, r.tolist(), w)),

@@ -328,5 +328,19 @@ def test_fit_rejects_bad_input(launch_model):
     check_rejects(lambda: launch_model.fit_launch_model([1, 2, 3], [1.0, 2.0]),
                   ("n_kernels", "step_ms"),
                   "n_kernels and step_ms must have the same length")
+    check_rejects(lambda: launch_model.fit_launch_model([1, 2], [1.0, 2.0, 3.0]),
+                  ("n_kernels", "step_ms"),
+                  "n_kernels and step_ms must have the same length (fewer counts than times too)")
     check_rejects(lambda: launch_model.fit_launch_model([5, 5, 5], [1.0, 2.0, 3.0]), "n_kernels",
                   "a line needs at least two distinct kernel counts")
+
+
+def test_fit_on_many_points(launch_model):
+    # 300 points: compare the lengths by value (`!=`), never by identity (`is not`): two equal ints
+    # above 256 are distinct objects in CPython.
+    counts = list(range(1, 301))
+    launch_us, compute_ms = launch_model.fit_launch_model(counts, [0.5 + n * 8.0 / 1e3 for n in counts])
+    check_close(launch_us, 8.0, "fit_launch_model(300 points on step_ms = 0.5 + n * 8 us) launch_us",
+                "equal lengths are accepted, however long; the slope of a noiseless line is exact", rel=1e-9)
+    check_close(compute_ms, 0.5, "fit_launch_model(300 points on step_ms = 0.5 + n * 8 us) compute_ms",
+                "the intercept of a noiseless line is exact", rel=1e-9)

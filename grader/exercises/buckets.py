@@ -66,6 +66,11 @@ def _shaped(n: int, row_shape: list, seed: int, device: str = "cpu") -> torch.Te
     return rows(n, math.prod(row_shape), seed=seed, device=device).reshape(n, *row_shape)
 
 
+def _rowwise(x: torch.Tensor) -> torch.Tensor:
+    """``rowwise``, elementwise over 1-D rows (a scalar per row: summing the last dim would mix rows)."""
+    return rowwise(x) if x.dim() > 1 else torch.tanh(x * 1.5 + 0.25) + x
+
+
 @probe
 def bucket_runner(mod, max_rows: int, sizes, batches: list, warmup_iters: int = 3,
                   pad_value: float = math.nan, device: str = "cpu", width: int = 3,
@@ -78,7 +83,7 @@ def bucket_runner(mod, max_rows: int, sizes, batches: list, warmup_iters: int = 
 
     def fn(x):
         seen["last"] = x.detach().clone()
-        return rowwise(x)
+        return _rowwise(x)
 
     shape = [width] if row_shape is None else list(row_shape)
     example = _shaped(max_rows, shape, seed=0, device=device)
@@ -150,11 +155,11 @@ def bucket_runner_bad_batch(mod, kind: str, rows_in: int = 3, row_shape: list | 
     ``"good"`` a batch of ``rows_in`` good rows (the answer: the output). ``row_shape``: a runner
     over rows of that shape instead, called with a ``RESHAPED_BATCHES`` batch or good rows."""
     shape = [3] if row_shape is None else list(row_shape)
-    runner = call(mod.BucketedGraphRunner, rowwise, _shaped(8, shape, seed=0), capture_sizes=[4, 8])
+    runner = call(mod.BucketedGraphRunner, _rowwise, _shaped(8, shape, seed=0), capture_sizes=[4, 8])
     if kind == "good":
         x = _shaped(rows_in, shape, seed=2)
     else:
-        x = (RESHAPED_BATCHES if row_shape is not None else BAD_BATCHES)[kind]()
+        x = (RESHAPED_BATCHES if row_shape is not None and kind in RESHAPED_BATCHES else BAD_BATCHES)[kind]()
     return _plain_outputs(call(runner, x))
 
 
@@ -212,6 +217,11 @@ def engine_configs(r: random.Random) -> list[dict]:
         {"max_num_seqs": seqs},
         {"max_num_seqs": r.randint(3, 40), "num_speculative_tokens": r.randint(1, 4)},
         {"max_num_seqs": r.randint(257, 1024)},
+        # one past the 512 cap: 512 is the largest, the batched tokens are not added
+        {"max_num_seqs": r.randint(257, 1024), "max_num_batched_tokens": 513},
+        # the batched tokens equal to 2 * max_num_seqs, above 256 and off the stride: added (the
+        # two are equal ints, not one object: compare by value)
+        {"max_num_seqs": (s := 8 * r.randint(17, 31) + r.randint(1, 7)), "max_num_batched_tokens": 2 * s},
         {"max_num_seqs": r.randint(64, 300), "max_num_batched_tokens": 8 * r.randint(2, 30) + r.randint(1, 7)},
         {"max_num_seqs": r.randint(64, 300), "max_num_batched_tokens": 16 * r.randint(16, 31)},
         {"max_num_seqs": r.randint(2, 50), "max_num_batched_tokens": r.randint(2, 8) * 1000 + r.randint(1, 999)},
@@ -255,9 +265,10 @@ def checks(draw: Draw) -> list[Check]:
     shaped_rows = r.randint(4, 12)
     shaped_sizes = sorted({shaped_rows, r.randint(1, shaped_rows - 1)})
     shaped_batches = [r.randint(1, shaped_rows), shaped_rows, shaped_rows + 1]
-    shaped = P("bucket_runner", f"BucketedGraphRunner(fn, {shaped_rows} rows shaped (2, 3), "
-               f"capture_sizes={shaped_sizes}) on batches {shaped_batches}", max_rows=shaped_rows,
-               sizes=shaped_sizes, batches=shaped_batches, warmup_iters=2, row_shape=[2, 3])
+    shaped = [P("bucket_runner", f"BucketedGraphRunner(fn, {shaped_rows} rows shaped {tuple(s)}, "
+                f"capture_sizes={shaped_sizes}) on batches {shaped_batches}", max_rows=shaped_rows,
+                sizes=shaped_sizes, batches=shaped_batches, warmup_iters=2, row_shape=s)
+              for s in ([2, 3], [])]  # matrices, and scalars (a 1-D max_example)
     r = draw.rng("ex5.rejects_bad_arguments")
     bad_batches = ["float64", "int64", "wider", "narrower", "rank", "device", "list", "empty", "0-d"]
     good_rows = [r.randint(1, 4), r.randint(5, 8), 8]
@@ -296,13 +307,13 @@ def checks(draw: Draw) -> list[Check]:
               "pad to the bucket with pad_value (NaN here, 0 when not given), replay, return the "
               "real rows (in max_example's row shape) as a fresh tensor; batches above every "
               "bucket run eagerly",
-              runners + [defaults, shaped],
+              runners + [defaults, *shaped],
               compare=same(keys=("calls", "first_output_unchanged", "example_unchanged")), points=2),
         Check("ex5", "runner_captures_largest_first_in_one_pool",
               "one capture per size (default_capture_sizes(len(max_example)) when not given), "
               "largest first, all over one static buffer shaped like max_example (not the "
               "caller's) and one memory pool, each with the runner's warmup_iters (3 when not given)",
-              runners + [defaults, shaped],
+              runners + [defaults, *shaped],
               compare=same(keys=("capture_sizes_seen", "capture_shapes", "capture_order",
                                  "inputs_per_capture", "buffer_addresses", "buffer_is_example",
                                  "pools", "warmups_passed")), points=2),
@@ -321,7 +332,11 @@ def checks(draw: Draw) -> list[Check]:
               + [P("bucket_runner_bad_batch", f"runner(x of {n} good rows)", kind="good", rows_in=n)
                  for n in good_rows]
               + [P("bucket_runner_bad_batch", "runner(x of 3 good rows shaped (2, 3))", kind="good",
-                   row_shape=[2, 3])]
+                   row_shape=[2, 3]),
+                 P("bucket_runner_bad_batch", "runner(x of 3 scalar rows) over a 1-D max_example",
+                   kind="good", row_shape=[]),
+                 P("bucket_runner_bad_batch", "runner(x: 0-d) over a 1-D max_example", "x", kind="0-d",
+                   row_shape=[])]
               + [P("bucket_runner_bad_sizes", f"BucketedGraphRunner(fn, {rows} rows, capture_sizes={s})",
                  "capture_sizes", sizes=s, max_rows=rows)
                  for s in ([0, r.randint(1, rows)], [r.randint(1, rows), rows + 1],

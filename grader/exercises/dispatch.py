@@ -131,7 +131,7 @@ def dispatcher_setups(r: random.Random) -> list[tuple[list[int], int, int]]:
     that are not multiples of it, one rounding past the largest), and one of vLLM's recorded
     configurations; then the limits, at them and one past: a size exactly q * max_num_seqs and
     the next one (q = 1, and q = 2 after rounding), and sizes that all round past the largest
-    (the sizes become [q])."""
+    (the sizes become [q]), also from a single size."""
     small = sorted(r.sample(range(1, 33), r.randint(3, 6)))
     setups = [([1, 2, 4, 8, 16], r.randint(5, 7), 1), (small, r.randint(2, max(2, small[-1] - 1)), 1),
               ([r.randint(1, 2), 5, 7, 10, 16 + r.randint(0, 4)], r.randint(3, 6), r.choice((2, 3))),
@@ -142,6 +142,8 @@ def dispatcher_setups(r: random.Random) -> list[tuple[list[int], int, int]]:
     setups += [([1, m, m + 1, 2 * m + 3], m, 1),
                ([1, 2, 2 * m2 - 1, 2 * m2, 2 * m2 + 1, 2 * m2 + 2, 4 * m2 + 1], m2, 2),
                ([4, 5], r.randint(1, 6), 3)]
+    q = r.randint(2, 5)  # one size between q and 2q: it rounds past itself, so [q] (q <= that size)
+    setups.append(([r.randint(q + 1, 2 * q - 1)], r.randint(1, 8), q))
     return setups
 
 

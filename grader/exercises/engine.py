@@ -5,6 +5,7 @@ the staff repository's, never released."""
 from __future__ import annotations
 
 import random
+import time
 from typing import TYPE_CHECKING
 
 import torch
@@ -219,7 +220,10 @@ def engine_padding(mod, mode: str, sizes: list, tokens: list, positions: list, s
 @probe
 def engine_captures(mod, mode: str, sizes: list, warmup_iters: int):
     recorder = RecordingCapture()
-    model, engine = _engine(mod, mode, sizes, warmup_iters=warmup_iters, capture=recorder)
+    model, engine = _engine(mod, mode, sizes, warmup_iters=warmup_iters, capture=recorder, capture_now=False)
+    start = time.perf_counter()
+    call(engine.capture_model)
+    wall = time.perf_counter() - start
     calls = recorder.calls
     first_pool = calls[0]["graph"].graph.pool() if calls else None
     seconds, memory = _attr(engine, "capture_seconds"), _attr(engine, "capture_memory_bytes")
@@ -229,7 +233,9 @@ def engine_captures(mod, mode: str, sizes: list, warmup_iters: int):
             "warmups": sorted({c["warmup_iters"] for c in calls}),
             "graphs": len(engine.graphs) if isinstance(getattr(engine, "graphs", None), dict) else None,
             "graph_values": _graph_values(engine, recorder),
-            "capture_seconds": "a float above 0" if type(seconds) is float and seconds > 0 else repr(seconds),
+            "capture_seconds": ("a float above 0, at most capture_model()'s wall time"
+                                if type(seconds) is float and 0 < seconds <= wall
+                                else f"{seconds!r} (capture_model() took {wall:.4f} s)"),
             # An int, 0 on a CPU: anything else (None, 0.0) comes back as itself and differs.
             "capture_memory_bytes": memory if type(memory) in (int, float, type(None)) else repr(memory)}
 
@@ -309,7 +315,12 @@ def engine_bad(mod, kind: str, token: int = 1):
                 "step-empty": lambda: [torch.zeros(0, dtype=long)] * 3,
                 "step-list": lambda: [[1], *_rows("cpu", [0], [0])],
                 # The meta device stands in for another device on a machine without CUDA.
-                "step-other-device": lambda: [*_rows("meta", [1]), *_rows("cpu", [0], [0])]}
+                "step-other-device": lambda: [*_rows("meta", [1]), *_rows("cpu", [0], [0])],
+                "step-0d-tokens": lambda: [torch.tensor(1), torch.tensor(0), torch.tensor(0)],
+                "step-more-positions": lambda: _rows("cpu", [1], [0, 1], [0, 1]),
+                # 300 rows, past the bucket (eager): lengths above 256 compare by value
+                "step-300-rows": lambda: [(torch.arange(300) * 7 + token) % 512, torch.arange(300) % 64,
+                                          torch.arange(300) % 8]}
         if kind in made:
             args = made[kind]()
         else:
@@ -320,7 +331,7 @@ def engine_bad(mod, kind: str, token: int = 1):
                                   "step-negative-token": ([-1], [0], [0]),
                                   "step-largest": ([token, 511], [63, 63], [7, 0])}[kind])
         logits = call(engine.step, *args)
-        return logits.cpu()
+        return logits.cpu()[-3:] if kind == "step-300-rows" else logits.cpu()
     prompts, new = {"generate-too-many": ([[1]] * 9, 1), "generate-empty": ([[1], []], 1),
                     "generate-zero-new": ([[1]], 0), "generate-too-long": ([[1] * 60], 10),
                     "generate-one-past": ([[token] * 55], 11), "generate-zero-count": ([[1], [2]], [2, 0]),
@@ -357,7 +368,7 @@ def step_batches(rng: random.Random) -> list[list[list[int]]]:
 BAD_ROW_NAMES = {"step-int32": "tokens", "step-float-positions": "positions", "step-2d-slots": "slots",
                  "step-list": "tokens", "step-negative-slot": "slots", "step-negative-position": "positions",
                  "step-token-past-vocab": "tokens", "step-negative-token": "tokens",
-                 "step-other-device": "tokens"}
+                 "step-other-device": "tokens", "step-0d-tokens": "tokens", "step-more-positions": "positions"}
 
 
 def _logits_close(probe: Probe, got: Answer, expected: Answer) -> str | None:
@@ -405,6 +416,9 @@ def checks(draw: Draw) -> list[Check]:
     refill += [[[r.randint(1, 511) for _ in range(n)], [r.randint(1, 60) for _ in range(n)],
                 r.sample(range(8), n)] for n in (r.randint(1, 3), r.randint(1, 3))]
     r = draw.rng("ex8.generate_shrinks_the_batch.flags")
+    # prompts of one token each (a uniform prompt step) and of two each (not uniform), 2 or 3 of them
+    one_token_prompts = [[[r.randint(0, 511)] for _ in range(r.randint(2, 3))],
+                         [[r.randint(0, 511), r.randint(0, 511)] for _ in range(r.randint(2, 3))]]
     # Always distinct slots in descending order (uniform: every slot distinct), which a rule
     # such as "the slots ascend" gets wrong; drawn in any order they may happen to ascend.
     flag_slots = [sorted(r.sample(range(8), r.randint(2, 4)), reverse=True), r.sample(range(8), r.randint(1, 4))]
@@ -467,8 +481,8 @@ def checks(draw: Draw) -> list[Check]:
               "per segment, all in the first graph's pool, with the engine's warmup_iters; the "
               "defaults are mode=CUDAGraphMode.FULL, capture_sizes=None and warmup_iters=1; graphs "
               "holds what capture returned under each (mode, desc) key (PIECEWISE: the list of "
-              "segment graphs); capture_seconds is a float above 0 and capture_memory_bytes the "
-              "int 0 on a CPU",
+              "segment graphs); capture_seconds is a float above 0, at most capture_model()'s wall "
+              "time, and capture_memory_bytes the int 0 on a CPU",
               [P("engine_captures", f"DecodeEngine({m}, {capture_sizes}, warmup_iters={w})"
                  ".capture_model()", mode=m, sizes=capture_sizes, warmup_iters=w)
                for m, w in capture_warmups.items()]
@@ -490,6 +504,9 @@ def checks(draw: Draw) -> list[Check]:
                    new_tokens=shrink_new) for m in ("FULL_AND_PIECEWISE", "FULL_DECODE_ONLY")]
               + [P("engine_stats", f"stats after generate({short_prompts}, {short_new}) in {m}", mode=m,
                    prompts=short_prompts, new_tokens=short_new) for m in ("FULL_AND_PIECEWISE", "FULL_DECODE_ONLY")]
+              + [P("engine_stats", f"stats after generate({p}, 1) in FULL_DECODE_ONLY (the prompt step is "
+                   "uniform exactly when every prompt is one token)", mode="FULL_DECODE_ONLY", prompts=p,
+                   new_tokens=1) for p in one_token_prompts]
               + [P("engine_uniform_flags", f"what steps with slots {flag_slots} replay in "
                    "FULL_AND_PIECEWISE without uniform_decode", slot_lists=flag_slots)], points=1),
         Check("ex8", "engine_rejects",
@@ -498,7 +515,7 @@ def checks(draw: Draw) -> list[Check]:
               "below 1, counts not one per prompt, a sequence one position past the cache) are "
               "ValueErrors naming the argument (rows: 1-D int64 tensors of one length >= 1); the "
               "largest good ones (last token, last slot, last position, max_seqs prompts, one "
-              "filling the cache exactly) are accepted",
+              "filling the cache exactly, a step of hundreds of rows) are accepted",
               [P("engine_bad", kind, names, kind=kind) for kind, names in (
                   ("step-lengths", ("slots", "rows")), ("step-padding-slot", "slots"),
                   ("step-position", "positions"), ("step-empty", "tokens"), ("generate-too-many", "prompts"),
@@ -507,7 +524,8 @@ def checks(draw: Draw) -> list[Check]:
                   ("generate-counts-short", "max_new_tokens"), ("generate-counts-long", "max_new_tokens"))]
               + [P("engine_bad", "generate-one-past", "max_new_tokens", kind="generate-one-past", token=token)]
               + [P("engine_bad", kind, BAD_ROW_NAMES[kind], kind=kind) for kind in bad_kinds]
-              + [P("engine_bad", kind, kind=kind, token=token) for kind in ("step-largest", "generate-largest")],
+              + [P("engine_bad", kind, kind=kind, token=token)
+                 for kind in ("step-largest", "generate-largest", "step-300-rows")],
               compare=acceptance(), idea=ARGUMENTS, points=1),
         Check("ex8", "gpu_engine",
               "on real CUDA graphs: every mode yields eager decoding's tokens and logits within 1e-5",

@@ -67,6 +67,7 @@ def fused_norm(mod, shape: list, dtype: str, seed: int, device: str = "cpu", eps
 #: the bad ones, named by the argument at fault, then the good ones at the rules' limits.
 NORM_ARGUMENTS = {
     "residual": lambda x, r, w: (x, r[:, :8], w),
+    "residual-more-rows": lambda x, r, w: (x[:1], r[:2], w),  # would broadcast: x's shape only
     "residual-dtype": lambda x, r, w: (x, r.double(), w),
     "residual-device": lambda x, r, w: (x, torch.empty(r.shape, device="meta"), w),
     "residual-list": lambda x, r, w: (x, r.tolist(), w),

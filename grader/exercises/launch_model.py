@@ -108,13 +108,18 @@ def checks(draw: Draw) -> list[Check]:
     slow_kernels = [float(r.randint(0, 50)) for _ in range(r.randint(2, 6))]
     bad_kernel = r.randrange(len(slow_kernels))
     valid = [decode_step_kwargs(r), dict(weight_gib=0.0, n_layers=0, kernels_per_layer=0, launch_us=0.0,
-                                         bandwidth_bps=round(r.uniform(1, 1e12), 1), gpu_node_us=0.0)]
+                                         bandwidth_bps=round(r.uniform(1, 1e12), 1), gpu_node_us=0.0),
+             dict(weight_gib=1.0, bandwidth_bps=round(r.uniform(0.05, 0.95), 2))]  # > 0 is enough
+    small_negative = -round(r.uniform(0.05, 0.95), 2)  # between -1 and 0: still negative
     r = draw.rng("ex1.simulate_eager_ms")
     kernels = [[float(r.randint(0, 50)) for _ in range(r.randint(0, 30))] for _ in range(25)]
     launches = [float(r.randint(0, 30)) for _ in kernels]
     r = draw.rng("ex1.fit_launch_model")
     lines = fit_lines(r, 10)
     short_n, repeated = r.sample(range(1, 500), 3), r.randint(1, 500)
+    # a line through 300 points: equal lengths above 256 are equal by value, not the same int object
+    many_a, many_b, many_n = r.uniform(0, 20), r.uniform(0, 5), r.sample(range(1, 3000), 300)
+    many = (many_n, [many_b + n * many_a / 1e3 for n in many_n])
     return [
         Check("ex1", "decode_step_formulas",
               "n_kernels = layers*kernels_per_layer + 10 (an int); compute, launch, eager, graph "
@@ -136,6 +141,11 @@ def checks(draw: Draw) -> list[Check]:
                  P("simulate", f"simulate_eager_ms(kernel {bad_kernel} negative, 5.0)", "kernel_us",
                    kernel_us=[-t - 1.0 if i == bad_kernel else t for i, t in enumerate(slow_kernels)],
                    launch_us=5.0),
+                 P("simulate", f"simulate_eager_ms({slow_kernels}, {small_negative})", "launch_us",
+                   kernel_us=slow_kernels, launch_us=small_negative),
+                 P("simulate", f"simulate_eager_ms(kernel {bad_kernel} = {small_negative}, 5.0)", "kernel_us",
+                   kernel_us=[small_negative if i == bad_kernel else t for i, t in enumerate(slow_kernels)],
+                   launch_us=5.0),
                  P("simulate", f"simulate_eager_ms({slow_kernels}, 0.0)", kernel_us=slow_kernels,
                    launch_us=0.0)],
               compare=acceptance(), idea=ARGUMENTS, points=1),
@@ -154,6 +164,10 @@ def checks(draw: Draw) -> list[Check]:
               [P("fit", f"fit_launch_model({ns}, ...)", n_kernels=ns, step_ms=ms) for ns, ms in lines]
               + [P("fit", f"fit_launch_model({short_n}, [1.0, 2.0])", ("n_kernels", "step_ms"),
                    n_kernels=short_n, step_ms=[1.0, 2.0]),
+                 P("fit", f"fit_launch_model({short_n[:2]}, [1.0, 2.0, 3.0])", ("n_kernels", "step_ms"),
+                   n_kernels=short_n[:2], step_ms=[1.0, 2.0, 3.0]),
+                 P("fit", "fit_launch_model(300 kernel counts on a line, 300 times)", n_kernels=many[0],
+                   step_ms=many[1]),
                  P("fit", f"fit_launch_model([{repeated}, {repeated}], [1.0, 2.0])", "n_kernels",
                    n_kernels=[repeated, repeated], step_ms=[1.0, 2.0])],
               compare=same(rel=1e-6, abs_=1e-9), points=2),

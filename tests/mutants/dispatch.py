@@ -114,4 +114,10 @@ MUTANTS = [
       ("            if not rounded and q <= sizes[-1]:", "            if not rounded:")),
     K("issue23", "dispatch", "decode-keys-stop-below-limit", "no decode key at exactly q * max_num_seqs tokens",
       ("                if q <= s <= q * self.max_num_seqs:", "                if q <= s < q * self.max_num_seqs:")),
+    K("issue23-mutmut", "dispatch", "fallback-against-second-size",
+      "cosmic-ray G7: the [q] fallback compares q with sizes[1], not the largest (IndexError on one size)",
+      ("not rounded and q <= sizes[-1]", "not rounded and q <= sizes[1]")),
+    K("issue23-mutmut", "dispatch", "fallback-against-next-to-largest",
+      "cosmic-ray G7: the [q] fallback compares q with sizes[-2], not the largest (IndexError on one size)",
+      ("not rounded and q <= sizes[-1]", "not rounded and q <= sizes[-2]")),
 ]

@@ -70,4 +70,7 @@ MUTANTS = [
     K("issue23", "fusion", "norm-returns-a-list", "returns [out, new_residual], a list, not the tuple",
       ("    return add_rms_norm_reference(x, residual, weight, eps)\n",
        "    return list(add_rms_norm_reference(x, residual, weight, eps))\n")),
+    K("issue23-mutmut", "fusion", "residual-shape-ordered",
+      "cosmic-ray G24: residual's shape compared with `<`: a residual of more rows than x broadcasts",
+      ("residual.shape != x.shape", "residual.shape < x.shape")),
 ]
