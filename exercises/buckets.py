@@ -68,8 +68,9 @@ def padded_size(n: int, capture_sizes: Iterable[int]) -> int | None:
     """The bucket for a batch of ``n`` rows: the smallest size ``>= n`` in ``capture_sizes``, or
     ``None`` when ``n`` is larger than every size (the batch runs eagerly).
 
-    Sizes may come in any order and repeated. ``n < 1`` -> ValueError naming ``n``; no sizes ->
-    ValueError naming ``capture_sizes``.
+    Sizes may come in any order and repeated, in any iterable (a list, a set, a generator: read
+    it once). ``n < 1`` -> ValueError naming ``n``; no sizes -> ValueError naming
+    ``capture_sizes``.
     """
     raise NotImplementedError("exercise 5: padded_size")
 

@@ -59,7 +59,8 @@ def measure_launch_tax(n_ops: int = 200, numel: int = 1024, iters: int = 100) ->
 def sweep_launch_tax(
     n_ops_list: Sequence[int], numel: int = 1024, iters: int = 100
 ) -> list[LaunchTax]:
-    """``measure_launch_tax`` for every chain length in ``n_ops_list``, in that order.
+    """Call this module's ``measure_launch_tax(n, numel=numel, iters=iters)`` for every chain
+    length ``n`` in ``n_ops_list``, in that order, and return their results as a list.
 
     Fitting a line through the results gives this GPU's two slopes (exercise 1):
     ``fit_launch_model([r.n_ops ...], [r.eager_us / 1e3 ...])`` -> µs per eager kernel launch,

@@ -22,6 +22,7 @@ class Reason(str):
 ENFORCED_BY: dict[str, tuple[str, ...] | Reason] = {
     # ---------------------------------------------------------------- ex1 launch_model
     "test_launch_model.py::test_n_kernels_is_layers_times_kernels_plus_ten": ("ex1.decode_step_formulas",),
+    "test_launch_model.py::test_n_kernels_is_an_int_for_whole_counts_given_as_floats": ("ex1.decode_step_formulas",),
     "test_launch_model.py::test_compute_ms_is_gib_over_bandwidth": ("ex1.decode_step_formulas",),
     "test_launch_model.py::test_launch_ms_is_n_times_tau": ("ex1.decode_step_formulas",),
     # report() prints these times: a wrong formula costs the report too.
@@ -38,6 +39,7 @@ ENFORCED_BY: dict[str, tuple[str, ...] | Reason] = {
     "test_launch_model.py::test_running_the_module_prints_the_table": ("ex1.seed_report",),
     "test_launch_model.py::test_simulate_worked_example": ("ex1.simulate_eager_ms",),
     "test_launch_model.py::test_simulate_rejects_negative_times": ("ex1.rejects_bad_arguments",),
+    "test_launch_model.py::test_simulate_keeps_fractions_of_a_microsecond": ("ex1.simulate_eager_ms",),
     "test_launch_model.py::test_simulate_no_kernels_is_zero": ("ex1.simulate_eager_ms", "ex1.simulate_edge_cases"),
     "test_launch_model.py::test_simulate_follows_the_pipeline": ("ex1.simulate_eager_ms", "ex1.simulate_edge_cases"),
     "test_launch_model.py::test_simulate_bounds": ("ex1.simulate_eager_ms", "ex1.simulate_edge_cases"),
@@ -64,7 +66,9 @@ ENFORCED_BY: dict[str, tuple[str, ...] | Reason] = {
     "test_launch_tax.py::test_sweep_launch_tax_rejects_an_empty_sweep_on_any_machine": ("ex2.rejects_bad_arguments",),
     "test_launch_tax.py::test_time_ms_on_cuda_waits_for_the_gpu_work": ("ex2.gpu_time_ms_includes_gpu_work",),
     "test_launch_tax.py::test_measure_launch_tax_part_a": ("ex2.gpu_measure_launch_tax",),
-    "test_launch_tax.py::test_sweep_launch_tax_measures_each_length_in_order": ("ex2.gpu_sweep_launch_tax",),
+    # On a GPU: the sweep's order (the CPU check, with a stand-in) and a replay that matches.
+    "test_launch_tax.py::test_sweep_launch_tax_measures_each_length_in_order": ("ex2.sweep_launch_tax", "ex2.gpu_measure_launch_tax"),
+    "test_launch_tax.py::test_sweep_measures_each_length_with_its_arguments": ("ex2.sweep_launch_tax",),
     # ---------------------------------------------------------------- ex3 capture
     "test_capture.py::test_capture_without_cuda_says_a_gpu_is_needed": ("ex3.capture_needs_cuda",),
     "test_capture.py::test_warmup_iters_below_one_is_refused_on_any_machine": ("ex3.capture_needs_cuda",),
@@ -107,6 +111,7 @@ ENFORCED_BY: dict[str, tuple[str, ...] | Reason] = {
     "test_buckets.py::test_padded_size_of_a_bucket_is_itself": ("ex5.padded_size",),
     "test_buckets.py::test_padded_size_accepts_one_row": ("ex5.padded_size",),
     "test_buckets.py::test_padded_size_rejects_bad_input": ("ex5.padded_size",),
+    "test_buckets.py::test_padded_size_reads_a_generator_once": ("ex5.padded_size",),
     "test_buckets.py::test_pad_rows": ("ex5.pad_rows",),
     "test_buckets.py::test_pad_rows_pads_with_zero_by_default": ("ex5.pad_rows",),
     "test_buckets.py::test_pad_rows_never_truncates": ("ex5.rejects_bad_arguments",),

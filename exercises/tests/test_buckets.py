@@ -131,6 +131,15 @@ def test_padded_size_accepts_one_row(buckets):
         assert got == expected, f"padded_size(1, {sizes}): expected {expected}, got {got!r}"
 
 
+def test_padded_size_reads_a_generator_once(buckets):
+    sizes = [16, 1, 4, 8, 2]
+    got = [buckets.padded_size(n, (s for s in sizes)) for n in (1, 3, 16)]
+    assert got == [1, 4, 16], (
+        f"padded_size(n, a generator of {sizes}) for n = 1, 3, 16: expected [1, 4, 16], got {got}\n"
+        "  rule: capture_sizes is any iterable, a generator too: read it once (list(...) first)"
+    )
+
+
 def test_padded_size_rejects_bad_input(buckets):
     check_rejects(lambda: buckets.padded_size(0, [1, 2]), "n", "a batch has at least one row")
     check_rejects(lambda: buckets.padded_size(3, []), "capture_sizes", "no buckets to choose from")

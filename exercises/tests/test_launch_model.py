@@ -36,6 +36,16 @@ def test_n_kernels_is_layers_times_kernels_plus_ten(launch_model, kw):
     )
 
 
+def test_n_kernels_is_an_int_for_whole_counts_given_as_floats(launch_model):
+    step = launch_model.DecodeStep(5.5, n_layers=28.0, kernels_per_layer=15.0)
+    n = step.n_kernels
+    assert type(n) is int and n == 430, (
+        f"DecodeStep(5.5, n_layers=28.0, kernels_per_layer=15.0).n_kernels: expected the int 430, "
+        f"got {type(n).__name__} {n!r}\n  rule: n_kernels is an int (a count of kernels), whatever "
+        "number type the fields came in"
+    )
+
+
 @given(S.decode_step_kwargs())
 def test_compute_ms_is_gib_over_bandwidth(launch_model, kw):
     check_close(
@@ -130,8 +140,11 @@ def _diff(got: str, expected: str) -> str:
 def test_report_prints_the_lesson_table_byte_for_byte(launch_model):
     got = launch_model.report(launch_model.SEED_ROWS)
     assert isinstance(got, str), f"report(): expected a str, got {type(got).__name__}"
-    assert got in (SEED_REPORT, SEED_REPORT + "\n"), (
+    assert got == SEED_REPORT, (
         "report(SEED_ROWS) differs from the lesson's expected output:\n" + _diff(got, SEED_REPORT)
+        + ("\n  rule: the lines are joined with \"\\n\", so no newline at the end: print() adds "
+           "its own, and print(report(SEED_ROWS)) must print the lesson's output byte for byte"
+           if got == SEED_REPORT + "\n" else "")
     )
 
 
@@ -149,7 +162,7 @@ def test_report_formats_every_row(launch_model, rows):
         expected.append(f"   eager {e:5.1f} ms -> {1000 / e:5.1f} tok/s | graph {g:5.1f} ms -> "
                         f"{1000 / g:5.1f} tok/s | 加速比 {e / g:.2f}x")
     expected = "\n".join(expected)
-    assert got.rstrip("\n") == expected, (
+    assert got == expected, (
         f"report() of {len(rows)} row(s) is not two lines per row in the lesson's format:\n"
         + _diff(got, expected)
     )
@@ -211,6 +224,13 @@ def test_simulate_rejects_negative_times(launch_model, kernel_us, launch_us, nam
     check_rejects(lambda: launch_model.simulate_eager_ms(kernel_us, launch_us), name,
                   f"simulate_eager_ms({kernel_us}, launch_us={launch_us}): a negative time is a "
                   "ValueError naming the argument")
+
+
+def test_simulate_keeps_fractions_of_a_microsecond(launch_model):
+    # launches end at 2 and 4 us; kernels run 2-2.25 and 4-4.375: the step ends at 4.375 us.
+    check_close(launch_model.simulate_eager_ms([0.25, 0.375], 2.0), 0.004375,
+                "simulate_eager_ms([0.25, 0.375], launch_us=2)",
+                "kernel k runs for kernel_us[k-1] microseconds, fractions included; result in ms")
 
 
 def test_simulate_no_kernels_is_zero(launch_model):

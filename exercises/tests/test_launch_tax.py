@@ -153,6 +153,27 @@ def test_sweep_launch_tax_rejects_an_empty_sweep_on_any_machine(launch_tax):
                   "a sweep needs at least one chain length (no GPU is needed to tell)")
 
 
+def test_sweep_measures_each_length_with_its_arguments(launch_tax, monkeypatch):
+    """measure_launch_tax replaced by a stand-in that records its calls (no GPU needed): the sweep
+    must call it once per length, in order, passing numel and iters on, and return a list."""
+    calls = []
+
+    def measure(n_ops=200, numel=1024, iters=100):
+        calls.append((n_ops, numel, iters))
+        return LaunchTax(n_ops, numel, 2.0 * n_ops, 1.0 + n_ops, True)
+
+    monkeypatch.setattr(launch_tax, "measure_launch_tax", measure)
+    got = launch_tax.sweep_launch_tax([16, 4, 32], numel=64, iters=3)
+    assert calls == [(16, 64, 3), (4, 64, 3), (32, 64, 3)], (
+        f"sweep_launch_tax([16, 4, 32], numel=64, iters=3) called measure_launch_tax with "
+        f"(n_ops, numel, iters) = {calls}, expected [(16, 64, 3), (4, 64, 3), (32, 64, 3)]\n"
+        "  rule: measure_launch_tax(n, numel=numel, iters=iters) for every length, in order"
+    )
+    assert type(got) is list and [r.n_ops for r in got] == [16, 4, 32], (
+        f"sweep_launch_tax must return a list of the measurements in order, got {got!r}"
+    )
+
+
 # ------------------------------------------------------------------------------- on a GPU
 
 

@@ -41,14 +41,18 @@ def _kwargs(config: dict) -> str:
 
 
 @probe
-def padded(mod, n: int, sizes: list):
-    return call(mod.padded_size, n, list(sizes))
+def padded(mod, n: int, sizes: list, generator: bool = False):
+    """``padded_size(n, sizes)``; ``generator``: the sizes as a generator (an Iterable, read once)."""
+    return call(mod.padded_size, n, (s for s in sizes) if generator else list(sizes))
 
 
 @probe
-def pad(mod, n: int, width: int, size: int, value: float | None, dtype: str):
-    """``pad_rows(x, size, value)``; ``value`` None: not passed (the default)."""
-    x = rows(n, width, seed=n * 7 + size).to(getattr(torch, dtype))
+def pad(mod, n: int, width: int, size: int, value: float | None, dtype: str,
+        row_shape: list | None = None):
+    """``pad_rows(x, size, value)``; ``value`` None: not passed (the default); ``row_shape``: rows
+    of that shape instead of ``width`` numbers."""
+    x = (rows(n, width, seed=n * 7 + size) if row_shape is None
+         else _shaped(n, row_shape, seed=n * 7 + size)).to(getattr(torch, dtype))
     before = x.clone()
     out = call(mod.pad_rows, x, size) if value is None else call(mod.pad_rows, x, size, value)
     unchanged = torch.equal(x, before)
@@ -250,12 +254,13 @@ def checks(draw: Draw) -> list[Check]:
     pads.append((r.randint(1, 6), 0, round(r.uniform(-9, 9), 1), r.choice(["float32", "float64"])))
     # value not given: the default, 0 (None travels as "not passed")
     pads.append((r.randint(1, 6), r.randint(1, 6), None, "float32"))
+    pad_shaped = (r.randint(1, 5), r.randint(1, 4))  # rows that are matrices keep their shape
     r = draw.rng("ex5.runner_returns_fn_of_real_rows")
     runners = [bucket_probe(*setup, warmup_iters=r.randint(1, 3)) for setup in runner_setups(r, 10)]
     # Every default the docstring states, in every draw: capture_sizes, warmup_iters and pad_value
     # not passed (default_capture_sizes(len(max_example)), 3, 0); and rows that are matrices, so a
     # buffer that flattens them (the right number of elements, the wrong shape) shows.
-    max_rows = r.randint(9, 40)
+    max_rows = 8 * r.randint(2, 5)  # itself a default size: its batch replays, never eager
     defaults = P("bucket_runner", f"BucketedGraphRunner(fn, {max_rows} rows) with capture_sizes, "
                  "warmup_iters and pad_value not given",
                  # 3 and 5..7 rows need padding (buckets 4 and 8) in every draw
@@ -297,12 +302,17 @@ def checks(draw: Draw) -> list[Check]:
         Check("ex5", "padded_size",
               "the smallest size >= n (sizes unsorted or repeated), None above every size",
               padded_probes + [P("padded", f"padded_size(1, {s})", n=1, sizes=s) for s in size_lists[:3]]
+              + [P("padded", f"padded_size({n}, a generator of {s})", n=n, sizes=s, generator=True)
+                 for s in size_lists[3:5] for n in (min(s), max(s))]
               + [P("padded", "padded_size(0, [1, 2])", "n", n=0, sizes=[1, 2]),
                                P("padded", "padded_size(3, [])", "capture_sizes", n=3, sizes=[])], points=2),
         Check("ex5", "pad_rows",
               "size rows: x first, then value (0 when not given); x untouched, no shared memory",
               [P("pad", f"pad_rows(x of {n} rows, {n + e}" + ("" if v is None else f", {v}") + ")",
-                 n=n, width=3, size=n + e, value=v, dtype=d) for n, e, v, d in pads], points=1),
+                 n=n, width=3, size=n + e, value=v, dtype=d) for n, e, v, d in pads]
+              + [P("pad", f"pad_rows(x of {pad_shaped[0]} rows shaped (2, 3), {sum(pad_shaped)}, 1.5)",
+                   n=pad_shaped[0], width=6, size=sum(pad_shaped), value=1.5, dtype="float32",
+                   row_shape=[2, 3])], points=1),
         Check("ex5", "runner_returns_fn_of_real_rows",
               "pad to the bucket with pad_value (NaN here, 0 when not given), replay, return the "
               "real rows (in max_example's row shape) as a fresh tensor; batches above every "

@@ -37,14 +37,9 @@ def make_decode_step(mod, kwargs: dict, nan: str = ""):
     return [_attr(step, f) for f in FIELDS]
 
 
-def _text(value):
-    """A report, allowing one trailing newline (print adds its own)."""
-    return value.removesuffix("\n") if isinstance(value, str) else value
-
-
 @probe
 def seed_report(mod):
-    return _text(call(mod.report, mod.SEED_ROWS))
+    return call(mod.report, mod.SEED_ROWS)
 
 
 @probe
@@ -54,7 +49,7 @@ def seed_rows(mod):
 
 @probe
 def report(mod, rows: list):
-    return _text(call(mod.report, [(label, call(mod.DecodeStep, **kwargs)) for label, kwargs in rows]))
+    return call(mod.report, [(label, call(mod.DecodeStep, **kwargs)) for label, kwargs in rows])
 
 
 @probe
@@ -102,6 +97,8 @@ def fit_lines(rng: random.Random, count: int) -> list[tuple[list[int], list[floa
 def checks(draw: Draw) -> list[Check]:
     r = draw.rng("ex1.decode_step_formulas")
     steps = [dict(weight_gib=5.5), dict(weight_gib=14.2)] + [decode_step_kwargs(r) for _ in range(20)]
+    # Whole counts given as floats (a number >= 0): n_kernels is still an int.
+    steps.append(dict(weight_gib=5.5, n_layers=float(r.randint(1, 64)), kernels_per_layer=float(r.randint(1, 32))))
     r = draw.rng("ex1.rejects_bad_arguments")
     negative = {f: -round(r.uniform(0.001, 100), 3) for f in FIELDS}
     not_a_number = r.sample(FIELDS, 2)
@@ -113,6 +110,8 @@ def checks(draw: Draw) -> list[Check]:
     small_negative = -round(r.uniform(0.05, 0.95), 2)  # between -1 and 0: still negative
     r = draw.rng("ex1.simulate_eager_ms")
     kernels = [[float(r.randint(0, 50)) for _ in range(r.randint(0, 30))] for _ in range(25)]
+    # Kernel times in fractions of a microsecond: nothing may round them.
+    kernels += [[r.randint(1, 400) / 8 for _ in range(r.randint(1, 30))] for _ in range(3)]
     launches = [float(r.randint(0, 30)) for _ in kernels]
     r = draw.rng("ex1.fit_launch_model")
     lines = fit_lines(r, 10)

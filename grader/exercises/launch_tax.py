@@ -102,6 +102,29 @@ def sweep(mod, lengths: list, iters: int):
 
 
 @probe
+def sweep_stand_in(mod, lengths: list, numel: int, iters: int):
+    """``sweep_launch_tax(lengths, numel=numel, iters=iters)`` with the module's
+    ``measure_launch_tax`` replaced by a stand-in that records its calls (no GPU needed): the
+    calls ``[n_ops, numel, iters]`` and the result's type and lengths."""
+    from coursekit.measurements import LaunchTax
+
+    calls = []
+
+    def measure(n_ops=200, numel=1024, iters=100):
+        calls.append([n_ops, numel, iters])
+        return LaunchTax(n_ops, numel, 2.0 * n_ops, 1.0 + n_ops, True)
+
+    real = mod.measure_launch_tax
+    mod.measure_launch_tax = measure
+    try:
+        result = call(mod.sweep_launch_tax, list(lengths), numel=numel, iters=iters)
+    finally:
+        mod.measure_launch_tax = real
+    return {"calls": calls, "type": type(result).__name__,
+            "n_ops": [getattr(r, "n_ops", None) for r in result] if isinstance(result, (list, tuple)) else None}
+
+
+@probe
 def time_ms_gpu_work(mod):
     """``time_ms(fn, iters=5, warmup=2)`` where each call keeps the GPU busy for a number of cycles
     drawn at the call (no frame holds it) and records a CUDA event after its work. When
@@ -174,8 +197,10 @@ def checks(draw: Draw) -> list[Check]:
     n_ops = r.randint(1, 300)
     r = draw.rng("ex2.gpu_measure_launch_tax")
     measured = r.randint(20, 80)
-    r = draw.rng("ex2.gpu_sweep_launch_tax")
-    lengths = r.sample(range(1, 64), 3)
+    r = draw.rng("ex2.sweep_launch_tax")
+    low, mid, high = sorted(r.sample(range(1, 64), 3))
+    lengths = [mid, high, low]  # in no sorted order, in every draw: the order given is the order measured
+    numel, iters = r.choice([64, 256, 4096]), r.randint(2, 9)
     return [
         Check("ex2", "time_ms_call_count",
               "time_ms calls fn exactly warmup + iters times (defaults 100 and 10) and returns a float",
@@ -228,10 +253,13 @@ def checks(draw: Draw) -> list[Check]:
                  kwargs={"n_ops": measured, "numel": 1024, "iters": 10}),
                P("measure", "measure_launch_tax(n_ops=0, ...)", "n_ops",
                  kwargs={"n_ops": 0, "numel": 8, "iters": 1})], gpu=True, points=1),
-        Check("ex2", "gpu_sweep_launch_tax", "sweep_launch_tax measures each length, in order",
-              [P("sweep", f"sweep_launch_tax({lengths}, iters=3)", lengths=lengths, iters=3),
-               P("sweep", "sweep_launch_tax([])", "n_ops_list", lengths=[], iters=1)],
-              gpu=True, points=1),
+        Check("ex2", "sweep_launch_tax",
+              "sweep_launch_tax calls measure_launch_tax(n, numel=numel, iters=iters) for every "
+              "length, in order, and returns their results as a list (checked with a stand-in for "
+              "measure_launch_tax, on any machine)",
+              [P("sweep_stand_in", f"sweep_launch_tax({lengths}, numel={numel}, iters={iters}) "
+                 "with a stand-in measure_launch_tax", lengths=lengths, numel=numel, iters=iters)],
+              points=1),
     ]
 
 

@@ -25,7 +25,7 @@ class DecodeStep:
 
     @property
     def n_kernels(self):
-        return self.kernels_per_layer * self.n_layers + 10
+        return int(self.kernels_per_layer * self.n_layers) + 10
 
     @property
     def compute_ms(self):
@@ -57,7 +57,7 @@ def report(rows):
         e, g = s.eager_ms(), s.graph_ms()
         text += LINE1.format(label=label, n=s.n_kernels, c=s.compute_ms, l=s.launch_ms)
         text += LINE2.format(e=e, et=1000 / e, g=g, gt=1000 / g, s=e / g)
-    return text  # ends with a newline; __main__ prints it with end=""
+    return text[:-1]  # the lines were built with their newlines: the last one goes
 
 
 def simulate_eager_ms(kernel_us, launch_us):
@@ -88,4 +88,4 @@ def fit_launch_model(n_kernels, step_ms):
     return slope * 1e3, (sy - slope * sx) / n
 
 if __name__ == "__main__":
-    print(report(SEED_ROWS), end="")
+    print(report(SEED_ROWS))

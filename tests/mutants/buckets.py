@@ -123,4 +123,13 @@ MUTANTS = [
     K("issue23-mutmut", "buckets", "runner-0d-batch-to-len",
       "cosmic-ray G19: a 0-d batch reaches len() over scalar rows (TypeError, not ValueError)",
       ("or x.dim() < 1\n", "or x.dim() < 0\n")),
+    K("issue23-indep", "buckets", "padded-reads-sizes-twice", "a generator of sizes read twice (the second pass sees none)",
+      ("    sizes = list(capture_sizes)\n    if not sizes:", "    if not list(capture_sizes):"),
+      ("    fitting = [s for s in sizes if s >= n]", "    fitting = [s for s in capture_sizes if s >= n]")),
+    K("issue23-indep", "buckets", "pad-flattens-rows", "padded rows flattened to the row's number of elements",
+      ("    out = x.new_full((size, *x.shape[1:]), value)\n    out[: len(x)] = x\n",
+       "    out = x.new_full((size, x[0].numel() if x.dim() > 1 else 1), value).squeeze(-1) if x.dim() == 1 else x.new_full((size, x[0].numel()), value)\n    out[: len(x)] = x.reshape(len(x), -1) if x.dim() > 1 else x\n")),
+    K("issue23-indep", "buckets", "runner-default-sizes-below-max", "default sizes only below len(max_example)",
+      ("        sizes = default_capture_sizes(max_rows) if capture_sizes is None else list(capture_sizes)",
+       "        sizes = [s for s in default_capture_sizes(max_rows) if s < max_rows] if capture_sizes is None else list(capture_sizes)")),
 ]

@@ -71,4 +71,11 @@ MUTANTS = [
     K("issue23-mutmut", "launch_model", "fit-lengths-by-identity",
       "cosmic-ray G6: lengths compared with `is not`: equal lengths above 256 are refused",
       ("if len(xs) != len(ys):", "if len(xs) is not len(ys):")),
+    K("issue23-indep", "launch_model", "n-kernels-not-int", "n_kernels a float when a count is given as a float",
+      ("        return int(self.n_layers * self.kernels_per_layer + OTHER_KERNELS)",
+       "        return self.n_layers * self.kernels_per_layer + OTHER_KERNELS")),
+    K("issue23-indep", "launch_model", "simulate-whole-microseconds", "kernel times truncated to whole microseconds",
+      ("        end_us = max(k * launch_us, end_us) + t\n", "        end_us = max(k * launch_us, end_us) + int(t)\n")),
+    K("issue23-indep", "launch_model", "report-trailing-newline", "the report ends with a newline",
+      ("    return \"\\n\".join(lines)", "    return \"\\n\".join(lines) + \"\\n\"")),
 ]

@@ -25,10 +25,8 @@ MUTANTS = [
        "    if False:\n        raise RuntimeError(\n            \"measure_launch_tax:")),
     G("launch_tax", "time-cpu-clock-on-cuda", "times CUDA work with a CPU clock and no synchronize",
       ("    if torch.cuda.is_available():\n        torch.cuda.synchronize()", "    if False:\n        torch.cuda.synchronize()")),
-    G("launch_tax", "sweep-sorted", "measures the lengths sorted, not in the order given",
+    M("launch_tax", "sweep-sorted", "measures the lengths sorted, not in the order given",
       ("for n in n_ops_list]", "for n in sorted(n_ops_list)]")),
-    G("launch_tax", "sweep-accepts-empty", "an empty sweep returns []",
-      ("    if not n_ops_list:\n        raise", "    if False:\n        raise")),
     G("launch_tax", "measure-accepts-zero-ops", "n_ops = 0 measures nothing",
       ('("n_ops", n_ops), ', "")),
     # The gap corpus: mistakes each of which one kind of test could miss.
@@ -67,4 +65,9 @@ MUTANTS = [
       ("    for _ in range(warmup):\n        fn()\n    if torch.cuda.is_available():",
        "    start_s = time.perf_counter()\n    for _ in range(warmup):\n        fn()\n    if torch.cuda.is_available():"),
       ("    start_s = time.perf_counter()\n    for _ in range(iters):", "    for _ in range(iters):")),
+    K("issue23-indep", "launch_tax", "sweep-drops-numel", "the sweep measures at the default numel",
+      ("measure_launch_tax(n, numel=numel, iters=iters)", "measure_launch_tax(n, iters=iters)")),
+    K("issue23-indep", "launch_tax", "sweep-returns-tuple", "the sweep returns a tuple, not a list",
+      ("    return [measure_launch_tax(n, numel=numel, iters=iters) for n in n_ops_list]",
+       "    return tuple(measure_launch_tax(n, numel=numel, iters=iters) for n in n_ops_list)")),
 ]

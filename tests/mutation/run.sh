@@ -60,8 +60,7 @@ OUT=$(mkdir -p "${OUT:-mutation-out}" && cd "${OUT:-mutation-out}" && pwd)
 LANES=${LANES:-2}
 "$PY" -c "import cosmic_ray" 2>/dev/null || { echo "$PY has no cosmic-ray: pip install cosmic-ray==8.7.0" >&2; exit 2; }
 
-declare -A MARKER=([launch_model]=ex1 [launch_tax]=ex2 [static_runner]=ex4 [buckets]=ex5
-                   [dispatch]=ex6 [fusion]=ex7 [engine]=ex8)
+marker() { "$PY" -c "from coursekit.course import MARKERS; print(MARKERS['$1'])"; }  # coursekit/course.py
 # Lines to mutate (cosmic-ray's line filter); a module not listed is mutated whole.
 declare -A LINES=(
   [launch_tax]='["13-18", "28-41", "62-73"]'   # checks, CPU timer, no-CUDA error, sweep's check
@@ -71,7 +70,8 @@ MODULES=("$@")
 [[ ${#MODULES[@]} -gt 0 ]] || MODULES=(launch_model engine dispatch buckets fusion launch_tax static_runner)
 
 run_module() {  # run_module MODULE TREE SOCKET
-  local m=$1 tree=$2 sock=$3 ex=${MARKER[$1]}
+  local m=$1 tree=$2 sock=$3 ex
+  ex=$(marker "$1")
   local cfg="$OUT/$m.toml" db="$OUT/$m.sqlite"
   cat > "$cfg" <<EOF
 [cosmic-ray]
