@@ -54,7 +54,7 @@ ENFORCED_BY: dict[str, tuple[str, ...] | Reason] = {
     # ---------------------------------------------------------------- ex2 launch_tax
     # The mean check counts the calls too (a mean over the wrong calls is no mean).
     "test_launch_tax.py::test_time_ms_calls_fn_warmup_plus_iters_times": ("ex2.time_ms_call_count", "ex2.time_ms_without_warmup", "ex2.time_ms_mean_ms"),
-    "test_launch_tax.py::test_time_ms_accepts_one_iteration_and_no_warmup": ("ex2.rejects_bad_arguments",),
+    "test_launch_tax.py::test_time_ms_accepts_one_iteration_and_no_warmup": ("ex2.rejects_bad_arguments", "ex2.time_ms_call_count"),
     "test_launch_tax.py::test_time_ms_defaults": ("ex2.time_ms_call_count",),
     "test_launch_tax.py::test_time_ms_is_the_mean_of_the_timed_calls_in_ms": ("ex2.time_ms_mean_ms", "ex2.time_ms_exact_mean"),
     "test_launch_tax.py::test_time_ms_uses_a_monotonic_clock": ("ex2.time_ms_mean_ms",),
@@ -94,7 +94,7 @@ ENFORCED_BY: dict[str, tuple[str, ...] | Reason] = {
     "test_static_runner.py::test_example_inputs_must_be_tensors": ("ex4.runner_checks_each_call",),
     "test_static_runner.py::test_call_checks_the_number_of_inputs": ("ex4.runner_checks_each_call",),
     "test_static_runner.py::test_call_checks_each_input_against_its_buffer": ("ex4.runner_checks_each_call",),
-    "test_static_runner.py::test_call_checks_the_shape_not_the_element_count": ("ex4.runner_checks_each_call",),
+    "test_static_runner.py::test_call_checks_the_shape_not_the_element_count": ("ex4.runner_checks_each_call", "ex4.runner_returns_fn_of_latest_inputs"),
     "test_static_runner.py::test_gpu_runner_replays_fn_of_fresh_inputs": ("ex4.gpu_runner",),
     "test_static_runner.py::test_gpu_held_outputs_overwritten_only_without_clone": ("ex4.gpu_runner",),
     "test_static_runner.py::test_gpu_runner_rejects_a_cpu_tensor": ("ex4.gpu_runner",),
@@ -180,7 +180,7 @@ ENFORCED_BY: dict[str, tuple[str, ...] | Reason] = {
     "test_engine.py::test_step_before_capture_model_runs_eagerly": ("ex8.step_logits",),
     "test_engine.py::test_uniform_decode_is_worked_out_from_the_slots": ("ex8.step_logits", "ex8.generate_shrinks_the_batch"),
     "test_engine.py::test_step_rejects_bad_rows": ("ex8.engine_rejects",),
-    "test_engine.py::test_step_accepts_the_largest_token_slot_and_position": ("ex8.engine_rejects",),
+    "test_engine.py::test_step_accepts_the_largest_token_slot_and_position": ("ex8.engine_rejects", "ex8.step_logits"),
     "test_engine.py::test_generate_rejects_bad_requests": ("ex8.engine_rejects",),
     "test_engine.py::test_generate_accepts_the_largest_request": ("ex8.engine_rejects", "ex8.generate_every_mode"),
     "test_engine.py::test_the_prompt_step_is_uniform_only_when_every_prompt_is_one_token": ("ex8.generate_shrinks_the_batch",),

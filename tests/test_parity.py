@@ -88,14 +88,9 @@ def test_every_public_check_is_named_by_a_public_test():
                        "alone, which a student's own test run never shows): " + ", ".join(alone))
 
 
-def test_the_kill_matrix_bears_the_map_out():
-    """For every CPU mutant: each public test it fails names a check it loses points on, and each
-    public check it loses is named by a public test it fails."""
-    record = json.loads(RECORD.read_text(encoding="utf-8"))
-    corpus = {m.id for m in mutants.ALL if not m.gpu}
-    assert {r["id"] for r in record} == corpus, (
-        "tests/kill_matrix.json is not the corpus's record: re-run "
-        "`python -m tests.kill_matrix --write` (about 15 minutes)")
+def disagreements(record: list[dict]) -> list[str]:
+    """Where the record contradicts the map: a public test failed whose named checks kept every
+    point, or a public check lost points that no failed public test names."""
     problems = []
     for row in record:
         lost = set(row["lost_checks"])
@@ -111,4 +106,35 @@ def test_the_kill_matrix_bears_the_map_out():
             if not any(check_id in named(t) for t in failed):
                 problems.append(f"{row['id']} loses {check_id}, but fails no public test named for it "
                                 f"(it fails {', '.join(failed) or 'none'})")
+    return problems
+
+
+def test_the_kill_matrix_bears_the_map_out():
+    """For every CPU mutant: each public test it fails names a check it loses points on, and each
+    public check it loses is named by a public test it fails."""
+    record = json.loads(RECORD.read_text(encoding="utf-8"))
+    corpus = {m.id for m in mutants.ALL if not m.gpu}
+    assert {r["id"] for r in record} == corpus, (
+        "tests/kill_matrix.json is not the corpus's record: re-run "
+        "`python -m tests.kill_matrix --write` (about 15 minutes)")
+    problems = disagreements(record)
     assert not problems, "public tests and grader disagree:\n  " + "\n  ".join(problems)
+
+
+def test_a_disagreement_is_found_both_ways():
+    """The two rules can fail: a mistake only the public tests see, and one only the grader sees."""
+    public_only = {"id": "x:public-only", "lost_checks": [],
+                   "failed_tests": ["test_launch_model.py::test_nan_field_is_rejected"]}
+    grader_only = {"id": "x:grader-only", "lost_checks": ["ex1.seed_report"],
+                   "failed_tests": ["test_launch_model.py::test_nan_field_is_rejected"]}
+    via_check = {"id": "x:via-test-check", "lost_checks": ["ex6.dispatch"],
+                 "failed_tests": ["test_checks.py::test_check[dispatch.dispatch]"]}
+    found = disagreements([public_only, grader_only, via_check])
+    assert found == [
+        "x:public-only fails test_launch_model.py::test_nan_field_is_rejected, but keeps every "
+        "point of ex1.rejects_bad_arguments",
+        "x:grader-only fails test_launch_model.py::test_nan_field_is_rejected, but keeps every "
+        "point of ex1.rejects_bad_arguments",
+        "x:grader-only loses ex1.seed_report, but fails no public test named for it (it fails "
+        "test_launch_model.py::test_nan_field_is_rejected)",
+    ], found
