@@ -303,7 +303,7 @@ def checks(draw: Draw) -> list[Check]:
               "the smallest size >= n (sizes unsorted or repeated), None above every size",
               padded_probes + [P("padded", f"padded_size(1, {s})", n=1, sizes=s) for s in size_lists[:3]]
               + [P("padded", f"padded_size({n}, a generator of {s})", n=n, sizes=s, generator=True)
-                 for s in size_lists[3:5] for n in (min(s), max(s))]
+                 for s in size_lists[3:5] for n in (s[0], min(s), max(s))]  # s[0]: read once
               + [P("padded", "padded_size(0, [1, 2])", "n", n=0, sizes=[1, 2]),
                                P("padded", "padded_size(3, [])", "capture_sizes", n=3, sizes=[])], points=2),
         Check("ex5", "pad_rows",
