@@ -199,6 +199,17 @@ def test_an_eager_batch_carries_exactly_its_token_count(dispatch, flag):
             f"with num_reqs None and uniform False (the bool), got {got!r}")
 
 
+@pytest.mark.parametrize("q, sizes, expected", [
+    (1, [8, 2, 8, 4, 2], [2, 4, 8]),
+    (2, [8, 3, 8, 2], [2, 4, 8]),  # rounded up to multiples of q, then sorted, each once
+])
+def test_capture_sizes_are_sorted_and_each_once(dispatch, q, sizes, expected):
+    got = dispatch.CudagraphDispatcher(dispatch.CUDAGraphMode.FULL, sizes, 8, q).capture_sizes
+    assert got == expected, (
+        f"CudagraphDispatcher(FULL, {sizes}, 8, uniform_decode_query_len={q}).capture_sizes: "
+        f"expected {expected}, got {got!r}\n  rule: a list of the sizes kept, ascending, each once")
+
+
 def test_uniform_decode_query_len_defaults_to_1(dispatch):
     M = dispatch.CUDAGraphMode
     for mode in M:

@@ -144,6 +144,32 @@ def test_generate_shrinks_the_batch_as_sequences_finish(engine):
         "feeds every prompt token, later steps only the sequences still generating")
 
 
+def test_generate_steps_each_sequence_in_its_slot_and_passes_the_flag(engine):
+    _, runner = engine_for(engine, "FULL")
+    seen, step = [], runner.step
+
+    def spy(tokens, positions, slots, *args, **kwargs):
+        flag = args[0] if args else kwargs.get("uniform_decode", "not passed")
+        seen.append((slots.tolist(), positions.tolist(), flag))
+        return step(tokens, positions, slots, *args, **kwargs)
+
+    runner.step = spy
+    runner.generate(PROMPTS, NEW_TOKENS)
+    first = ([i for i, p in enumerate(PROMPTS) for _ in p], [j for p in PROMPTS for j in range(len(p))],
+             False)
+    assert seen[0] == first, (
+        f"generate's first step: (slots, positions, uniform_decode) = {seen[0]}, expected {first}\n"
+        "  rule: sequence i uses slot i; row j of its prompt sits at position j; generate passes "
+        "the flag (False: these prompts are longer than one token)")
+    for k, (slots, positions, flag) in enumerate(seen[1:], start=1):
+        live = [i for i, n in enumerate(NEW_TOKENS) if n > k]
+        want = (live, [len(PROMPTS[i]) + k - 1 for i in live], True)
+        assert (slots, positions, flag) == want, (
+            f"generate's step {k + 1}: (slots, positions, uniform_decode) = {(slots, positions, flag)}, "
+            f"expected {want}\n  rule: each unfinished sequence i in slot i at its next position, "
+            "and generate passes uniform_decode=True for a decode step")
+
+
 @pytest.mark.parametrize("mode", ["FULL", "PIECEWISE"])
 def test_a_returned_result_survives_the_next_step(engine, mode):
     _, runner = engine_for(engine, mode, sizes=[4])

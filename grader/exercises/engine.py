@@ -290,16 +290,20 @@ def engine_stats(mod, mode: str, prompts: list, new_tokens):
 
 @probe
 def engine_batches(mod, prompts: list, new_tokens):
+    """Each step generate makes: its rows' slots and positions, and the uniform_decode flag it
+    passes ("not passed" when it leaves the engine to work it out)."""
     _, engine = _engine(mod, "FULL", [1, 2, 4, 8, 16])
-    sizes, step = [], engine.step
+    steps, step = [], engine.step
 
     def spy(tokens, positions, slots, *args, **kwargs):
-        sizes.append(len(tokens))
+        flag = args[0] if args else kwargs.get("uniform_decode", "not passed")
+        steps.append({"slots": [int(v) for v in slots.tolist()],
+                      "positions": [int(v) for v in positions.tolist()], "uniform_decode": flag})
         return step(tokens, positions, slots, *args, **kwargs)
 
     engine.step = spy
     call(engine.generate, [list(p) for p in prompts], new_tokens)
-    return sizes
+    return steps
 
 
 @probe
@@ -497,8 +501,10 @@ def checks(draw: Draw) -> list[Check]:
         Check("ex8", "generate_shrinks_the_batch",
               "the first step feeds every prompt token (a mixed batch), later steps only the "
               "unfinished sequences (uniform decode); stats count each (mode, descriptor) replayed; "
-              "step(uniform_decode=None) is uniform exactly when every slot is distinct",
-              [P("engine_batches", f"step sizes of generate({shrink_prompts}, {shrink_new})",
+              "step(uniform_decode=None) is uniform exactly when every slot is distinct; "
+              "sequence i in slot i, generate passing the flag",
+              [P("engine_batches", f"the steps of generate({shrink_prompts}, {shrink_new}): rows, "
+                 "slots, positions and the uniform_decode flag passed",
                  prompts=shrink_prompts, new_tokens=shrink_new)]
               + [P("engine_stats", f"stats after generate in {m}", mode=m, prompts=shrink_prompts,
                    new_tokens=shrink_new) for m in ("FULL_AND_PIECEWISE", "FULL_DECODE_ONLY")]

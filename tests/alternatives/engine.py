@@ -134,13 +134,13 @@ class DecodeEngine:
         dev = self.model.device
         flat = [(slot, pos, tok) for slot, p in enumerate(prompts) for pos, tok in enumerate(p)]
         slots, positions, tokens = (torch.tensor(col, device=dev) for col in zip(*flat))
-        logits = self.step(tokens, positions, slots)
+        logits = self.step(tokens, positions, slots, all(len(p) == 1 for p in prompts))
         ends = torch.tensor([len(p) for p in prompts], device=dev).cumsum(0) - 1
         outputs = [[t] for t in logits[ends].argmax(-1).tolist()]
         requests = [(i, outputs[i][0], len(prompts[i])) for i in range(len(prompts)) if budgets[i] > 1]
         while requests:
             slots, tokens, positions = (torch.tensor(col, device=dev) for col in zip(*requests))
-            next_tokens = self.step(tokens, positions, slots).argmax(-1).tolist()
+            next_tokens = self.step(tokens, positions, slots, True).argmax(-1).tolist()
             survivors = []
             for (i, _, pos), tok in zip(requests, next_tokens):
                 outputs[i].append(tok)

@@ -120,4 +120,7 @@ MUTANTS = [
     K("issue23-mutmut", "dispatch", "fallback-against-next-to-largest",
       "cosmic-ray G7: the [q] fallback compares q with sizes[-2], not the largest (IndexError on one size)",
       ("not rounded and q <= sizes[-1]", "not rounded and q <= sizes[-2]")),
+    K("issue23-indep", "dispatch", "capture-sizes-as-given", "capture_sizes kept as given: in their order, repeats and all",
+      ("        self.mode, self.capture_sizes = mode, sizes",
+       "        self.mode, self.capture_sizes = mode, sizes if q > 1 else list(capture_sizes)")),
 ]

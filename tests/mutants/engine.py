@@ -169,4 +169,10 @@ MUTANTS = [
     K("issue23-mutmut", "engine", "longer-rows-accepted",
       "cosmic-ray G13: only fewer rows than tokens refused (`<`): more positions than tokens accepted",
       ("if n is not None and len(x) != n:", "if n is not None and len(x) < n:")),
+    K("issue23-indep", "engine", "generate-leaves-the-flag-out", "generate's decode steps leave uniform_decode to the engine",
+      ("self.step(tokens, positions, slots, True)", "self.step(tokens, positions, slots)")),
+    K("issue23-indep", "engine", "generate-slots-shifted", "sequence i in slot i + 1 (mod max_seqs): the same tokens, the wrong slot",
+      ("                                         [i for i, _, _ in rows])),",
+       "                                         [(i + 1) % c.max_seqs for i, _, _ in rows])),"),
+      ("            slots = torch.tensor(active,", "            slots = torch.tensor([(i + 1) % c.max_seqs for i in active],")),
 ]
