@@ -68,6 +68,10 @@ def check_says_cuda_is_needed(call: Callable[[], Any], what: str) -> None:
     except NotImplementedError:
         raise
     except RuntimeError as exc:
+        if isinstance(exc, ValueError):
+            raise AssertionError(
+                f"{what} without CUDA raised {type(exc).__name__}, which is a ValueError too: "
+                "the missing GPU is not a bad argument; raise a plain RuntimeError") from None
         if not says_cuda_is_needed(str(exc)):
             raise AssertionError(
                 f"{what} without CUDA raised RuntimeError({str(exc)[:300]!r}); expected a message "

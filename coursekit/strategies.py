@@ -3,7 +3,7 @@
 Profiles: ``dev`` (default; fast, random), ``ci`` (derandomized, more examples; chosen when the
 environment variable CI is set), ``grading`` (derandomized and reproducible, no example database),
 ``sweep`` (dev's number of examples, derandomized: the repository's mutant sweeps), ``parity``
-(the sweep without shrinking: which tests fail, for the kill matrix's record).
+(the sweep without shrinking: which tests fail, for the staff's record of its mutants).
 Pick one with ``--hypothesis-profile NAME`` or the HYPOTHESIS_PROFILE environment variable.
 """
 
@@ -29,7 +29,7 @@ settings.register_profile(
 # own sweeps of wrong implementations must reject each one with no more.
 settings.register_profile("sweep", max_examples=40, derandomize=True, database=None, **_common)
 # The sweep's examples without shrinking: which tests a wrong implementation fails, not the
-# smallest example (the kill matrix's record for tests/test_parity.py).
+# smallest example (the staff's record of which check each failing test stands for).
 settings.register_profile("parity", max_examples=40, derandomize=True, database=None,
                           **{**_common, "phases": [Phase.explicit, Phase.reuse, Phase.generate]})
 

@@ -185,8 +185,8 @@ def acceptance() -> Compare:
     """For an argument check (``idea=ARGUMENTS``): a probe that expects an error needs it (naming
     the argument, or saying a CUDA device is needed); any other probe only needs to be accepted,
     answered without an error. Its value is the business of the exercise's other checks, so a
-    wrong value costs points there and not here too (tests/test_parity.py holds the public tests
-    to the same split). A module that only raises still earns nothing."""
+    wrong value costs points there and not here too (the staff hold the public tests to the same
+    split). A module that only raises still earns nothing."""
 
     def compare(probe: Probe, got: Answer, expected: Answer | None) -> str | None:
         if probe.raises:
@@ -218,6 +218,9 @@ def says_cuda_is_needed(probe: Probe, got: Answer, expected: Answer) -> str | No
         return f"{probe.label} without CUDA: expected a RuntimeError, nothing was raised"
     if "NotImplementedError" in got.error["types"] or "RuntimeError" not in got.error["types"]:
         return f"{probe.label} without CUDA: expected a RuntimeError saying a CUDA device is needed, {raised(got)}"
+    if "ValueError" in got.error["types"]:
+        return (f"{probe.label} without CUDA: raised {got.error['types'][0]}, a ValueError too; the "
+                "missing GPU is not a bad argument: raise a plain RuntimeError")
     if not _names_missing_cuda(got.error["message"]):
         return f"{probe.label} without CUDA: the RuntimeError must say a CUDA device is needed, " \
                f"got {got.error['message'][:200]!r}"

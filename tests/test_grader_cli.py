@@ -68,7 +68,7 @@ def test_the_report_lists_every_lost_check_with_its_whole_rule(tmp_path):
 
     for check in [c for c in public_checks() if c.exercise == "ex6"]:
         assert f"- {check.name} (-" in run.stdout, run.stdout
-    assert "rule: allowed = valid_modes (default all) minus invalid_modes" in " ".join(run.stdout.split())
+    assert "rule: allowed = valid_modes (None or empty: all) minus invalid_modes" in " ".join(run.stdout.split())
     brief = grader("grade", str(folder), "--only", "ex6", "--brief")
     assert len([line for line in brief.stdout.splitlines() if line.startswith("ex6 ")]) == 1
     assert "- mode_table" not in brief.stdout

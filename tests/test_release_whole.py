@@ -142,10 +142,15 @@ def _exists(root: Path, relative: str) -> bool:
     return (root / relative.rstrip("/")).exists()
 
 
-def _path_finding(root: Path, token: str) -> str | None:
-    """Why a path-like token dangles in the release at ``root`` (None: it does not)."""
-    token = token.rstrip(".,;:'\"")
+def _path_finding(root: Path, token: str, name: str = "") -> str | None:
+    """Why a path-like token dangles in the release at ``root`` (None: it does not); a ``../``
+    token is read from the folder of ``name``, the released file it is in (the course notes
+    link their other language's chapter so)."""
+    token = token.rstrip(".,;:'\"]")
     if re.match(r"\.\./[A-Za-z]", token):
+        target = ((root / name).parent / token).resolve() if name else None
+        if target is not None and target.is_relative_to(root.resolve()) and target.exists():
+            return None  # a file beside the one that names it (the notes' other language)
         return f"path {token} leads out of the repository"
     token = token.removeprefix("./")
     parts = token.split("/")
@@ -287,7 +292,7 @@ def dangling(root: Path) -> set[tuple[str, str]]:
     for name, texts in released_texts(root).items():
         for text in texts:
             for match in PATH.finditer(text):
-                why = _path_finding(root, match.group(0))
+                why = _path_finding(root, match.group(0), name)
                 if why:
                     found.add((name, why))
             for match in FILE.finditer(text):

@@ -829,6 +829,13 @@ def raising(module: str, error: str) -> str:
     return source
 
 
+def _every_argument_named() -> list[str]:
+    """Every argument name an expected error of a public check must name."""
+    from grader.exercises import public_checks
+
+    return sorted({name for c in public_checks() for p in c.probes for name in p.raises})
+
+
 def build_raising(error: Callable[[], str]):
     def build(folder: Path, marker: str, cleanups: list) -> Path:
         return submission(folder, **{m: raising(m, error()) for m in EXERCISES.values()})
@@ -939,11 +946,12 @@ CASES = [
              "    for _ in range(warmup):\n        fn()\n    if torch.cuda.is_available():",
              "    if True:\n        return _input_derived(fn, iters, warmup)\n"
              "    if torch.cuda.is_available():")) + INPUT_DERIVED_TIMER),
-         FULL["ex2"] - points("ex2.time_ms_mean_ms"),
+         FULL["ex2"] - points("ex2.time_ms_mean_ms") - points("ex2.time_ms_exact_mean"),
          "time_ms calls fn warmup + iters times, reads no clock and returns the middle of the "
          "durations the probe's timed calls sleep, found in the probe's frame: the timed calls' "
          "durations are drawn when they are made and the window comes from the clock around them, "
-         "so time_ms_mean_ms is lost (everything else about the timer holds)",
+         "so time_ms_mean_ms is lost, and so is time_ms_exact_mean (on a fake clock no probe "
+         "frame holds the durations); everything else about the timer holds",
          defence="observed-timer-window"),
     Case("swallowed-timeout", "ex2", hostile("launch_tax", SWALLOWED_TIMEOUT, end=True), 0,
          "time_ms sleeps forever, catching every exception and ignoring catchable signals: the "
@@ -1010,10 +1018,22 @@ CASES = [
          "about: each check that expects an error also has a valid input, so it gets nothing",
          others="zero", defence="valid-inputs-in-rejection-checks"),
     Case("cuda-needed-everywhere", "all",
-         build_raising(lambda: 'RuntimeError("a CUDA device is needed: torch.cuda.is_available() is False")'),
-         0, "every function of every module says a CUDA device is needed: the no-CUDA checks also "
-         "ask something valid on the CPU (or a ValueError first), so it gets nothing",
+         build_raising(lambda: 'type("Refusal", (ValueError, TypeError, RuntimeError), {})('
+                       f'"a CUDA device is needed (torch.cuda.is_available() is False); bad '
+                       f'arguments: {" ".join(_every_argument_named())}")'),
+         0, "every function of every module raises one error that is at once a ValueError, a "
+         "TypeError and a RuntimeError, names every argument any check asks about and says a CUDA "
+         "device is needed: every check that expects errors also asks something valid (to be "
+         "accepted), so it gets nothing",
          others="zero", defence="valid-inputs-in-rejection-checks"),
+    Case("hybrid-refusal-capture", "ex3",
+         build_raising(lambda: 'type("Refusal", (ValueError, RuntimeError), {})('
+                       '"warmup_iters: bad; a CUDA device is needed (torch.cuda.is_available() is False)")'),
+         0, "capture (like every function) raises one error that is a ValueError naming warmup_iters "
+         "and a RuntimeError saying a CUDA device is needed, so both of capture_needs_cuda's "
+         "probes, which have no valid input without CUDA, would be met: the missing GPU must be "
+         "a plain RuntimeError, not an argument error, so it gets nothing",
+         others="zero", defence="cuda-error-not-an-argument-error"),
     Case("patch-equal-during-call", "ex5",
          module_case("buckets", lambda m: edit(reference("buckets"), ("return out[:n].clone()", "return out[:n]"))
                      + PATCH_EQUAL_DURING_CALL),
