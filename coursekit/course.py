@@ -41,7 +41,7 @@ LAUNCH_TAX = "the launch tax: its model and its measurement"
 #: instead of their exercise's (``Check(..., idea=ARGUMENTS)``); together they are worth at most
 #: ``ARGUMENTS_AT_MOST`` points, so that the points follow the lesson's ideas.
 ARGUMENTS = "argument checks and \"a CUDA device is needed\" errors"
-ARGUMENTS_AT_MOST = 8
+ARGUMENTS_AT_MOST = 9
 #: The lesson's table printed byte for byte (exercise 1's ``report``).
 FORMAT = "the lesson's table, byte for byte"
 
@@ -75,6 +75,12 @@ EXERCISES = (
              "buffers, padding into the padding slot, FULL / PIECEWISE / eager dispatch, "
              "`capture_model`, greedy `generate`", "CPU (stand-in), GPU",
              "the engine: graphs, buckets and dispatch in one decode loop"),
+    Exercise(9, "tradeoffs", "which model is right, and what graphs cost",
+             "`eager_timeline` (the pipeline kernel by kernel), `cpu_bound_launch_us` (where a step "
+             "turns CPU-bound), `implied_launch_us` (the tau a measured step implies under each "
+             "model), `kv_bytes_per_token`, `graph_memory_bytes` (shared pool or one each), "
+             "`kv_tokens_forgone` (the `enforce_eager` trade-off)", "CPU",
+             "when graphs pay and what they cost: the CPU-bound turn, the KV cache forgone"),
 )
 
 MODULES = tuple(e.module for e in EXERCISES)

@@ -10,6 +10,8 @@ a grading worker imports this module (for the seed rows) with only ``coursekit/*
   per iteration (about 10x).
 * ``H200_TAU_EAGER_US``, ``H200_TAU_GRAPH_US``: the slopes fitted through ``H200_SWEEP`` (µs per
   kernel): the eager launch cost and the graph node cost.
+* ``H200_DECODE_7B``: batch -> ``{"eager_ms", "graph_ms", "kernels", ...}``, one bf16 decode step
+  shaped like Qwen2.5-7B (the data README says how it was made).
 """
 
 from __future__ import annotations
@@ -30,6 +32,32 @@ AWQ  权重 (~5.5 GiB): 430 个 kernel | 计算   5.9 ms | 启动 2.15 ms
    eager   8.1 ms -> 124.1 tok/s | graph   5.9 ms -> 169.2 tok/s | 加速比 1.36x
 BF16 权重 (~14.2 GiB): 430 个 kernel | 计算  15.2 ms | 启动 2.15 ms
    eager  17.4 ms ->  57.5 tok/s | graph  15.3 ms ->  65.6 tok/s | 加速比 1.14x"""
+
+#: Qwen2.5-7B's KV-cache shape (its config.json): layers, KV heads, head size; bf16 is 2 bytes.
+QWEN25_7B_KV = dict(n_layers=28, n_kv_heads=4, head_dim=128, dtype_bytes=2)
+
+
+def tradeoff_figures(implied_launch_us, cpu_bound_launch_us, kv_bytes_per_token, kv_tokens_forgone) -> str:
+    """Exercise 9's figures, computed with its functions (``python -m exercises.tradeoffs``):
+    the tau the H200's 7B decode step implies under each model, where its kernels turn it
+    CPU-bound, and the KV cache a GiB of graphs costs Qwen2.5-7B."""
+    decode = h200_anchor()["decode7b"]
+    lines = []
+    for batch, step in sorted(decode.items(), key=lambda item: int(item[0])):
+        additive, cpu_bound = implied_launch_us(step["eager_ms"], step["graph_ms"], step["kernels"])
+        lines.append(f"H200 7B decode, batch {batch}: {step['kernels']} kernels, eager "
+                     f"{step['eager_ms']:.1f} ms, graph {step['graph_ms']:.2f} ms -> tau "
+                     f"{additive:.1f} us if additive, {cpu_bound:.1f} us if CPU-bound")
+    one = decode["1"]
+    mean_kernel_us = one["graph_ms"] * 1e3 / one["kernels"]
+    tau_star = cpu_bound_launch_us([mean_kernel_us] * one["kernels"])
+    lines.append(f"its {one['kernels']} kernels average {mean_kernel_us:.2f} us on the GPU: the step is "
+                 f"CPU-bound for any tau above {tau_star:.2f} us")
+    per_token = kv_bytes_per_token(**QWEN25_7B_KV)
+    lines.append(f"Qwen2.5-7B (bf16): {per_token} bytes of KV cache per token ({per_token / 1024:g} "
+                 f"KiB); 1 GiB of graphs forgoes {kv_tokens_forgone(1024**3, per_token)} tokens")
+    return "\n".join(lines)
+
 
 #: The bundled H200 run, in the shape the lab reads and writes (``launch-tax.json``).
 H200_ANCHOR = Path(__file__).resolve().parent / "data" / "h200-anchor-2026-11-30.json"
@@ -53,4 +81,6 @@ def __getattr__(name: str):
         return anchor["tau_eager_us"]
     if name == "H200_TAU_GRAPH_US":
         return anchor["tau_graph_us"]
+    if name == "H200_DECODE_7B":
+        return {int(batch): dict(step) for batch, step in anchor["decode7b"].items()}
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -15,6 +15,11 @@ from pathlib import Path
 import pytest
 
 from coursekit.impl import REPO_ROOT
+from grader import rubric
+
+#: The course's stated total and the self-test's points, as grader/rubric.toml has them now.
+TOTAL = int(rubric.load().stated_total)
+BY_HAND = sum(rubric.load().questions.values())
 
 
 @pytest.fixture
@@ -62,10 +67,10 @@ def test_a_changed_weight_is_refused_until_it_is_a_decision(repo, tmp_path):
                  ["release", str(tmp_path / "student")]):
         done = run(repo, *args)
         assert done.returncode == 2, (args, done.stdout, done.stderr)
-        assert "add up to 101" in done.stderr and "total says 100" in done.stderr, done.stderr
+        assert f"add up to {TOTAL + 1}" in done.stderr and f"total says {TOTAL}" in done.stderr, done.stderr
     assert not (tmp_path / "a.zip").exists() and not (tmp_path / "student").exists()
     # The decision: a new total. Until the README and the notebook say so, still refused.
-    set_rubric(repo, "total = 100", "total = 101")
+    set_rubric(repo, f"total = {TOTAL}", f"total = {TOTAL + 1}")
     done = run(repo, "grade", "--brief", "--only", "ex1")
     assert done.returncode == 2 and "grader build" in done.stderr and "README" in done.stderr
     done = run(repo, "gradescope", str(tmp_path / "a.zip"), "--secret-file", str(secret))
@@ -74,7 +79,7 @@ def test_a_changed_weight_is_refused_until_it_is_a_decision(repo, tmp_path):
 
 def test_build_rewrites_what_the_rubric_derives_and_says_what_to_redo(repo):
     reweight_seed_report(repo, 3)
-    set_rubric(repo, "total = 100", "total = 101")
+    set_rubric(repo, f"total = {TOTAL}", f"total = {TOTAL + 1}")
     check = run(repo, "build", "--check")
     assert check.returncode == 1 and "README.md" in check.stdout and "launch_tax.ipynb" in check.stdout
     done = run(repo, "build")
@@ -83,7 +88,8 @@ def test_build_rewrites_what_the_rubric_derives_and_says_what_to_redo(repo):
         assert redo in done.stdout, f"build must say to redo {redo!r}:\n{done.stdout}"
     assert run(repo, "build", "--check").returncode == 0
     readme = (repo / "README.md").read_text(encoding="utf-8")
-    assert re.search(r"hold 101\s+points", readme) and re.search(r"107\s+in\s+all", readme), readme[:3000]
+    assert re.search(rf"hold {TOTAL + 1}\s+points", readme) and re.search(rf"{TOTAL + 1 + BY_HAND:g}\s+in\s+all", readme), \
+        readme[:3000]
     notebook = json.loads((repo / "course" / "source" / "launch_tax" / "launch_tax.ipynb").read_text(encoding="utf-8"))
     cell = next(c for c in notebook["cells"] if c["metadata"].get("nbgrader", {}).get("grade_id") == "test_ex1_seed_report")
     assert cell["metadata"]["nbgrader"]["points"] == 3

@@ -1,0 +1,208 @@
+"""Exercise 9 (tradeoffs): the probes a worker runs on the submission's ``tradeoffs`` and the
+public checks the judge grades their answers with (``checks(draw)``). Its hidden checks are the
+staff repository's, never released."""
+
+from __future__ import annotations
+
+import random
+from typing import TYPE_CHECKING
+
+from coursekit.course import ARGUMENTS
+from grader.checks import Check, P, acceptance, same
+from grader.probes import _as_list, call, probe
+
+if TYPE_CHECKING:
+    from grader.secret import Draw
+
+
+# ------------------------------------------------------------------------- probes
+
+#: A number the wire cannot carry (it carries no NaN or infinity): ``{"float": "nan"}``.
+NAN, INF = {"float": "nan"}, {"float": "inf"}
+
+
+def _value(v):
+    return float(v["float"]) if isinstance(v, dict) and "float" in v else v
+
+
+def _values(vs):
+    return [_value(v) for v in vs]
+
+
+def _rows(value):
+    """A timeline as lists, so that a tuple per kernel and a list per kernel answer alike."""
+    if isinstance(value, list):
+        return [_as_list(row) for row in value]
+    return value
+
+
+@probe
+def timeline(mod, kernel_us: list, launch_us):
+    return _rows(call(mod.eager_timeline, _values(kernel_us), _value(launch_us)))
+
+
+@probe
+def tau_star(mod, kernel_us: list):
+    return call(mod.cpu_bound_launch_us, _values(kernel_us))
+
+
+@probe
+def implied(mod, eager_ms, compute_ms, n_kernels):
+    return _as_list(call(mod.implied_launch_us, _value(eager_ms), _value(compute_ms), n_kernels))
+
+
+@probe
+def kv_bytes(mod, kwargs: dict):
+    return call(mod.kv_bytes_per_token, **kwargs)
+
+
+@probe
+def graph_memory(mod, per_graph_bytes: list, shared_pool="default", once: bool = False):
+    """``graph_memory_bytes``; ``once``: the footprints come as an iterator (read once)."""
+    footprints = iter(per_graph_bytes) if once else list(per_graph_bytes)
+    if shared_pool == "default":
+        return call(mod.graph_memory_bytes, footprints)
+    return call(mod.graph_memory_bytes, footprints, shared_pool=shared_pool)
+
+
+@probe
+def tokens(mod, graph_bytes, bytes_per_token):
+    return call(mod.kv_tokens_forgone, graph_bytes, bytes_per_token)
+
+
+# ------------------------------------------------------------------------- inputs
+
+
+def kernel_profile(rng: random.Random) -> list[float]:
+    """Kernel times in microseconds, of one of the shapes a decode step has."""
+    n = rng.randint(2, 40)
+    shape = rng.choice(("tiny", "long", "mixed", "fractions"))
+    if shape == "tiny":
+        return [float(rng.randint(0, 4)) for _ in range(n)]
+    if shape == "long":
+        return [float(rng.randint(20, 200)) for _ in range(n)]
+    if shape == "mixed":  # a layer: a few long GEMMs among many tiny elementwise kernels
+        return [float(rng.choice((rng.randint(30, 120), rng.randint(1, 5), rng.randint(1, 5)))) for _ in range(n)]
+    return [rng.randint(1, 400) / 8 for _ in range(n)]
+
+
+def kv_config(rng: random.Random) -> dict:
+    return dict(n_layers=rng.randint(1, 96), n_kv_heads=rng.choice((1, 2, 4, 8, rng.randint(1, 64))),
+                head_dim=rng.choice((64, 80, 128, 256, rng.randint(1, 300))), dtype_bytes=rng.choice((1, 2, 4)))
+
+
+# ------------------------------------------------------------------------- checks
+
+QWEN = dict(n_layers=28, n_kv_heads=4, head_dim=128)  # Qwen2.5-7B's KV shape (bf16 by default)
+
+
+def checks(draw: Draw) -> list[Check]:
+    r = draw.rng("ex9.eager_timeline")
+    profiles = [kernel_profile(r) for _ in range(12)] + [[], [float(r.randint(1, 50))]]
+    launches = [float(r.randint(0, 30)) + r.choice((0.0, 0.25, 0.5)) for _ in profiles]
+    r = draw.rng("ex9.cpu_bound_launch_us")
+    star = [kernel_profile(r) for _ in range(12)]
+    t = float(r.randint(1, 40))
+    star += [[], [t], [t] * r.randint(2, 30),  # equal kernels: tau* is their length
+             [1.0] + [float(r.randint(50, 100))] * r.randint(1, 9),  # a short first kernel decides
+             [float(r.randint(50, 100))] * r.randint(1, 9) + [1.0]]  # a short last kernel does not
+    r = draw.rng("ex9.implied_launch_us")
+    implied = [(29.673689778645834, 6.561826070149739, 1579), (42.223388671875, 7.27794443766276, 1579)]
+    for _ in range(8):
+        eager = round(r.uniform(0.01, 200), 4)
+        implied.append((eager, round(eager * r.uniform(0, 1), 4), r.randint(1, 5000)))
+    implied.append((eager, eager, r.randint(1, 5000)))  # compute = eager is allowed: tau 0 if additive
+    r = draw.rng("ex9.kv_bytes_per_token")
+    configs = [QWEN] + [kv_config(r) for _ in range(10)]
+    r = draw.rng("ex9.graph_memory_bytes")
+    footprints = [[r.randint(0, 2**33) for _ in range(r.randint(1, 12))] for _ in range(6)]
+    pools = [(f, shared, once) for f in footprints for shared in (True, False) for once in (False, True)]
+    pools += [([], True, False), ([], False, True), ([r.randint(0, 2**30)], False, False)]
+    defaults = [f for f in footprints[:3]]
+    r = draw.rng("ex9.kv_tokens_forgone")
+    per_token = 2 * 28 * 4 * 128 * 2
+    forgone = [(1024**3, per_token), (per_token * r.randint(1, 999), per_token),
+               (per_token * r.randint(1, 999) - 1, per_token), (0, per_token), (per_token - 1, per_token)]
+    forgone += [(r.randint(0, 2**40), r.randint(1, 2**22)) for _ in range(8)]
+    r = draw.rng("ex9.rejects_bad_arguments")
+    kernels = [float(r.randint(1, 50)) for _ in range(r.randint(2, 6))]
+    bad_at = r.randrange(len(kernels))
+    negative = -round(r.uniform(0.05, 50), 2)
+
+    def with_bad(bad):
+        return [bad if i == bad_at else k for i, k in enumerate(kernels)]
+
+    eager = round(r.uniform(1, 50), 3)
+    kv_bad = r.choice(("n_layers", "n_kv_heads", "head_dim", "dtype_bytes"))
+    return [
+        Check("ex9", "eager_timeline",
+              "one (launched, start, end) per kernel: launched at k*launch_us, started at max(k*launch_us, "
+              "end of kernel k-1), ended kernel_us[k-1] later (us); no kernels -> []",
+              [P("timeline", f"eager_timeline({k}, {l})", kernel_us=k, launch_us=l)
+               for k, l in zip(profiles, launches)], points=2),
+        Check("ex9", "cpu_bound_launch_us",
+              "tau* = the smallest mean of the first m kernels, m = 1 .. N-1; fewer than two kernels -> math.inf",
+              [P("tau_star", f"cpu_bound_launch_us({k})", kernel_us=k) for k in star], points=2),
+        Check("ex9", "implied_launch_us",
+              "(additive, cpu_bound) = ((eager_ms - compute_ms) * 1e3 / n_kernels, eager_ms * 1e3 / n_kernels)",
+              [P("implied", f"implied_launch_us({e}, {c}, {n})", eager_ms=e, compute_ms=c, n_kernels=n)
+               for e, c, n in implied], points=1),
+        Check("ex9", "kv_bytes_per_token",
+              "2 * n_layers * n_kv_heads * head_dim * dtype_bytes, an int (dtype_bytes defaults to 2)",
+              [P("kv_bytes", f"kv_bytes_per_token(**{kw})", kwargs=kw) for kw in configs], points=1),
+        Check("ex9", "graph_memory_bytes",
+              "shared_pool=True (the default): the largest footprint; False: the sum; no graphs -> 0; an int; "
+              "any iterable",
+              [P("graph_memory", f"graph_memory_bytes({'iter' if once else ''}({f}), shared_pool={s})",
+                 per_graph_bytes=f, shared_pool=s, once=once) for f, s, once in pools]
+              + [P("graph_memory", f"graph_memory_bytes({f})", per_graph_bytes=f) for f in defaults],
+              points=1),
+        Check("ex9", "kv_tokens_forgone", "whole tokens: graph_bytes // bytes_per_token, an int",
+              [P("tokens", f"kv_tokens_forgone({g}, {b})", graph_bytes=g, bytes_per_token=b)
+               for g, b in forgone], points=1),
+        Check("ex9", "rejects_bad_arguments",
+              "a negative, NaN, infinite or non-number time is a ValueError naming launch_us, kernel_us, "
+              "eager_ms or compute_ms; compute_ms > eager_ms names compute_ms; a count or byte size that "
+              "is not an int of its least value (1, or 0 for bytes) names its argument; shared_pool not a "
+              "bool names shared_pool; valid arguments are accepted",
+              [P("timeline", f"eager_timeline({kernels}, {negative})", "launch_us", kernel_us=kernels,
+                 launch_us=negative),
+               P("timeline", f"eager_timeline({kernels}, nan)", "launch_us", kernel_us=kernels, launch_us=NAN),
+               P("timeline", f"eager_timeline(kernel {bad_at} = {negative}, 5.0)", "kernel_us",
+                 kernel_us=with_bad(negative), launch_us=5.0),
+               P("timeline", f"eager_timeline(kernel {bad_at} = inf, 5.0)", "kernel_us",
+                 kernel_us=with_bad(INF), launch_us=5.0),
+               P("timeline", f"eager_timeline({kernels}, 0.0)", kernel_us=kernels, launch_us=0.0),
+               P("tau_star", f"cpu_bound_launch_us(kernel {bad_at} = {negative})", "kernel_us",
+                 kernel_us=with_bad(negative)),
+               P("tau_star", f"cpu_bound_launch_us(kernel {bad_at} = nan)", "kernel_us", kernel_us=with_bad(NAN)),
+               P("tau_star", f"cpu_bound_launch_us(kernel {bad_at} = True)", "kernel_us", kernel_us=with_bad(True)),
+               P("implied", f"implied_launch_us({eager}, {eager + 1}, 10)", "compute_ms", eager_ms=eager,
+                 compute_ms=eager + 1, n_kernels=10),
+               P("implied", f"implied_launch_us({negative}, 0.0, 10)", "eager_ms", eager_ms=negative,
+                 compute_ms=0.0, n_kernels=10),
+               P("implied", f"implied_launch_us(nan, 1.0, 10)", "eager_ms", eager_ms=NAN, compute_ms=1.0,
+                 n_kernels=10),
+               P("implied", f"implied_launch_us({eager}, 0.0, 0)", "n_kernels", eager_ms=eager, compute_ms=0.0,
+                 n_kernels=0),
+               P("implied", f"implied_launch_us({eager}, 0.0, 2.0)", "n_kernels", eager_ms=eager,
+                 compute_ms=0.0, n_kernels=2.0),
+               P("implied", f"implied_launch_us({eager}, 0.0, 1)", eager_ms=eager, compute_ms=0.0, n_kernels=1),
+               P("kv_bytes", f"kv_bytes_per_token({kv_bad}=0)", kv_bad,
+                 kwargs={**QWEN, kv_bad: 0}),
+               P("kv_bytes", f"kv_bytes_per_token({kv_bad}=True)", kv_bad,
+                 kwargs={**QWEN, kv_bad: True}),
+               P("kv_bytes", "kv_bytes_per_token(1, 1, 1, 1)", kwargs=dict(n_layers=1, n_kv_heads=1, head_dim=1,
+                                                                            dtype_bytes=1)),
+               P("graph_memory", "graph_memory_bytes([5, -1])", "per_graph_bytes", per_graph_bytes=[5, -1]),
+               P("graph_memory", "graph_memory_bytes([5, 2.0])", "per_graph_bytes", per_graph_bytes=[5, 2.0]),
+               P("graph_memory", "graph_memory_bytes([5, 2], shared_pool=1)", "shared_pool",
+                 per_graph_bytes=[5, 2], shared_pool=1),
+               P("graph_memory", "graph_memory_bytes([0], shared_pool=False)", per_graph_bytes=[0],
+                 shared_pool=False),
+               P("tokens", "kv_tokens_forgone(-1, 10)", "graph_bytes", graph_bytes=-1, bytes_per_token=10),
+               P("tokens", "kv_tokens_forgone(100, 0)", "bytes_per_token", graph_bytes=100, bytes_per_token=0),
+               P("tokens", "kv_tokens_forgone(100, 2.0)", "bytes_per_token", graph_bytes=100, bytes_per_token=2.0),
+               P("tokens", "kv_tokens_forgone(0, 1)", graph_bytes=0, bytes_per_token=1)],
+              compare=acceptance(), idea=ARGUMENTS, points=1),
+    ]
