@@ -94,24 +94,24 @@ class BucketedGraphRunner:
         by the runner (a copy of ``max_example``, never the caller's tensor itself).
       * ``capture_sizes`` defaults to ``default_capture_sizes(len(max_example))``; a size outside
         ``1..len(max_example)`` -> ValueError naming ``capture_sizes``.
-      * For every size, capture ``fn`` over the prefix ``buffer[:size]`` with
-        ``capture(fn, buffer[:size], warmup_iters=warmup_iters, pool=pool)``: largest size first,
-        all graphs sharing one memory pool (pass the first graph's ``graph.pool()`` to the rest).
-        ``capture`` defaults to exercise 3's ``capture`` for CUDA tensors and to
+      * One capture per size, of ``fn`` over the prefix ``buffer[:size]``:
+        ``capture(fn, buffer[:size], warmup_iters=warmup_iters, pool=pool)``, largest size first,
+        all graphs in one memory pool (the first graph's ``graph.pool()`` is the ``pool`` of every
+        later capture). ``capture`` defaults to exercise 3's ``capture`` for CUDA tensors and to
         ``capture_on_cpu`` for CPU tensors.
       * ``capture_order``: the sizes in the order they were captured.
-      * ``stats``: how many calls replayed each size (key: the size) and how many ran eagerly
-        (key: ``"eager"``); a ``collections.Counter`` is handy.
+      * ``stats``: a dict counting the calls that replayed each size (key: the size) and the
+        calls that ran eagerly (key: ``"eager"``).
 
     Calling ``runner(x)``:
       * ``x`` must have the buffer's row shape (the same shape: rows of ``(3, 2)`` are not rows
         of ``(2, 3)`` nor of ``(6,)``, though they hold as many elements), dtype and device, and
         at least one row (ValueError naming ``x`` otherwise).
       * Find the bucket for ``len(x)``. None -> run ``fn(x)`` eagerly and return its result.
-      * Otherwise copy ``x`` into the first rows of the buffer (``copy_``: the graph reads the
-        buffer's memory, not your variable), fill the rest of the bucket with ``pad_value``,
-        replay that bucket's graph, and return the first ``len(x)`` output rows as a fresh tensor
-        (the graph overwrites its outputs on the next replay).
+      * Otherwise the buffer's first ``len(x)`` rows hold ``x`` (copied in with ``copy_``: the
+        graph reads the buffer's memory, not your variable) and the rest of the bucket holds
+        ``pad_value``; that bucket's graph is replayed, and the result is the first ``len(x)``
+        output rows as a fresh tensor (the graph overwrites its outputs on the next replay).
     """
 
     def __init__(

@@ -1,15 +1,11 @@
 """Exercise 3 · capture with warm-up.
 
 A CUDA graph records the kernels one call of ``fn`` launches, with the addresses they read and
-write, and replays them later with a single launch. Three things make a capture right:
-
-* **Warm up first.** The first calls of a function allocate memory, pick algorithms and fill
-  caches; capturing that cold work would record it. Run ``fn`` a few times before capturing.
-* **Warm up on a side stream** that waits for the current stream (so it sees the inputs the
-  caller just wrote) and that the current stream then waits for (so nothing after it races the
-  warm-up). That is the pattern in PyTorch's CUDA graphs documentation.
-* **Share memory pools** between graphs that never run at the same time: pass ``pool`` to
-  ``torch.cuda.graph`` (``other_graph.pool()`` is such a handle).
+write, and replays them later with a single launch. A right capture warms ``fn`` up first (its
+first calls allocate memory, pick algorithms and fill caches; capturing that cold work would
+record it), runs that warm-up on a side stream ordered after the caller's work (the pattern of
+PyTorch's CUDA graphs documentation), lets graphs that never run at the same time share one
+memory pool, and leaves the GPU usable when a function cannot be captured.
 
 Check your work with ``python -m pytest exercises -m ex3`` (most checks need a GPU:
 ``python -m pytest exercises -m "ex3 and gpu"``).
@@ -30,30 +26,31 @@ def capture(
 ) -> CapturedGraph:
     """Warm up ``fn(*static_inputs)`` and capture one call of it into a CUDA graph.
 
-    1. ``warmup_iters < 1`` -> ValueError naming ``warmup_iters`` (capturing cold work records
-       allocator and autotune side effects), checked first, so on any machine. No CUDA ->
+    1. Arguments: ``warmup_iters < 1`` -> ValueError naming ``warmup_iters`` (capturing cold work
+       records allocator and autotune side effects), checked first, so on any machine. No CUDA ->
        RuntimeError saying a CUDA device is needed. An input that is not a CUDA tensor (a CPU
        tensor, or no tensor at all) -> ValueError naming it (``static_inputs[i]``): a CPU tensor
        has no place in a captured graph.
-    2. Warm-up: on a new ``torch.cuda.Stream()`` that first waits on the current stream
-       (``side.wait_stream(torch.cuda.current_stream())``), run ``fn(*static_inputs)`` exactly
-       ``warmup_iters`` times (3 when left out); then make the current stream wait on the side
-       stream.
-    3. Capture into a pool you name: ``pool``, or when it is None a new one,
-       ``torch.cuda.graph_pool_handle()`` (step 5 needs its id). ``g = torch.cuda.CUDAGraph()``;
-       inside ``with torch.cuda.graph(g, pool=pool):`` call ``fn(*static_inputs)`` once more and
-       keep what it returns.
-    4. Return ``CapturedGraph(g, static_inputs, outputs)``: ``replay()`` replays ``g`` and returns
-       those same output tensors, now holding the new results.
+    2. Warm-up: exactly ``warmup_iters`` calls of ``fn(*static_inputs)`` (3 when left out), none
+       on the caller's current stream: they run on a side stream (a new ``torch.cuda.Stream()``)
+       that first waits for the work already queued on the current stream (the inputs the caller
+       just wrote), and the current stream then waits for the side stream.
+    3. Capture: then exactly one more call of ``fn(*static_inputs)``, captured into a
+       ``torch.cuda.CUDAGraph`` by ``torch.cuda.graph`` in the memory pool ``pool`` (a handle such
+       as another graph's ``graph.pool()``: the new graph shares that pool); ``pool=None`` -> a new
+       pool of its own. The caller's stream is current again when ``capture`` returns.
+    4. Return ``CapturedGraph(graph, static_inputs, outputs)``: ``static_inputs`` the tensors
+       passed in, as a tuple; ``outputs`` what the captured call returned (the same structure);
+       ``replay()`` replays the graph (it does not call ``fn``) and returns those same output
+       tensors, now holding ``fn`` of what the static inputs hold.
     5. Some functions cannot be captured: ``.item()``, ``.cpu()`` or ``print(tensor)`` make the
-       CPU wait for the GPU, and ``torch.tensor(..., device="cuda")`` copies from CPU memory; a
-       graph can do neither. Then ``torch.cuda.graph`` raises, and may leave the stream it
-       captured on as the current stream (when ending the failed capture raises too). Catch the
-       error and clean up after it: make the stream that was current before the capture current
-       again (``torch.cuda.set_stream``), and call ``end_failed_capture(pool)`` (given: torch
-       2.4 to 2.13 leave the allocator sending allocations to the failed capture's pool, and the
-       next capture then fails; ``coursekit/allocator.py`` says why). Then raise a RuntimeError
-       that says which of these causes it looks like, chained to the original error
-       (``raise ... from exc``). After that, capturing a good function must still work.
+       CPU wait for the GPU (a host sync), and ``torch.tensor(..., device="cuda")`` copies from
+       CPU memory; a graph can do neither, and ``torch.cuda.graph`` raises. Then ``capture`` raises
+       a RuntimeError that says which of these causes it looks like (a sync such as ``.item()``,
+       or a copy from the CPU), chained to the original error (``raise ... from exc``); the
+       stream that was current before the capture is current again; and capturing a good
+       function afterwards must still work. (torch 2.4 to 2.13 leave the allocator sending
+       allocations to the failed capture's pool until ``end_failed_capture(pool)``, given, is
+       called: ``coursekit/allocator.py`` says why.)
     """
     raise NotImplementedError("exercise 3: capture")

@@ -36,23 +36,21 @@ class DecodeEngine:
         to ``engine_capture_sizes(model.config.max_seqs)``, vLLM's plan for ``max_seqs`` requests
         (up to twice as many tokens: a prompt step may fill them).
       * Static input buffers of ``rows = max(capture_sizes)`` rows (the largest capture size),
-        owned by the engine: ``tokens``, ``positions`` and ``slots`` (1-D, int64), and for
-        piecewise graphs ``hidden`` (``(rows, hidden_size)``) and ``attn`` (``(rows, n_heads *
-        head_dim)``), both in the model's dtype (``model.dtype``: float32, or bfloat16), on the
-        model's device. The slot buffer starts out filled with ``model.padding_slot`` and the
-        others with zeros, so warm-up and capture only ever touch the padding slot (the real
-        slots' cache is unchanged by ``capture_model()``).
+        owned by the engine, on the model's device: ``tokens``, ``positions`` and ``slots`` (1-D,
+        int64), and for piecewise graphs ``hidden`` (``(rows, hidden_size)``) and ``attn``
+        (``(rows, n_heads * head_dim)``), both in the model's dtype (``model.dtype``: float32, or
+        bfloat16). The slot buffer starts out filled with ``model.padding_slot`` and the others
+        with zeros, so warm-up and capture only ever touch the padding slot (the real slots'
+        cache is unchanged by ``capture_model()``).
       * ``capture`` defaults to exercise 3's ``capture`` for a CUDA model and to
         ``capture_on_cpu`` otherwise. Nothing is captured until ``capture_model()``, and a step
-        whose key has no graph runs eagerly (vLLM switches capturing off after its capture pass,
-        and a dispatched key without a graph is then an error: ``validate_cudagraph_capturing_enabled``
-        in ``vllm/compilation/monitor.py``; here an eager step is the simpler answer).
+        whose key has no graph runs eagerly.
 
     ``capture_model()`` captures every ``(mode, BatchDescriptor)`` of
     ``dispatcher.capture_descs()``, in that order (PIECEWISE keys, then FULL, each largest
-    first), all graphs in
-    one memory pool (the first graph's ``graph.pool()``), each over the first ``num_tokens`` rows
-    of the static buffers, with ``warmup_iters``:
+    first), each as ``capture(fn, *inputs, warmup_iters=warmup_iters, pool=pool)`` over the first
+    ``num_tokens`` rows of the static buffers (``tokens`` first), all in one memory pool: ``pool``
+    is None for the first graph and that graph's ``graph.pool()`` for every later one.
       * FULL: one graph of ``model.forward(tokens, positions, slots)``.
       * PIECEWISE: one graph per segment ``i`` of ``model.segment(i, tokens, positions, hidden,
         attn)`` over the ``tokens``, ``positions`` and ``attn`` buffers and a static ``hidden``
@@ -61,40 +59,34 @@ class DecodeEngine:
     It records ``graphs`` (a dict keyed by the ``(mode, desc)`` tuples of ``capture_descs()``;
     each value is what ``capture`` returned: the graph for FULL, the list of the ``n_segments``
     segment graphs in segment order for PIECEWISE), ``capture_seconds`` (the wall time
-    ``capture_model()`` took, a float above 0) and ``capture_memory_bytes`` (an int: GPU memory the capture reserved,
-    ``torch.cuda.memory_reserved()`` after minus before, taking "before" after
-    ``torch.cuda.synchronize()`` and ``torch.cuda.empty_cache()``: ``torch.cuda.graph`` empties the
-    cache as a capture starts, so without that, memory cached before, say another engine's freed
-    pool, is counted in "before", released during capture, and the figure can come out negative;
-    0 on a CPU, an int too, never None).
+    ``capture_model()`` took, a float above 0) and ``capture_memory_bytes`` (an int: GPU memory
+    the capture reserved, ``torch.cuda.memory_reserved()`` after minus before, "before" read
+    after ``torch.cuda.synchronize()`` and ``torch.cuda.empty_cache()`` so that the figure is
+    never negative; 0 on a CPU, an int too, never None).
 
     ``step(tokens, positions, slots, uniform_decode=None) -> logits``, one row per token:
       * ``tokens``, ``positions``, ``slots``: 1-D int64 tensors of one length ``n >= 1`` on the
-        model's device (ValueError naming the argument otherwise). On a CPU also check the values
-        (ValueError naming ``tokens`` for a token outside ``0..vocab_size - 1``; naming ``slots``
-        for a slot outside ``0..max_seqs - 1``: the padding slot is reserved; naming
-        ``positions`` outside ``0..max_seq_len - 1``; each bound itself is fine); on CUDA do not
-        check them (reading a CUDA tensor's values makes the CPU wait for the GPU).
+        model's device (ValueError naming the argument otherwise). On a CPU the values are
+        checked too (ValueError naming ``tokens`` for a token outside ``0..vocab_size - 1``;
+        naming ``slots`` for a slot outside ``0..max_seqs - 1``: the padding slot is reserved;
+        naming ``positions`` outside ``0..max_seq_len - 1``; each bound itself is fine); on CUDA
+        they are not (reading a CUDA tensor's values makes the CPU wait for the GPU).
       * ``uniform_decode``: True when every row has its own slot (one token per sequence). When it
         is None, the engine works it out from ``slots`` (uniform when every slot is distinct):
         that reads the values, so on CUDA it costs a host sync, the one exception to the rule
         above. Callers that know the flag pass it (``generate`` does; so does the benchmark);
         when it is given, the engine never reads the values of ``slots`` on CUDA.
-      * ``mode, desc = dispatcher.dispatch(n, uniform_decode)``. NONE (or nothing captured for
-        it): ``model.forward`` on the inputs as they are.
-      * Otherwise copy the inputs into the first ``n`` rows of the static buffers (``copy_``: the
-        graphs read the buffers' memory), fill rows ``n .. desc.num_tokens - 1`` with token 0,
-        position 0 and ``model.padding_slot`` (vLLM gives padded rows slot ``PAD_SLOT_ID = -1``
-        and its cache-write kernel skips a slot below 0; here the cache has a spare slot
-        instead, because PyTorch's ``cache[-1]`` silently writes the last row), replay (FULL), or replay the segments with
-        ``model.attention`` run eagerly between them (PIECEWISE: attention reads the previous
-        segment's static ``q``, ``k``, ``v`` outputs and its result is copied into the ``attn``
-        buffer the next segment reads; that segment's ``hidden`` input is the previous segment's
-        static ``hidden`` output, or your ``hidden`` buffer refilled with ``copy_``), and return
-        the first ``n`` rows of the logits as a fresh tensor (``(n, vocab_size)``, in the model's
-        dtype). Graph or eager, they are the eager model's logits for those rows, within 1e-5 in
-        float32 and 5e-2 in bfloat16 (which keeps 8 significant bits): a replay may sum in
-        another order.
+      * The batch runs as ``dispatcher.dispatch(n, uniform_decode)`` says. NONE (or nothing
+        captured for its key): ``model.forward`` on the inputs as they are. Otherwise, at every
+        replay, the first ``n`` rows of the static buffers hold the inputs (copied in with
+        ``copy_``: the graphs read the buffers' memory) and rows ``n .. desc.num_tokens - 1``
+        hold token 0, position 0 and ``model.padding_slot``, so that padded rows read and write
+        only the padding slot; FULL replays its graph, PIECEWISE its segments with
+        ``model.attention`` run eagerly between them.
+      * The result is the first ``n`` rows of the logits as a fresh tensor (``(n, vocab_size)``,
+        in the model's dtype). Graph or eager, they are the eager model's logits for those rows,
+        within 1e-5 in float32 and 5e-2 in bfloat16 (which keeps 8 significant bits): a replay
+        may sum in another order.
       * ``stats`` counts steps per ``(mode, desc)`` replayed and eager steps (key ``"eager"``).
 
     ``generate(prompts, max_new_tokens) -> list[list[int]]``: greedy decoding of a batch.

@@ -42,8 +42,7 @@ def fused_add_rms_norm(
 
     * Close to the reference: ``|got - expected| <= tol * (1 + |expected|)`` with ``tol`` 1e-5 for
       fp32 and 1e-2 for bf16 (a fused kernel may skip the reference's intermediate bf16 roundings).
-    * On CUDA: one kernel per call (``count_kernels``). ``torch.compile`` fuses the whole function
-      for you (compile it once, not on every call); a Triton kernel is the other way.
+    * On CUDA: one kernel per call (as ``count_kernels`` counts), every call after the first.
     * On CPU: the same results (plain PyTorch is fine there).
     * ``x`` must be a tensor with at least one dimension (a 1-d ``x`` is one row); ``residual`` a
       tensor with the same shape, dtype and device; ``weight`` a tensor of exactly the shape
@@ -54,11 +53,11 @@ def fused_add_rms_norm(
 
 
 def count_kernels(fn: Callable[..., object], *args: object) -> int:
-    """How many GPU kernels one call ``fn(*args)`` launches.
+    """How many GPU kernels one call ``fn(*args)`` launches, an int.
 
-    Call ``fn(*args)`` once untimed first (compilation and caching happen there), then profile one
-    call with ``torch.profiler.profile(activities=[ProfilerActivity.CUDA])``, synchronize, and
-    count the CUDA kernel events, leaving out memory copies and sets (names containing
-    ``"Memcpy"`` or ``"Memset"``). No CUDA -> RuntimeError saying a CUDA device is needed.
+    The call counted is never the first: ``fn(*args)`` runs once uncounted (compilation and
+    caching happen there), then one call is profiled on the GPU (``torch.profiler``) and its CUDA
+    kernels are counted, leaving out memory copies and sets (names containing ``"Memcpy"`` or
+    ``"Memset"``). No CUDA -> RuntimeError saying a CUDA device is needed.
     """
     raise NotImplementedError("exercise 7: count_kernels")

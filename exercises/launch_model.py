@@ -31,8 +31,9 @@ class DecodeStep:
     ``kernels_per_layer``, ``launch_us`` (CPU cost to launch one kernel, tau),
     ``bandwidth_bps`` (HBM bytes per second), ``gpu_node_us`` (GPU cost per kernel node in a graph).
 
-    Rule: every field is a number >= 0 and ``bandwidth_bps`` > 0. Check this in ``__post_init__``
-    and raise ``ValueError`` whose message names the field, e.g. ``DecodeStep(-1.0)`` ->
+    Rule: every field is a number >= 0 (zero is fine; NaN is not) and ``bandwidth_bps`` > 0,
+    checked when the step is built (``__post_init__``): otherwise ``ValueError`` whose message
+    names the field, e.g. ``DecodeStep(-1.0)`` ->
     ``ValueError("weight_gib: expected a value >= 0, got -1.0")``.
     """
 
@@ -99,10 +100,8 @@ def simulate_eager_ms(kernel_us: Sequence[float], launch_us: float) -> float:
 
     The CPU finishes launching kernel k (k = 1, 2, ...) at ``k * launch_us``. Kernel k starts at
     ``max(k * launch_us, end of kernel k-1)`` and runs for ``kernel_us[k-1]`` microseconds.
-    No kernels -> 0.0. Negative ``launch_us`` or kernel times -> ValueError naming the argument.
-
-    So long kernels hide the launches (result = launch + sum(t)) and tiny kernels expose them
-    (result = N * launch + t_last); the additive model N * launch + sum(t) is an upper bound.
+    No kernels -> 0.0. Negative ``launch_us`` or kernel times -> ValueError naming the argument
+    (``launch_us``, or ``kernel_us[i]`` for kernel i).
     """
     raise NotImplementedError("exercise 1: simulate_eager_ms")
 

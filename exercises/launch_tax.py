@@ -20,38 +20,37 @@ from coursekit.measurements import LaunchTax, tiny_op_chain  # noqa: F401  (give
 
 
 def time_ms(fn: Callable[[], object], iters: int = 100, warmup: int = 10) -> float:
-    """Mean milliseconds per call of ``fn()``.
+    """Mean milliseconds per call of ``fn()``, as a float.
 
     Call ``fn`` exactly ``warmup + iters`` times: ``warmup`` untimed calls first (first calls pay
-    for allocation, caching and autotuning), then ``iters`` timed ones; return the timed total
-    divided by ``iters``, in ms.
+    for allocation, caching and autotuning), then ``iters`` timed ones; return the timed calls'
+    total divided by ``iters`` (true division), in ms. The warm-up is never part of the result.
 
     * With CUDA (``torch.cuda.is_available()``): kernels run asynchronously, so a CPU clock would
-      only time the launches. Call ``torch.cuda.synchronize()`` after the warm-up, record a
-      ``torch.cuda.Event(enable_timing=True)`` before and after the timed calls, wait for the end
-      event, and use ``start.elapsed_time(end)`` (already in ms).
+      only time the launches. The result is the GPU time of the work the timed calls queued, read
+      from CUDA events (``torch.cuda.Event(enable_timing=True)``, ``elapsed_time`` is in ms): all
+      of that work and none of the warm-up's, and ``time_ms`` returns only once it is done.
     * Without CUDA: a monotonic clock (``time.perf_counter``) around the timed calls; not the
       wall clock ``time.time``, which jumps when the system clock is set.
 
-    ``iters < 1`` -> ValueError naming ``iters``; ``warmup < 0`` -> ValueError naming ``warmup``.
+    ``iters < 1`` -> ValueError naming ``iters``; ``warmup < 0`` -> ValueError naming ``warmup``
+    (``iters=1`` and ``warmup=0`` are fine).
     """
     raise NotImplementedError("exercise 2: time_ms")
 
 
 def measure_launch_tax(n_ops: int = 200, numel: int = 1024, iters: int = 100) -> LaunchTax:
-    """The lesson's Part A on this machine's GPU.
+    """The lesson's Part A on this machine's GPU: a chain of ``n_ops`` tiny kernels,
+    ``tiny_op_chain(x, n_ops)`` on ``x``, ``numel`` random float32 values on the GPU (not zeros),
+    timed with ``time_ms(..., iters=iters)`` twice: run eagerly, and as replays of one
+    ``torch.cuda.CUDAGraph`` that captured one call of the chain (after a warm-up) on a static
+    copy of ``x``.
 
-    1. ``x``: ``numel`` random float32 values on the GPU (not zeros).
-    2. Eager: ``time_ms(lambda: tiny_op_chain(x, n_ops), iters=iters)``.
-    3. Graph: copy ``x`` into a static tensor; warm the chain up on it (on a side stream, as
-       ``torch.cuda.graph``'s documentation shows); capture one call of the chain into a
-       ``torch.cuda.CUDAGraph`` with ``torch.cuda.graph(g)``; time ``g.replay`` with ``time_ms``.
-    4. Replay once more and compare the graph's output with the eager result (``torch.equal``).
-
-    Return ``LaunchTax(n_ops, numel, eager_us, graph_us, replay_matches_eager)`` with times in
-    microseconds per run of the chain. The arguments are checked first, on any machine:
-    ``n_ops``, ``numel`` or ``iters`` below 1 -> ValueError naming it; then no CUDA ->
-    RuntimeError saying a CUDA device is needed.
+    Return ``LaunchTax(n_ops, numel, eager_us, graph_us, replay_matches_eager)``: the two times in
+    microseconds per run of the chain, and whether a replay's output equals the eager result
+    exactly (``torch.equal``). The arguments are checked first, on any machine: ``n_ops``,
+    ``numel`` or ``iters`` below 1 -> ValueError naming it; then no CUDA -> RuntimeError saying
+    a CUDA device is needed.
     """
     raise NotImplementedError("exercise 2: measure_launch_tax")
 

@@ -29,9 +29,9 @@ class GraphRunner:
         owns (``x.clone()``), never the caller's tensor: when ``fn`` is captured the buffers hold
         the example inputs' values (not zeros, not uninitialized memory: warm-up runs ``fn`` on
         them). Their ``data_ptr()`` never changes.
-      * Capture once: ``self.graph = capture(fn, *static_inputs, warmup_iters=warmup_iters)``.
-        ``capture`` defaults to exercise 3's ``capture`` (``from .capture import capture``) when
-        the inputs are CUDA tensors, and to ``capture_on_cpu`` otherwise.
+      * Capture once, at construction: ``self.graph = capture(fn, *static_inputs,
+        warmup_iters=warmup_iters)`` over the runner's own buffers. ``capture`` defaults to exercise
+        3's ``capture`` when the inputs are CUDA tensors, and to ``capture_on_cpu`` otherwise.
       * ``num_captures``: how many captures the runner has done; it stays 1.
 
     Calling ``runner(*inputs)``:
@@ -40,7 +40,8 @@ class GraphRunner:
         ``(2, 3)`` nor ``(6,)``, though they hold as many elements), dtype and device: ValueError
         naming the position as ``inputs[i]`` otherwise (a graph replays fixed shapes at fixed
         addresses).
-      * Copy each input into its buffer with ``copy_``, replay, and return the outputs:
+      * Copy each input into its buffer (``copy_``: the buffers keep their addresses), replay
+        once, and return the outputs:
         - ``clone_outputs=True``: fresh copies (``tensor.clone()`` of every tensor, keeping the
           structure: a tensor, or a tuple / list / dict of them), safe to keep;
         - ``clone_outputs=False``: the graph's static output tensors themselves: no copy, but the
