@@ -1,4 +1,4 @@
-"""Labs: the lesson's experiments, run on your GPU with your own code.
+"""Labs: the lesson's experiments, run on your GPU with your own code, and its models drawn.
 
 ``launch-tax`` is the lesson's Part A: a chain of 200 tiny kernels run eagerly (one CPU launch per
 kernel) and as one replayed CUDA graph, then a sweep over chain lengths N. Exercise 1's
@@ -19,10 +19,25 @@ never fits a line of its own.
 ``--reference`` re-plots the H200 run bundled in ``coursekit/data/`` (``--from`` on that file);
 neither measures anything, and the report says where its figures come from.
 
-Exit status: 0 done (without the fits when exercise 1 is unfinished); 1 exercise 2 is unfinished
-when measuring, or a module does not import; 2 bad arguments or no CUDA device. Everything
-except ``measure`` is pure Python over a plain dict (the JSON's shape), so the report and the
-chart are tested on the CPU.
+Three more labs draw models, on any machine (``--out`` folder, ``--impl`` as above):
+
+    python -m coursekit.lab speedup [--reference]   # speedup.json/.svg: which model is right
+    python -m coursekit.lab timeline                # timeline.json/.svg: needs exercise 9
+    python -m coursekit.lab fusion [--reference]    # fusion.json/.svg: fused vs unfused
+
+``speedup``: the graph's speedup against the step's compute time for the lesson's step (N = 430,
+τ = 5 µs), under the lesson's additive model and exercise 1's CPU-GPU pipeline (your
+``simulate_eager_ms``; ``--reference``: its equal-kernel closed form), with the AWQ and BF16
+steps and the CPU-bound turn marked. ``timeline``: exercise 9's ``eager_timeline`` drawn as CPU
+and GPU lanes for tiny kernels, long kernels and a 7B-like layer, each against a graph replay.
+``fusion``: exercise 7's HBM-traffic model of the unfused and the fused add + RMS norm as the
+rows grow, and with CUDA the two timed (your ``fused_add_rms_norm``); without CUDA, or with
+``--reference`` (the model by arithmetic), it says the figures are modelled, not measured.
+
+Exit status: 0 done (launch-tax: without the fits when exercise 1 is unfinished); 1 an exercise
+the lab needs is unfinished (it says which), or a module does not import; 2 bad arguments or no
+CUDA device for measuring. Everything except measuring is pure Python over plain dicts (the JSON
+files' shapes), so the reports and the charts are tested on the CPU.
 """
 
 from __future__ import annotations
@@ -36,7 +51,7 @@ from pathlib import Path
 from coursekit import lesson
 from coursekit.course import by_module
 from coursekit.impl import NAMED, REPO_ROOT, Implementation
-from coursekit.svgplot import figure
+from coursekit.svgplot import figure, timeline
 
 PART_A_OPS, PART_A_NUMEL = 200, 1024  # the lesson's Part A: 200 tiny kernels on 1024 floats
 DEFAULT_SIZES = (25, 50, 100, 200, 400, 800)
@@ -388,17 +403,534 @@ def chart_panels(record: dict) -> tuple[list[dict], list[str]]:
     return panels, caption
 
 
+def write_json(out_dir, name: str, record: dict) -> tuple[Path, Path]:
+    """``record`` as ``out_dir/name`` (the folder made if need be): ``(out_dir, that path)``."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / name
+    path.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
+    return out_dir, path
+
+
 def write_outputs(record: dict, out_dir) -> tuple[Path, Path]:
     """Write ``launch-tax.json`` (the record, fitted or not) and ``launch-tax.svg`` (the chart of
     ``chart_panels``) into ``out_dir``."""
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    json_path = out_dir / "launch-tax.json"
-    json_path.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
+    out_dir, json_path = write_json(out_dir, "launch-tax.json", record)
     panels, caption = chart_panels(record)
     svg_path = figure(out_dir / "launch-tax.svg", panels,
                       title=f"Launch tax on {record['gpu']}: eager vs CUDA graph",
                       x_label="number of kernels N", caption=caption)
+    return json_path, svg_path
+
+
+# --- speedup: which model is right (exercise 1's two answers, side by side) -------------------
+
+LESSON_BANDWIDTH_BPS = 1.0e12  # DecodeStep.bandwidth_bps: the lesson's 1 TB/s
+ADDITIVE_COLOUR, PIPELINE_COLOUR, GRAPH_STEP_COLOUR = "#e6550d", "#3182bd", "#31a354"
+SPEEDUP_CLIP = 5.0  # panel (b) draws speedups up to this; as T -> 0 both models reach N
+
+
+def lesson_compute_ms(weight_gib: float) -> float:
+    """DecodeStep.compute_ms for ``weight_gib`` at the lesson's 1 TB/s (GiB = 1024**3 bytes)."""
+    return weight_gib * 1024**3 / LESSON_BANDWIDTH_BPS * 1e3
+
+
+def seed_points() -> list[tuple[str, float, float]]:
+    """The lesson's two rows as (short name, GiB, T_compute in ms): AWQ and BF16."""
+    return [(label.split()[0], gib, lesson_compute_ms(gib)) for label, gib in lesson.SEED_WEIGHTS]
+
+
+def pipeline_eager_ms_equal(compute_ms: float, n_kernels: int | None = None,
+                            launch_us: float | None = None) -> float:
+    """Exercise 1's pipeline (``simulate_eager_ms``) in its simplest case, N equal kernels of
+    t = T/N: when t <= tau every kernel waits for its launch and the last ends at N*tau + t;
+    when t >= tau they run back to back after the first launch and end at tau + N*t. So
+    ``max(N*tau + t, tau + N*t)``. This closed form is only the equal-kernel case: exercise 1
+    simulates any list of kernel times (and exercise 9's ``eager_timeline`` shows it kernel by
+    kernel), which is what a real step's mix of long GEMMs and tiny ops needs. N and tau default
+    to the lesson's (``LESSON_STEP_KERNELS``, ``LESSON_LAUNCH_US``)."""
+    n_kernels = LESSON_STEP_KERNELS if n_kernels is None else n_kernels
+    launch_us = LESSON_LAUNCH_US if launch_us is None else launch_us
+    t = compute_ms * 1e3 / n_kernels
+    return max(n_kernels * launch_us + t, launch_us + n_kernels * t) / 1e3
+
+
+def _log_samples(lo: float, hi: float, per_decade: int = 24) -> list[float]:
+    count = round(math.log10(hi / lo) * per_decade)
+    return [lo * (hi / lo) ** (k / count) for k in range(count + 1)]
+
+
+SPEEDUP_RANGE_MS = (0.1, 90.0)  # T_compute drawn: far into the CPU-bound side, past BF16
+SPEEDUP_TABLE_MS = (0.1, 0.5, 1.0, 50.0)  # rows of the report's table, with the marked points
+
+
+def speedup_record(pipeline_ms, source: str) -> dict:
+    """Both models' eager times, the graph's, over T_compute, for the lesson's step (N = 430,
+    tau = 5 µs, gpu_node_us = 0). ``pipeline_ms(T)`` gives the pipeline's eager time in ms:
+    the closed form (``pipeline_eager_ms_equal``) or the student's ``simulate_eager_ms``."""
+    n, tau = LESSON_STEP_KERNELS, LESSON_LAUNCH_US
+    turn = n * tau / 1e3
+    seeds = seed_points()
+    ts = sorted(set(_log_samples(*SPEEDUP_RANGE_MS)) | set(SPEEDUP_TABLE_MS) | {turn}
+                | {t for _, _, t in seeds})
+
+    def row(t: float) -> dict:
+        return {"compute_ms": t, "eager_additive_ms": t + n * tau / 1e3,
+                "eager_pipeline_ms": float(pipeline_ms(t)), "graph_ms": t + tau / 1e3}
+
+    points = {name: {"weight_gib": gib, **row(t)} for name, gib, t in seeds}
+    for point in points.values():
+        point["speedup_additive"] = point["eager_additive_ms"] / point["graph_ms"]
+        point["speedup_pipeline"] = point["eager_pipeline_ms"] / point["graph_ms"]
+    return {"n_kernels": n, "launch_us": tau, "gpu_node_us": 0.0,
+            "bandwidth_bps": LESSON_BANDWIDTH_BPS, "cpu_bound_below_ms": turn, "pipeline": source,
+            "curve": [row(t) for t in ts], "points": points}
+
+
+def speedup_report(record: dict) -> str:
+    """The speedup lab's text: the models, a table over T_compute, the lesson's two steps."""
+    n, tau, turn = record["n_kernels"], record["launch_us"], record["cpu_bound_below_ms"]
+    closed = record["pipeline"] == "closed form"
+    points = record["points"]
+    lines = [
+        f"The lesson's decode step: N = {n} kernels, τ = {tau:g} µs per launch, a graph = one "
+        "launch (gpu_node_us = 0).",
+        "T = T_compute, the GPU's work per step; the pipeline shares it equally among the N "
+        "kernels (t = T/N each).",
+        "  additive (the lesson):  eager = T + N·τ             graph = T + τ",
+        "  pipeline (exercise 1):  eager = " + ("max(N·τ + t, τ + N·t)" if closed else
+                                                 "simulate_eager_ms([t] * N, τ)")
+        + ("   graph = T + τ" if closed else "  graph = T + τ"),
+        "",
+        "  T_compute |  t/kernel | eager additive | eager pipeline |    graph | speedup additive "
+        "| speedup pipeline",
+    ]
+    named = {round(p["compute_ms"], 9): name for name, p in points.items()}
+    named[round(turn, 9)] = "turn"
+    wanted = set(SPEEDUP_TABLE_MS) | set(named)
+    for row in record["curve"]:
+        t = row["compute_ms"]
+        if not any(math.isclose(t, w, rel_tol=1e-9) for w in wanted):
+            continue
+        tag = named.get(round(t, 9), "")
+        lines.append(
+            f"{t:8.2f} ms | {t * 1e3 / n:6.2f} µs | {row['eager_additive_ms']:11.2f} ms | "
+            f"{row['eager_pipeline_ms']:11.2f} ms | {row['graph_ms']:5.2f} ms | "
+            f"{row['eager_additive_ms'] / row['graph_ms']:15.2f}x | "
+            f"{row['eager_pipeline_ms'] / row['graph_ms']:15.2f}x  {tag}".rstrip())
+    lines.append("")
+    for name, p in points.items():
+        lines.append(f"{name} ({p['weight_gib']:g} GiB at 1 TB/s, T = {p['compute_ms']:.2f} ms): "
+                     f"additive {p['speedup_additive']:.2f}x, pipeline "
+                     f"{p['speedup_pipeline']:.2f}x")
+    lines += [
+        f"The step turns CPU-bound below T = N·τ = {turn:.2f} ms (equal kernels: when t = T/N "
+        f"drops under τ = {tau:g} µs).",
+        "",
+        "Which model is right? Both say a graph saves the launches; they disagree about what the "
+        "launches cost",
+        "while the GPU is busy. In the pipeline the CPU launches the next kernel while the GPU "
+        "runs this one,",
+        "so a kernel longer than τ hides the next launch: above the turn the eager step costs "
+        "T + τ, the same",
+        "as the graph (1.00x). The additive model charges every launch on top of the compute: an "
+        "upper bound.",
+        "Below the turn both have the GPU wait for the CPU, and a graph pays off (as T -> 0 "
+        "both reach N x). A real step is not",
+        "made of equal kernels: its tiny ops expose their launches even when the mean kernel is "
+        "longer than τ",
+        "(python -m coursekit.lab timeline; exercise 9's cpu_bound_launch_us), and the bundled "
+        "H200 7B step",
+        f"measured {decode7b()['speedup']:.1f}x.",
+    ]
+    return "\n".join(lines)
+
+
+def speedup_panels(record: dict) -> tuple[list[dict], list[str]]:
+    """(a) step times against T on log axes, (b) the speedups on a linear axis (clipped)."""
+    curve, n, tau = record["curve"], record["n_kernels"], record["launch_us"]
+    turn, points = record["cpu_bound_below_ms"], record["points"]
+    pipeline = ("pipeline, equal kernels: max(N·τ + t, τ + N·t)" if record["pipeline"] ==
+                "closed form" else "pipeline: your simulate_eager_ms")
+    times = [
+        {"name": "eager, additive: T + N·τ", "colour": ADDITIVE_COLOUR, "style": "line",
+         "dash": "dotted", "points": [(r["compute_ms"], r["eager_additive_ms"]) for r in curve]},
+        {"name": f"eager, {pipeline}", "colour": PIPELINE_COLOUR, "style": "line",
+         "points": [(r["compute_ms"], r["eager_pipeline_ms"]) for r in curve
+                    if r["eager_pipeline_ms"] > 0]},
+        {"name": "graph: T + τ (both models)", "colour": GRAPH_STEP_COLOUR, "style": "line",
+         "dash": "dashed", "points": [(r["compute_ms"], r["graph_ms"]) for r in curve]},
+    ]
+    speedups = [
+        {"name": "additive: (T + N·τ) ÷ (T + τ)", "colour": ADDITIVE_COLOUR, "style": "line",
+         "dash": "dotted", "points": [(r["compute_ms"], r["eager_additive_ms"] / r["graph_ms"])
+                                      for r in curve
+                                      if r["eager_additive_ms"] / r["graph_ms"] <= SPEEDUP_CLIP]},
+        {"name": "pipeline ÷ (T + τ)", "colour": PIPELINE_COLOUR, "style": "line",
+         "points": [(r["compute_ms"], r["eager_pipeline_ms"] / r["graph_ms"]) for r in curve
+                    if 0 < r["eager_pipeline_ms"] / r["graph_ms"] <= SPEEDUP_CLIP]},
+    ]
+    for name, p in points.items():
+        marker = "diamond" if name == "AWQ" else "square"
+        times += [{"name": f"{name}, eager {model}: {p[f'eager_{model}_ms']:.2f} ms",
+                   "colour": colour, "style": "points", "marker": marker,
+                   "points": [(p["compute_ms"], p[f"eager_{model}_ms"])]}
+                  for model, colour in (("additive", ADDITIVE_COLOUR),
+                                        ("pipeline", PIPELINE_COLOUR))
+                  if p[f"eager_{model}_ms"] > 0]
+        speedups += [{"name": f"{name}, {model}: {p[f'speedup_{model}']:.2f}x",
+                      "colour": colour, "style": "points", "marker": marker,
+                      "points": [(p["compute_ms"], p[f"speedup_{model}"])]}
+                     for model, colour in (("additive", ADDITIVE_COLOUR),
+                                           ("pipeline", PIPELINE_COLOUR))
+                     if 0 < p[f"speedup_{model}"] <= SPEEDUP_CLIP]
+    marks = [{"x": turn, "label": f"CPU-bound below N·τ = {turn:.2f} ms"}] + [
+        {"x": p["compute_ms"], "label": f"{name} {p['compute_ms']:.2f} ms"}
+        for name, p in points.items()]
+    panels = [
+        {"name": "(a) step time (log scale)", "y_label": "step time (ms, log scale)",
+         "y_scale": "log", "height": 300, "series": times, "marks": marks,
+         "notes": [f"N = {n} kernels, τ = {tau:g} µs; a graph is one launch",
+                   "(gpu_node_us = 0).",
+                   "Left of the turn the GPU waits for launches;",
+                   "right of it the pipeline hides them behind",
+                   "the kernels: eager = T + τ, on the graph's line."]},
+        {"name": "(b) speedup of the CUDA graph, eager ÷ graph", "y_label": "speedup",
+         "height": 240, "series": speedups, "marks": marks, "mark_labels": "top",
+         "notes": [f"Drawn up to {SPEEDUP_CLIP:g}x: as T -> 0 both models reach",
+                   f"N = {n}x (one launch instead of N).",
+                   "AWQ (diamonds) and BF16 (squares): the lesson's",
+                   "1.36x and 1.14x are the additive model's."]},
+    ]
+    caption = [f"The lesson's step (N = {n}, τ = {tau:g} µs) under both models of exercise 1. "
+               "T_compute = weights read at 1 TB/s for AWQ (5.5 GiB) and BF16 (14.2 GiB).",
+               "Pipeline: " + ("the equal-kernel closed form (--reference)." if record["pipeline"]
+                               == "closed form" else "your simulate_eager_ms, N equal kernels.")]
+    return panels, caption
+
+
+def write_speedup(record: dict, out_dir) -> tuple[Path, Path]:
+    out_dir, json_path = write_json(out_dir, "speedup.json", record)
+    panels, caption = speedup_panels(record)
+    svg_path = figure(out_dir / "speedup.svg", panels, x_scale="log",
+                      title="Which model is right? Eager vs graph against compute time",
+                      x_label="T_compute per step (ms, log scale)", caption=caption)
+    return json_path, svg_path
+
+
+def pipeline_disagreements(record: dict) -> str:
+    """A line when the student's pipeline differs from the equal-kernel closed form ("" if not):
+    for equal kernels the two must agree, so a difference points at exercise 1."""
+    n, tau = record["n_kernels"], record["launch_us"]
+    closed = [(r["compute_ms"], r["eager_pipeline_ms"],
+               pipeline_eager_ms_equal(r["compute_ms"], n, tau)) for r in record["curve"]]
+    bad = [row for row in closed if not math.isclose(row[1], row[2], rel_tol=1e-6)]
+    if not bad:
+        return ""
+    t, got, want = bad[0]
+    return (f"Your simulate_eager_ms differs from the equal-kernel closed form at {len(bad)} of "
+            f"{len(record['curve'])} points (first at T = {t:.3g} ms: got {got:.4g} ms, expected "
+            f"max(N·τ + t, τ + N·t) = {want:.4g} ms): check exercise 1.")
+
+
+# --- timeline: the eager pipeline kernel by kernel (exercise 9's eager_timeline) ------------
+
+CPU_COLOUR, KERNEL_COLOUR, IDLE_COLOUR, NODE_COLOUR = "#fd8d3c", "#3182bd", "#fcbba1", "#969696"
+#: A 7B-like layer: the lesson's 15 kernels per layer, two long GEMMs (gate_up and down, the
+#: MLP's weights are most of a layer's bytes) and many tiny ops. The times sum to 45.9 µs, a mean
+#: of 3.06 µs: with the graph's 1.10 µs per node that is 4.16 µs per kernel, the bundled H200
+#: 7B graph step's 6.56 ms over its 1579 kernels.
+LAYER_7B = (("rms_norm", 1.0), ("qkv", 3.0), ("qkv bias", 0.5), ("rotary", 1.0),
+            ("kv write", 1.0), ("attention", 2.0), ("attn reduce", 0.4), ("o_proj", 2.5),
+            ("residual add", 1.0), ("rms_norm", 1.0), ("gate_up", 20.0), ("silu·mul", 1.0),
+            ("down", 10.0), ("residual add", 1.0), ("copy", 0.5))
+TIMELINE_SCENARIOS = (
+    ("tiny kernels: 12 × 1 µs", tuple(("", 1.0) for _ in range(12))),
+    ("long kernels: 12 × 20 µs", tuple(("", 20.0) for _ in range(12))),
+    ("a 7B-like layer: 15 kernels, 45.9 µs", LAYER_7B),
+)
+
+
+def timeline_record(timeline_fn, launch_us: float, node_us: float) -> dict:
+    """Each scenario's eager timeline from ``timeline_fn(kernel_us, launch_us)`` (exercise 9's
+    ``eager_timeline``) and its graph replay: one launch, then the kernels back to back, each
+    plus ``node_us``. A malformed timeline -> ValueError saying what came back."""
+    scenarios = []
+    for name, kernels in TIMELINE_SCENARIOS:
+        times = [t for _, t in kernels]
+        got = timeline_fn(times, launch_us)
+        try:
+            eager = [tuple(float(v) for v in entry) for entry in got]
+            ok = len(eager) == len(times) and all(
+                len(e) == 3 and all(math.isfinite(v) for v in e) for e in eager)
+        except (TypeError, ValueError):
+            ok = False
+        if not ok:
+            raise ValueError(f"exercise 9's eager_timeline({times}, {launch_us:g}) returned "
+                             f"{got!r:.200}; expected one (launched, start, end) per kernel, "
+                             f"{len(times)} in all")
+        graph, clock = [], launch_us
+        for t in times:
+            graph.append((clock, clock + t, clock + t + node_us))
+            clock += t + node_us
+        scenarios.append({"name": name, "kernels": [k for k, _ in kernels], "kernel_us": times,
+                          "eager": [list(e) for e in eager], "graph": [list(g) for g in graph]})
+    return {"launch_us": launch_us, "gpu_node_us": node_us, "scenarios": scenarios}
+
+
+def _scenario_figures(s: dict, launch_us: float) -> dict:
+    eager_end = s["eager"][-1][2] if s["eager"] else 0.0
+    graph_end = s["graph"][-1][2] if s["graph"] else launch_us
+    busy = sum(s["kernel_us"])
+    return {"n": len(s["kernel_us"]), "busy": busy, "eager_end": eager_end,
+            "graph_end": graph_end, "idle": eager_end - busy,
+            "additive": len(s["kernel_us"]) * launch_us + busy}
+
+
+def timeline_report(record: dict, tau_star=None) -> str:
+    """The timeline lab's text; ``tau_star`` is exercise 9's ``cpu_bound_launch_us`` when done."""
+    tau, nu = record["launch_us"], record["gpu_node_us"]
+    d, layer = decode7b(), sum(t for _, t in LAYER_7B)
+    mean = d["graph_ms"] * 1e3 / d["kernels"]
+    lines = [f"Eager: launch k ends at k·τ (τ = {tau:g} µs); kernel k starts at max(k·τ, end of "
+             "kernel k-1) (exercise 9's eager_timeline).",
+             "Graph replay: one launch (τ), then the kernels back to back, each plus "
+             f"ν = {nu:.2f} µs of GPU time per node (H200).", "",
+             f"{'scenario':38}|  N |  kernels | eager end | GPU idle | additive |    graph | "
+             "eager ÷ graph"]
+    for s in record["scenarios"]:
+        f = _scenario_figures(s, tau)
+        lines.append(f"{s['name']:38}| {f['n']:2} | {f['busy']:5.1f} µs | {f['eager_end']:6.1f} µs"
+                     f" | {f['idle']:5.1f} µs | {f['additive']:5.1f} µs | {f['graph_end']:5.1f} µs"
+                     f" | {f['eager_end'] / f['graph_end']:12.2f}x")
+        if tau_star is not None:
+            star = tau_star(s["kernel_us"])
+            lines.append(f"{'':38}  CPU-bound for τ above τ* = {star:.2f} µs "
+                         f"(exercise 9's cpu_bound_launch_us)")
+    lines += ["",
+              "additive = N·τ + the kernels' sum, the lesson's model: an upper bound on the eager "
+              "end.",
+              "Tiny kernels: the GPU idles between launches and the graph wins. Long kernels: the "
+              "launches hide",
+              "behind them, and the graph's per-node cost makes it slower, under this model. The "
+              "7B-like layer:",
+              "the CPU gets ahead during the gate_up GEMM, but the tiny ops before it expose "
+              "their launches.",
+              f"The 7B-like layer's {len(LAYER_7B)} kernels (the lesson's kernels_per_layer), in "
+              "µs:",
+              "  " + ", ".join(f"{name} {t:g}" for name, t in LAYER_7B[:8]) + ",",
+              "  " + ", ".join(f"{name} {t:g}" for name, t in LAYER_7B[8:]) + ".",
+              f"Their sum, {layer:.1f} µs, is {len(LAYER_7B)} × {layer / len(LAYER_7B):.2f} µs: "
+              f"the bundled H200 7B graph step's mean per kernel",
+              f"({d['graph_ms']:.2f} ms / {d['kernels']} = {mean:.2f} µs) less the graph's node "
+              f"cost ({lesson.H200_TAU_GRAPH_US:.2f} µs)."]
+    if tau_star is None:
+        lines.append("(τ*, the launch time above which a step turns CPU-bound, comes with "
+                     "exercise 9's cpu_bound_launch_us.)")
+    return "\n".join(lines)
+
+
+def timeline_scenarios(record: dict) -> list[dict]:
+    """The timeline figure's scenarios (see ``coursekit.svgplot.timeline``)."""
+    tau = record["launch_us"]
+    out = []
+    for s in record["scenarios"]:
+        f = _scenario_figures(s, tau)
+        launches = [{"start": k * tau, "end": (k + 1) * tau, "colour": CPU_COLOUR,
+                     "kind": "launch"} for k in range(len(s["kernel_us"]))]
+        kernels, idle, previous = [], [], 0.0
+        for name, (_, start, end) in zip(s["kernels"], s["eager"]):
+            if start > previous + 1e-9:
+                idle.append({"start": previous, "end": start, "colour": IDLE_COLOUR,
+                             "kind": "idle"})
+            kernels.append({"start": start, "end": end, "colour": KERNEL_COLOUR,
+                            "kind": "kernel", "label": name})
+            previous = end
+        replay = [{"start": 0.0, "end": tau, "colour": CPU_COLOUR, "kind": "launch"}]
+        for name, (start, done, end) in zip(s["kernels"], s["graph"]):
+            replay += [{"start": start, "end": done, "colour": KERNEL_COLOUR, "kind": "kernel",
+                        "label": name},
+                       {"start": done, "end": end, "colour": NODE_COLOUR, "kind": "node"}]
+        out.append({"name": s["name"], "lanes": [
+            {"name": "eager: CPU launches", "boxes": launches},
+            {"name": "eager: GPU kernels", "boxes": idle + kernels},
+            {"name": "graph: launch + replay", "boxes": replay},
+        ], "notes": [f"eager ends at {f['eager_end']:.1f} µs (GPU idle {f['idle']:.1f} µs)",
+                     f"graph ends at {f['graph_end']:.1f} µs",
+                     f"eager ÷ graph = {f['eager_end'] / f['graph_end']:.2f}x",
+                     f"additive model: {f['additive']:.1f} µs"]})
+    return out
+
+
+def write_timeline(record: dict, out_dir) -> tuple[Path, Path]:
+    out_dir, json_path = write_json(out_dir, "timeline.json", record)
+    tau, nu = record["launch_us"], record["gpu_node_us"]
+    svg_path = timeline(
+        out_dir / "timeline.svg", timeline_scenarios(record),
+        title=f"The eager pipeline kernel by kernel (τ = {tau:g} µs) against a graph replay",
+        legend=[(CPU_COLOUR, f"CPU launch (τ = {tau:g} µs)"), (KERNEL_COLOUR, "kernel on the GPU"),
+                (IDLE_COLOUR, "GPU idle, waiting for a launch"),
+                (NODE_COLOUR, f"graph node cost (ν = {nu:.2f} µs, H200)")],
+        caption=["Eager lanes: your exercise 9 eager_timeline (launched, start, end) per kernel. "
+                 "Graph lane: one launch, then each kernel plus ν.",
+                 "The 7B-like layer: the lesson's 15 kernels per layer with the bundled H200 7B "
+                 "graph step's mean time per kernel."])
+    return json_path, svg_path
+
+
+# --- fusion: fused vs unfused add + RMS norm as tensors grow (exercise 7) -----------------
+
+FUSION_HIDDEN = 3584  # Qwen2.5-7B's hidden size
+FUSION_ROWS = (1, 4, 16, 64, 256, 1024, 4096, 16384, 65536)  # tokens: decode batches to prefill
+FUSION_DTYPE_BYTES = 2  # bf16
+#: add_rms_norm_reference's full-size passes over the rows x hidden tensor: the add, the cast to
+#: fp32, the square, the mean's read, the scaling, the cast back, the weight multiply. The model
+#: counts each as one read and one write of a bf16 tensor (the fp32 ones move more: a lower bound).
+UNFUSED_PASSES = 7
+#: Its torch ops (bf16 input): those seven plus "+ eps" and rsqrt on one value per row: 9 launches.
+UNFUSED_OPS = 9
+
+
+def fusion_record(chain_bytes, rows, hidden: int, source: str) -> dict:
+    """The HBM-traffic model of the unfused and the fused add + RMS norm over ``rows``, with
+    ``chain_bytes(n_ops, numel, dtype_bytes, fused)`` (exercise 7's ``chain_hbm_bytes``)."""
+    anchor = lesson.h200_anchor()
+    bandwidth = anchor["copy_TBps"] * 1e12
+    unfused, fused = ([int(chain_bytes(UNFUSED_PASSES, r * hidden, FUSION_DTYPE_BYTES, flag))
+                       for r in rows] for flag in (False, True))
+    return {"hidden": hidden, "dtype_bytes": FUSION_DTYPE_BYTES, "passes": UNFUSED_PASSES,
+            "unfused_ops": UNFUSED_OPS, "copy_TBps": anchor["copy_TBps"],
+            "tau_us": anchor["tau_eager_us"], "model": source, "rows": list(rows),
+            "unfused_bytes": unfused, "fused_bytes": fused,
+            "unfused_model_us": [b / bandwidth * 1e6 for b in unfused],
+            "fused_model_us": [b / bandwidth * 1e6 for b in fused], "measured": None}
+
+
+def measure_fusion(impl: Implementation, rows, hidden: int, iters: int) -> dict:
+    """Time the eager add + RMS norm (separate torch ops) and ``impl``'s fused_add_rms_norm on
+    this GPU, µs per call (CUDA events around ``iters`` calls after 3 untimed ones)."""
+    import torch
+
+    from coursekit.fusion import add_rms_norm_reference
+
+    def fused(*args):
+        return call_student(impl, "fusion", "fused_add_rms_norm", *args)
+
+    def per_call_us(fn, *args) -> float:
+        for _ in range(3):  # compiling and caching happen here
+            fn(*args)
+        torch.cuda.synchronize()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(iters):
+            fn(*args)
+        end.record()
+        torch.cuda.synchronize()
+        return start.elapsed_time(end) * 1e3 / iters
+
+    unfused_us, fused_us = [], []
+    for r in rows:
+        print(f"timing {r} x {hidden} ...", file=sys.stderr)
+        g = torch.Generator(device="cuda").manual_seed(r)
+        x, res = (torch.randn(r, hidden, generator=g, device="cuda").to(torch.bfloat16)
+                  for _ in range(2))
+        w = (torch.rand(hidden, generator=g, device="cuda") + 0.5).to(torch.bfloat16)
+        unfused_us.append(per_call_us(add_rms_norm_reference, x, res, w))
+        fused_us.append(per_call_us(fused, x, res, w))
+    return {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "iters": iters,
+            "unfused_us": unfused_us, "fused_us": fused_us}
+
+
+def fusion_report(record: dict) -> str:
+    m, tau = record["measured"], record["tau_us"]
+    lines = [f"add + RMS norm on rows x {record['hidden']} bf16. Model: the unfused version makes "
+             f"{record['passes']} full passes (one read + one write each,",
+             "counted in bf16: a lower bound, its fp32 passes move more), the fused one 1; time = "
+             "bytes over",
+             f"the H200's measured copy bandwidth ({record['copy_TBps']:.2f} TB/s). The passes and "
+             "the ops are read off",
+             "coursekit.fusion.add_rms_norm_reference's code, not counted on a GPU.",
+             f"Measured on {m['gpu']} (torch {m['torch']}), {m['iters']} calls per point, "
+             "after 3 untimed ones." if m else "Modelled, not measured: no CUDA run here, and no "
+             "bundled fused measurement exists.", "",
+             "   rows | unfused bytes |  fused bytes | unfused model | fused model"
+             + (" | unfused meas | fused meas | meas ratio" if m else "")]
+    for k, r in enumerate(record["rows"]):
+        line = (f"{r:7} | {record['unfused_bytes'][k]:13,} | {record['fused_bytes'][k]:12,} | "
+                f"{record['unfused_model_us'][k]:10.2f} µs | {record['fused_model_us'][k]:8.2f} µs")
+        if m:
+            line += (f" | {m['unfused_us'][k]:9.1f} µs | {m['fused_us'][k]:7.1f} µs | "
+                     f"{m['unfused_us'][k] / m['fused_us'][k]:9.2f}x")
+        lines.append(line)
+    launches = record["unfused_ops"] * tau
+    lines += ["",
+              f"Launches: the unfused version's {record['unfused_ops']} ops cost the CPU about "
+              f"{launches:.0f} µs ({record['unfused_ops']} × τ = {tau:.2f} µs, H200), the fused "
+              f"one {tau:.0f} µs.",
+              "At decode sizes (a few rows) the traffic is well under a microsecond and the "
+              "launches dominate:",
+              "fusion pays by launching less. As the rows grow (prefill) the traffic passes the "
+              "launches and",
+              f"fusion pays by moving {record['passes']} times fewer bytes."]
+    return "\n".join(lines)
+
+
+def fusion_panels(record: dict) -> tuple[list[dict], list[str]]:
+    rows, m, tau = record["rows"], record["measured"], record["tau_us"]
+    launches = record["unfused_ops"] * tau
+    times = [
+        {"name": f"unfused, traffic model ({record['passes']} passes)", "colour": EAGER_COLOUR,
+         "style": "line", "dash": "dotted",
+         "points": list(zip(rows, record["unfused_model_us"]))},
+        {"name": "fused, traffic model (1 pass)", "colour": GRAPH_COLOUR, "style": "line",
+         "dash": "dotted", "points": list(zip(rows, record["fused_model_us"]))},
+        {"name": f"unfused launches: {record['unfused_ops']} × τ = {launches:.0f} µs",
+         "colour": EAGER_COLOUR, "style": "line", "dash": "dashed",
+         "points": [(rows[0], launches), (rows[-1], launches)]},
+        {"name": f"fused launch: τ = {tau:.1f} µs", "colour": GRAPH_COLOUR, "style": "line",
+         "dash": "dashed", "points": [(rows[0], tau), (rows[-1], tau)]},
+    ]
+    if m:
+        times += [{"name": "unfused, measured", "colour": EAGER_COLOUR, "style": "points",
+                   "points": list(zip(rows, m["unfused_us"]))},
+                  {"name": "fused (yours), measured", "colour": GRAPH_COLOUR, "style": "points",
+                   "points": list(zip(rows, m["fused_us"]))}]
+    traffic = [
+        {"name": "unfused", "colour": EAGER_COLOUR, "style": "line",
+         "points": [(r, b / 1e6) for r, b in zip(rows, record["unfused_bytes"])]},
+        {"name": "fused", "colour": GRAPH_COLOUR, "style": "line",
+         "points": [(r, b / 1e6) for r, b in zip(rows, record["fused_bytes"])]},
+    ]
+    panels = [
+        {"name": "(a) time per call (log scale)" + ("" if m else ": modelled, not measured"),
+         "y_label": "µs per call (log scale)", "y_scale": "log", "height": 300, "series": times,
+         "notes": ["dotted: HBM bytes ÷ copy bandwidth", f"({record['copy_TBps']:.2f} TB/s, H200)",
+                   "dashed: the CPU's launches (τ from the H200)",
+                   "Where dotted passes dashed, traffic", "outweighs launches."]
+         + ([] if m else ["No measured points: no CUDA run,", "no bundled fused measurement."])},
+        {"name": "(b) HBM traffic per call (model, log scale)", "y_label": "MB moved (log scale)",
+         "y_scale": "log", "height": 220, "series": traffic,
+         "notes": [f"{record['passes']} passes unfused, 1 fused, each a read",
+                   "and a write of the bf16 tensor: " + (
+                       "your chain_hbm_bytes" if record["model"] == "chain_hbm_bytes" else
+                       "by arithmetic (--reference)")]},
+    ]
+    caption = [f"add + RMS norm on rows × {record['hidden']} (Qwen2.5-7B's hidden size), bf16. "
+               "Decode: a few rows per step; prefill: thousands.",
+               ("Measured on " + m["gpu"] + f", torch {m['torch']}, {m['iters']} calls per "
+                "point.") if m else "Modelled, not measured: no CUDA here, and no bundled "
+               "measurement of a fused kernel exists."]
+    return panels, caption
+
+
+def write_fusion(record: dict, out_dir) -> tuple[Path, Path]:
+    out_dir, json_path = write_json(out_dir, "fusion.json", record)
+    panels, caption = fusion_panels(record)
+    what = (f"measured on {record['measured']['gpu']}" if record["measured"] else
+            "modelled, not measured")
+    svg_path = figure(out_dir / "fusion.svg", panels, x_scale="log", caption=caption,
+                      title=f"Fused vs unfused add + RMS norm as tensors grow ({what})",
+                      x_label=f"rows (tokens) of {record['hidden']} values, log scale")
     return json_path, svg_path
 
 
@@ -421,7 +953,7 @@ def measure(impl: Implementation, sizes: list[int], iters: int) -> dict:
 # --- command line ----------------------------------------------------------------------------
 
 
-def _count(text: str) -> int:
+def positive_int(text: str) -> int:
     try:
         value = int(text)
     except ValueError:
@@ -442,20 +974,34 @@ def _shown(path: Path) -> str:
     return path.relative_to(REPO_ROOT).as_posix() if path.is_relative_to(REPO_ROOT) else str(path)
 
 
+def _positive(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"expected a number > 0, got {text!r}")
+    return value
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m coursekit.lab", description=__doc__.split(
         "\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     labs = parser.add_subparsers(dest="lab", required=True, metavar="LAB")
+
+    def impl_and_out(sub, outputs: str):
+        sub.add_argument("--impl", default="exercises",
+                         help=f"{' or '.join(_named())} (default: exercises), or a folder of "
+                         "module files")
+        sub.add_argument("--out", default="lab-output",
+                         help=f"folder for {outputs} (default: %(default)s)")
+
     tax = labs.add_parser("launch-tax", help="Part A: eager vs CUDA graph over chain lengths N")
-    tax.add_argument("--impl", default="exercises",
-                     help=f"{' or '.join(_named())} (default: exercises), or a folder of module "
-                     "files")
-    tax.add_argument("--sizes", type=_count, nargs="+", default=list(DEFAULT_SIZES),
+    impl_and_out(tax, "launch-tax.json and launch-tax.svg")
+    tax.add_argument("--sizes", type=positive_int, nargs="+", default=list(DEFAULT_SIZES),
                      metavar="N", help="chain lengths to sweep (default: %(default)s)")
-    tax.add_argument("--iters", type=_count, default=100,
+    tax.add_argument("--iters", type=positive_int, default=100,
                      help="timed iterations per measurement (default: %(default)s)")
-    tax.add_argument("--out", default="lab-output",
-                     help="folder for launch-tax.json and launch-tax.svg (default: %(default)s)")
     source = tax.add_mutually_exclusive_group()
     source.add_argument("--from", dest="from_file", metavar="FILE",
                         help="read a saved launch-tax.json (or the H200 anchor) instead of "
@@ -463,6 +1009,32 @@ def _parser() -> argparse.ArgumentParser:
     source.add_argument("--reference", action="store_true",
                         help="use the bundled H200 figures (coursekit/data/) instead of "
                         "measuring; no GPU needed")
+
+    speed = labs.add_parser("speedup", help="which model is right: the graph's speedup against "
+                            "compute time, additive vs pipeline (exercise 1)")
+    impl_and_out(speed, "speedup.json and speedup.svg")
+    speed.add_argument("--reference", action="store_true",
+                       help="draw the pipeline from its equal-kernel closed form instead of "
+                       "your simulate_eager_ms")
+
+    line = labs.add_parser("timeline", help="the eager pipeline kernel by kernel against a graph "
+                           "replay (exercise 9's eager_timeline)")
+    impl_and_out(line, "timeline.json and timeline.svg")
+    line.add_argument("--launch-us", type=_positive, default=LESSON_LAUNCH_US,
+                      help="τ, the CPU's time per launch in µs (default: %(default)s, the "
+                      "lesson's)")
+
+    fuse = labs.add_parser("fusion", help="fused vs unfused add + RMS norm as tensors grow "
+                           "(exercise 7; measured with CUDA, else modelled)")
+    impl_and_out(fuse, "fusion.json and fusion.svg")
+    fuse.add_argument("--rows", type=positive_int, nargs="+", default=list(FUSION_ROWS), metavar="R",
+                      help="row counts (tokens) to draw (default: %(default)s)")
+    fuse.add_argument("--hidden", type=positive_int, default=FUSION_HIDDEN,
+                      help="values per row (default: %(default)s, Qwen2.5-7B's)")
+    fuse.add_argument("--iters", type=positive_int, default=50,
+                      help="timed calls per point when measuring (default: %(default)s)")
+    fuse.add_argument("--reference", action="store_true",
+                      help="the traffic model by plain arithmetic, no measuring, no exercise 7")
     return parser
 
 
@@ -476,6 +1048,96 @@ def main(argv=None) -> int:
     except ValueError as exc:
         print(f"lab: --{exc}", file=sys.stderr)
         return 2
+    run = {"launch-tax": _launch_tax, "speedup": _speedup, "timeline": _timeline,
+           "fusion": _fusion}[args.lab]
+    try:
+        return run(args, impl)
+    except ExerciseNotFinished as exc:
+        return _unfinished(exc, args.impl, reference=args.lab in ("speedup", "fusion"))
+    except ImportError as exc:
+        print(f"lab: {exc}", file=sys.stderr)
+        return 1
+
+
+def _speedup(args, impl: Implementation) -> int:
+    if args.reference:
+        record = speedup_record(pipeline_eager_ms_equal, "closed form")
+        source = ("the pipeline from its equal-kernel closed form (--reference), the additive "
+                  "model by arithmetic; nothing measured")
+    else:
+        n, tau = LESSON_STEP_KERNELS, LESSON_LAUNCH_US
+        record = speedup_record(lambda t: call_student(
+            impl, "launch_model", "simulate_eager_ms", [t * 1e3 / n] * n, tau),
+            "simulate_eager_ms")
+        source = (f"the pipeline from your simulate_eager_ms (exercise 1, --impl {args.impl}), the "
+                  "additive model by arithmetic; nothing measured")
+    print(f"speedup lab: {source}\n")
+    print(speedup_report(record))
+    if not args.reference and (warning := pipeline_disagreements(record)):
+        print(f"\n{warning}")
+    json_path, svg_path = write_speedup(record, args.out)
+    print(f"\nwrote {json_path}\nwrote {svg_path}")
+    return 0
+
+
+def _timeline(args, impl: Implementation) -> int:
+    try:
+        record = timeline_record(lambda kernels, tau: call_student(
+            impl, "tradeoffs", "eager_timeline", kernels, tau), args.launch_us,
+            lesson.H200_TAU_GRAPH_US)
+    except ValueError as exc:
+        print(f"lab: {exc}", file=sys.stderr)
+        return 1
+    try:
+        call_student(impl, "tradeoffs", "cpu_bound_launch_us", [1.0, 1.0])
+        tau_star = lambda kernels: call_student(impl, "tradeoffs", "cpu_bound_launch_us", kernels)
+    except ExerciseNotFinished:
+        tau_star = None
+    print(f"timeline lab: eager timelines from exercise 9's eager_timeline (--impl {args.impl}); "
+          f"graph replays with the H200's ν = {lesson.H200_TAU_GRAPH_US:.2f} µs per node; "
+          "nothing measured\n")
+    print(timeline_report(record, tau_star))
+    json_path, svg_path = write_timeline(record, args.out)
+    print(f"\nwrote {json_path}\nwrote {svg_path}")
+    return 0
+
+
+def _chain_bytes_rule(n_ops: int, numel: int, dtype_bytes: int, fused: bool) -> int:
+    """chain_hbm_bytes's docstring rule, for --reference: a read and a write per pass."""
+    return 0 if n_ops == 0 else 2 * (1 if fused else n_ops) * numel * dtype_bytes
+
+
+def _fusion(args, impl: Implementation) -> int:
+    rows = sorted(set(args.rows))
+    if len(rows) < 2:
+        print(f"lab: --rows: expected at least two distinct row counts, got {args.rows}",
+              file=sys.stderr)
+        return 2
+    if args.reference:
+        record = fusion_record(_chain_bytes_rule, rows, args.hidden, "arithmetic")
+        source = ("the traffic model by arithmetic (--reference); modelled, not measured: no "
+                  "bundled fused measurement exists")
+    else:
+        record = fusion_record(lambda *a: call_student(impl, "fusion", "chain_hbm_bytes", *a),
+                               rows, args.hidden, "chain_hbm_bytes")
+        import torch
+
+        if torch.cuda.is_available():
+            record["measured"] = measure_fusion(impl, rows, args.hidden, args.iters)
+            source = (f"measured on {record['measured']['gpu']} with your fused_add_rms_norm, the "
+                      f"traffic model from your chain_hbm_bytes (--impl {args.impl})")
+        else:
+            source = (f"the traffic model from your chain_hbm_bytes (--impl {args.impl}); "
+                      "modelled, not measured: no CUDA here, and no bundled fused measurement "
+                      "exists")
+    print(f"fusion lab: {source}\n")
+    print(fusion_report(record))
+    json_path, svg_path = write_fusion(record, args.out)
+    print(f"\nwrote {json_path}\nwrote {svg_path}")
+    return 0
+
+
+def _launch_tax(args, impl: Implementation) -> int:
     if len(set(args.sizes)) < 2:
         print(f"lab: --sizes: expected at least two distinct chain lengths to fit a line, "
               f"got {args.sizes}", file=sys.stderr)
@@ -536,10 +1198,11 @@ def main(argv=None) -> int:
     return 0
 
 
-def _unfinished(exc: ExerciseNotFinished, impl: str) -> int:
+def _unfinished(exc: ExerciseNotFinished, impl: str, reference: bool = False) -> int:
     other = [name for name in _named() if name != impl]
     print(f"lab: exercise {exc.number} is not finished: {exc}; finish it"
-          + "".join(f", or run with --impl {name}" for name in other), file=sys.stderr)
+          + "".join(f", or run with --impl {name}" for name in other)
+          + (", or with --reference" if reference else ""), file=sys.stderr)
     return 1
 
 

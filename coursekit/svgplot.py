@@ -1,6 +1,6 @@
 """A tiny SVG chart writer, so the labs can draw without matplotlib (not installed on the GPU
-machines). ``line_chart`` (one plot), ``bar_chart``, and ``figure`` (panels stacked over one
-shared x axis, a log y axis where asked, vertical marks).
+machines). ``line_chart`` (one plot), ``bar_chart``, ``figure`` (panels stacked over one
+shared x axis, log axes where asked, vertical marks), and ``timeline`` (lanes of boxes over time).
 
 Rules: ``line_chart``'s axes are linear and start at 0 (lower if some value is negative) and end
 at a rounded-up maximum, with about five round ticks (1, 2 or 5 times a power of ten);
@@ -223,14 +223,17 @@ def _check_panels(panels) -> None:
                                  f"got {points!r}")
             if panel.get("y_scale") == "log" and not all(y > 0 for _, y in points):
                 raise ValueError(f"{at}.points: a log axis needs every y > 0, got {points!r}")
+        if panel.get("mark_labels", "bottom") not in ("bottom", "top"):
+            raise ValueError(f"{where}.mark_labels: expected 'bottom' or 'top', "
+                             f"got {panel.get('mark_labels')!r}")
         for j, mark in enumerate(panel.get("marks", ())):
             if not (isinstance(mark.get("x"), (int, float)) and math.isfinite(mark["x"])):
                 raise ValueError(f"{where}.marks[{j}].x: expected a finite number, "
                                  f"got {mark.get('x')!r}")
 
 
-def figure(path, panels, title: str, x_label: str, caption=()) -> Path:
-    """Write a figure of ``panels`` stacked top to bottom, sharing one linear x axis, to ``path``
+def figure(path, panels, title: str, x_label: str, caption=(), x_scale: str = "linear") -> Path:
+    """Write a figure of ``panels`` stacked top to bottom, sharing one x axis, to ``path``
     (an .svg file); return the path.
 
     Each panel is a dict: ``name`` (its heading, and ``data-name`` of its ``<g class="panel">``),
@@ -239,17 +242,35 @@ def figure(path, panels, title: str, x_label: str, caption=()) -> Path:
     "dotted" for lines; ``dashed_after``: an x past which a line is drawn dashed, e.g. where a
     fitted line leaves the measured range), and optionally ``y_scale`` ("linear", the default, or
     "log": decades, every y must be > 0), ``marks`` (vertical lines: dicts with ``x`` and
-    ``label``, each a ``<g class="mark" data-x=...>``), ``notes`` (lines of text under the
-    panel's legend) and ``height`` (px of the plot). The legend of each panel sits in a column to
-    the right of it, never over the data, and the panel grows to fit its legend. ``caption``:
-    lines of text under the figure. The x axis starts at 0 (lower if some x is negative); every
-    axis ends at a round value at least 5 % past its largest value, so no point sits on the
-    frame. Anything malformed -> ValueError naming ``panels[i]`` and the field.
+    ``label``, each a ``<g class="mark" data-x=...>``), ``mark_labels`` ("bottom", the default,
+    or "top": where the marks' labels go, out of the data's way), ``notes`` (lines of text under
+    the panel's legend) and ``height`` (px of the plot). The legend of each panel sits in a
+    column to the right of it, never over the data, and the panel grows to fit its legend.
+    ``caption``: lines of text under the figure. The x axis starts at 0 (lower if some x is
+    negative); every axis ends at a round value at least 5 % past its largest value, so no point
+    sits on the frame. ``x_scale="log"`` makes the shared x axis decades instead (every x and
+    every mark's x must then be > 0), for sizes or times that span several orders of magnitude.
+    Mark labels that would overlap are stacked upwards. Anything malformed -> ValueError naming ``panels[i]`` (or
+    ``x_scale``) and the field.
     """
     _check_panels(panels)
+    if x_scale not in SCALES:
+        raise ValueError(f"x_scale: expected one of {SCALES}, got {x_scale!r}")
+    x_log = x_scale == "log"
     xs = [x for p in panels for s in p["series"] for x, _ in s["points"]]
     xs += [m["x"] for p in panels for m in p.get("marks", ())]
-    x_ticks = _ticks(min(0.0, min(xs)), max(0.0, max(xs) * HEADROOM))
+    if x_log:
+        if not all(x > 0 for x in xs):
+            raise ValueError(f"x_scale: a log x axis needs every x > 0 (points and marks), got "
+                             f"{min(xs)!r}")
+        lo = math.floor(math.log10(min(xs)) + 1e-9)
+        hi = max(lo + 1, math.ceil(math.log10(max(xs) * HEADROOM) - 1e-9))
+        x_ticks = [10.0 ** k for k in range(lo, hi + 1)]
+        x_lo, x_hi = float(lo), float(hi)
+        x_minor = [m * 10.0 ** k for k in range(lo, hi) for m in range(2, 10)]
+    else:
+        x_ticks = _ticks(min(0.0, min(xs)), max(0.0, max(xs) * HEADROOM))
+        x_lo, x_hi, x_minor = x_ticks[0], x_ticks[-1], []
     x_step = x_ticks[1] - x_ticks[0]
     plot_w = FIG_WIDTH - FIG_LEFT - LEGEND_WIDTH - 20
     legend_x = FIG_LEFT + plot_w + 24
@@ -261,7 +282,8 @@ def figure(path, panels, title: str, x_label: str, caption=()) -> Path:
     width = math.ceil(max([width] + [FIG_LEFT + _text_width(str(c)) + 8 for c in caption]))
 
     def px(x: float) -> float:
-        return FIG_LEFT + (x - x_ticks[0]) / (x_ticks[-1] - x_ticks[0]) * plot_w
+        v = math.log10(x) if x_log else x
+        return FIG_LEFT + (v - x_lo) / (x_hi - x_lo) * plot_w
 
     out = []
     top = 52
@@ -293,11 +315,14 @@ def figure(path, panels, title: str, x_label: str, caption=()) -> Path:
         for y in minor:
             out.append(f'<line x1="{FIG_LEFT}" y1="{py(y):.1f}" x2="{FIG_LEFT + plot_w}" '
                        f'y2="{py(y):.1f}" stroke="#f2f2f2"/>')
+        for x in x_minor:
+            out.append(f'<line x1="{px(x):.1f}" y1="{top}" x2="{px(x):.1f}" y2="{bottom}" '
+                       f'stroke="#f2f2f2"/>')
         for x in x_ticks:
             out.append(f'<line x1="{px(x):.1f}" y1="{top}" x2="{px(x):.1f}" y2="{bottom}" '
                        f'stroke="#e5e5e5"/>')
             out.append(f'<text x="{px(x):.1f}" y="{bottom + 16}" text-anchor="middle">'
-                       f'{_label(x, x_step)}</text>')
+                       f'{_log_label(x) if x_log else _label(x, x_step)}</text>')
         y_step = y_ticks[1] - y_ticks[0]
         for y in y_ticks:
             out.append(f'<line x1="{FIG_LEFT}" y1="{py(y):.1f}" x2="{FIG_LEFT + plot_w}" '
@@ -306,13 +331,25 @@ def figure(path, panels, title: str, x_label: str, caption=()) -> Path:
                        f'{_log_label(y) if log else _label(y, y_step)}</text>')
         out.append(f'<text transform="translate(18 {top + plot_h / 2:.1f}) rotate(-90)" '
                    f'text-anchor="middle">{escape(str(panel.get("y_label", "")))}</text>')
-        for mark in panel.get("marks", ()):
+        taken: list[tuple[float, float, int]] = []  # (left, right, row) of the labels so far
+        at_top = panel.get("mark_labels", "bottom") == "top"
+        for mark in sorted(panel.get("marks", ()), key=lambda m: m["x"]):
             x, label = px(mark["x"]), str(mark.get("label", ""))
-            right = x + 4 + _text_width(label, 11) <= FIG_LEFT + plot_w
+            label_w = _text_width(label, 11)
+            right = x + 4 + label_w <= FIG_LEFT + plot_w
+            left_px = x + 4 if right else x - 4 - label_w
+            # The lowest row whose labels this one does not overlap (6 px apart at least).
+            row = next(r for r in range(len(taken) + 1) if all(
+                r != t_row or left_px > t_right + 6 or left_px + label_w < t_left - 6
+                for t_left, t_right, t_row in taken))
+            taken.append((left_px, left_px + label_w, row))
             out.append(f'<g class="mark" data-x="{mark["x"]:g}" data-name={quoteattr(label)}>')
             out.append(f'<line x1="{x:.1f}" y1="{top}" x2="{x:.1f}" y2="{bottom}" stroke="#555" '
                        f'stroke-dasharray="4 3"/>')
-            out.append(f'<text x="{x + 4 if right else x - 4:.1f}" y="{bottom - 6}" '
+            label_y = top + 14 + 14 * row if at_top else bottom - 6 - 14 * row
+            out.append(f'<rect x="{left_px - 1:.1f}" y="{label_y - 10}" width="{label_w + 2:.1f}" '
+                       f'height="13" fill="white" fill-opacity="0.8"/>')
+            out.append(f'<text x="{x + 4 if right else x - 4:.1f}" y="{label_y}" '
                        f'text-anchor="{"start" if right else "end"}" font-size="11" '
                        f'fill="#333">{escape(label)}</text>')
             out.append("</g>")
@@ -371,6 +408,11 @@ def figure(path, panels, title: str, x_label: str, caption=()) -> Path:
         out.append(f'<text class="caption" x="{FIG_LEFT}" y="{height}" font-size="12" '
                    f'fill="#333">{escape(str(line))}</text>')
     height += 14
+    return _write_svg(path, width, height, title, out)
+
+
+def _write_svg(path, width: float, height: float, title: str, body: list[str]) -> Path:
+    """A white ``width`` x ``height`` SVG titled ``title`` around the elements ``body``."""
     head = [
         '<?xml version="1.0" encoding="UTF-8"?>',
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
@@ -380,5 +422,117 @@ def figure(path, panels, title: str, x_label: str, caption=()) -> Path:
         f'{escape(title)}</text>',
     ]
     path = Path(path)
-    path.write_text("\n".join(head + out + ["</svg>"]) + "\n", encoding="utf-8")
+    path.write_text("\n".join(head + body + ["</svg>"]) + "\n", encoding="utf-8")
     return path
+
+
+# --- timelines: lanes of boxes over time --------------------------------------------------------
+
+LANE_LABEL_WIDTH, LANE_HEIGHT, LANE_GAP = 170, 20, 8  # px: lane names column, box height, spacing
+
+
+def _check_scenarios(scenarios) -> None:
+    if not scenarios:
+        raise ValueError("scenarios: expected at least one scenario, got none")
+    for i, scenario in enumerate(scenarios):
+        where = f"scenarios[{i}]"
+        if not scenario.get("lanes"):
+            raise ValueError(f"{where}.lanes: expected at least one lane, got none")
+        for j, lane in enumerate(scenario["lanes"]):
+            for k, box in enumerate(lane.get("boxes", ())):
+                start, end = box.get("start"), box.get("end")
+                if not (all(isinstance(v, (int, float)) and math.isfinite(v) for v in (start, end))
+                        and 0 <= start <= end):
+                    raise ValueError(f"{where}.lanes[{j}].boxes[{k}]: expected finite times with "
+                                     f"0 <= start <= end, got start={start!r}, end={end!r}")
+
+
+def timeline(path, scenarios, title: str, legend=(), caption=(),
+             x_label: str = "time (µs)") -> Path:
+    """Write a timeline figure to ``path`` (an .svg file): scenarios stacked top to bottom, each
+    with its own linear time axis from 0, its lanes one above the other; return the path.
+
+    Each scenario is a dict: ``name`` (heading; ``data-name`` of its ``<g class="scenario">``),
+    ``lanes`` (a list of dicts: ``name``, the lane's label at its left, and ``boxes``: dicts
+    with ``start`` and ``end`` (0 <= start <= end), ``colour``, optionally ``kind`` (kept as
+    ``data-kind``) and ``label`` (written inside the box when it fits)), optionally ``notes``
+    (lines of text right of the lanes) and ``end`` (a time the axis must reach). Each lane is a
+    ``<g class="lane" data-name=...>``, each box a ``<rect class="box" data-start data-end>``.
+    ``legend``: (colour, text) pairs drawn once under the title. ``caption``: lines under the
+    figure. Anything malformed -> ValueError naming ``scenarios[i]`` and the field.
+    """
+    _check_scenarios(scenarios)
+    plot_left = FIG_LEFT + LANE_LABEL_WIDTH - 60
+    plot_w = FIG_WIDTH - plot_left - LEGEND_WIDTH + 40
+    notes_x = plot_left + plot_w + 24
+    width = max([FIG_WIDTH] + [notes_x + _text_width(str(n), 11) + 8 for s in scenarios
+                               for n in s.get("notes", ())]
+                + [FIG_LEFT + _text_width(str(c)) + 8 for c in caption])
+    width = math.ceil(width)
+    out = []
+    # The legend: one row of swatches under the title, wrapped when it would pass the width.
+    lx, ly = 20.0, 50
+    for colour, text in legend:
+        step = 22 + _text_width(str(text)) + 18
+        if lx + step > width - 10:
+            lx, ly = 20.0, ly + 18
+        out.append(f'<rect class="swatch" x="{lx:.1f}" y="{ly - 10}" width="16" height="12" '
+                   f'fill={quoteattr(str(colour))} stroke="#333" stroke-width="0.5"/>')
+        out.append(f'<text x="{lx + 22:.1f}" y="{ly}">{escape(str(text))}</text>')
+        lx += step
+    top = ly + 40
+    for scenario in scenarios:
+        lanes, notes = scenario["lanes"], list(scenario.get("notes", ()))
+        ends = [b["end"] for lane in lanes for b in lane.get("boxes", ())]
+        ends.append(float(scenario.get("end", 0.0)))
+        x_ticks = _ticks(0.0, max(max(ends) * HEADROOM, 1e-9), count=8)
+        x_step = x_ticks[1] - x_ticks[0]
+        lanes_h = len(lanes) * (LANE_HEIGHT + LANE_GAP) + LANE_GAP
+        plot_h = max(lanes_h, 15 * len(notes) + 10)
+        bottom = top + plot_h
+
+        def px(x: float, x_ticks=x_ticks) -> float:
+            return plot_left + (x - x_ticks[0]) / (x_ticks[-1] - x_ticks[0]) * plot_w
+
+        out.append(f'<g class="scenario" data-name={quoteattr(str(scenario.get("name", "")))}>')
+        out.append(f'<text x="{FIG_LEFT - 60}" y="{top - 10}" font-size="13" font-weight="bold">'
+                   f'{escape(str(scenario.get("name", "")))}</text>')
+        for x in x_ticks:
+            out.append(f'<line x1="{px(x):.1f}" y1="{top}" x2="{px(x):.1f}" y2="{bottom}" '
+                       f'stroke="#e5e5e5"/>')
+            out.append(f'<text x="{px(x):.1f}" y="{bottom + 15}" text-anchor="middle" '
+                       f'font-size="11">{_label(x, x_step)}</text>')
+        out.append(f'<text x="{plot_left + plot_w:.1f}" y="{bottom + 30}" text-anchor="end" '
+                   f'font-size="11" fill="#444">{escape(x_label)}</text>')
+        for j, lane in enumerate(lanes):
+            y = top + LANE_GAP + j * (LANE_HEIGHT + LANE_GAP)
+            out.append(f'<g class="lane" data-name={quoteattr(str(lane.get("name", "")))}>')
+            out.append(f'<text x="{plot_left - 8}" y="{y + LANE_HEIGHT / 2 + 4:.1f}" '
+                       f'text-anchor="end">{escape(str(lane.get("name", "")))}</text>')
+            for box in lane.get("boxes", ()):
+                x0, x1 = px(box["start"]), px(box["end"])
+                kind = f' data-kind={quoteattr(str(box["kind"]))}' if box.get("kind") else ""
+                out.append(f'<rect class="box" data-start="{box["start"]:g}" '
+                           f'data-end="{box["end"]:g}"{kind} x="{x0:.2f}" y="{y}" '
+                           f'width="{max(x1 - x0, 0.6):.2f}" height="{LANE_HEIGHT}" '
+                           f'fill={quoteattr(str(box.get("colour", "#888")))} stroke="white" '
+                           f'stroke-width="0.6"/>')
+                label = str(box.get("label", ""))
+                if label and _text_width(label, 10) + 4 <= x1 - x0:
+                    out.append(f'<text x="{(x0 + x1) / 2:.1f}" y="{y + LANE_HEIGHT / 2 + 3.5:.1f}" '
+                               f'text-anchor="middle" font-size="10" fill="white">'
+                               f'{escape(label)}</text>')
+            out.append("</g>")
+        out.append(f'<rect x="{plot_left}" y="{top}" width="{plot_w}" height="{plot_h}" '
+                   f'fill="none" stroke="black"/>')
+        for k, note in enumerate(notes):
+            out.append(f'<text x="{notes_x}" y="{top + 14 + 15 * k}" font-size="11" '
+                       f'fill="#333">{escape(str(note))}</text>')
+        out.append("</g>")
+        top = bottom + 72
+    height = top - 72 + 54
+    for k, line in enumerate(caption):
+        out.append(f'<text class="caption" x="{FIG_LEFT - 60}" y="{height + 16 * k}" '
+                   f'font-size="12" fill="#333">{escape(str(line))}</text>')
+    height += 16 * len(caption) + 10
+    return _write_svg(path, width, height, title, out)

@@ -397,3 +397,313 @@ def test_module_entry_point(tmp_path):
     )
     assert run.returncode == 0, run.stderr
     assert "7.99 µs" in run.stdout and (tmp_path / "launch-tax.svg").is_file()
+
+
+# --- the model labs: speedup, timeline, fusion (no GPU needed) ---------------------------------
+
+
+def run_lab(capsys, name, *args):
+    """Run ``python -m coursekit.lab NAME ARGS`` in-process; return (status, stdout, stderr)."""
+    code = main([name, *map(str, args)])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def simulate_equal(compute_ms, n=430, tau=5.0):
+    """The pipeline walked kernel by kernel (exercise 1's rule), for N equal kernels: the test's
+    own account, independent of the lab's closed form."""
+    t, end = compute_ms * 1e3 / n, 0.0
+    for k in range(1, n + 1):
+        end = max(k * tau, end) + t
+    return end / 1e3
+
+
+def lesson_speedups():
+    """{name: (additive, pipeline)} for the lesson's AWQ and BF16 steps, computed here."""
+    out = {}
+    for label, gib in lesson.SEED_WEIGHTS:
+        compute = gib * 1024**3 / 1e12 * 1e3
+        graph = compute + 5e-3
+        out[label.split()[0]] = ((compute + 430 * 5e-3) / graph, simulate_equal(compute) / graph)
+    return out
+
+
+def test_the_lessons_speedups_are_the_seed_reports():
+    """1.36x and 1.14x are the lesson's printed figures (SEED_REPORT's 加速比); the test's own
+    additive model gives them, so the lab's report below is checked against the lesson."""
+    printed = [float(x) for x in re.findall(r"加速比 ([\d.]+)x", lesson.SEED_REPORT)]
+    got = lesson_speedups()
+    assert printed == [1.36, 1.14]
+    assert [round(got[name][0], 2) for name in ("AWQ", "BF16")] == printed
+    assert [round(got[name][1], 2) for name in ("AWQ", "BF16")] == [1.0, 1.0]
+
+
+def speedup_lines(out):
+    return [f"{name} ({gib:g} GiB at 1 TB/s, T = {gib * 1024**3 / 1e9:.2f} ms): additive "
+            f"{lesson_speedups()[name][0]:.2f}x, pipeline {lesson_speedups()[name][1]:.2f}x"
+            for name, gib in (("AWQ", 5.5), ("BF16", 14.2))]
+
+
+@pytest.mark.parametrize("impl", ["exercises", "solutions"])
+def test_speedup_reference_works_on_any_implementation(tmp_path, capsys, impl):
+    code, out, err = run_lab(capsys, "speedup", "--reference", "--impl", impl, "--out", tmp_path)
+    assert code == 0 and err == "", err
+    assert "equal-kernel closed form (--reference)" in out.splitlines()[0]
+    for line in speedup_lines(out):
+        assert line in out, (line, out)
+    assert "AWQ (5.5 GiB at 1 TB/s, T = 5.91 ms): additive 1.36x, pipeline 1.00x" in out
+    assert "BF16 (14.2 GiB at 1 TB/s, T = 15.25 ms): additive 1.14x, pipeline 1.00x" in out
+    assert "turns CPU-bound below T = N·τ = 2.15 ms" in out
+    # A row of the table, below the turn: the two models part (3.13x against 2.14x).
+    assert re.search(r"^\s+1\.00 ms \|\s+2\.33 µs \|\s+3\.15 ms \|\s+2\.15 ms \|\s+1\.00 ms \|"
+                     r"\s+3\.13x \|\s+2\.14x$", out, re.MULTILINE), out
+    for name in ("speedup.json", "speedup.svg"):
+        assert f"wrote {tmp_path / name}" in out
+    record = json.loads((tmp_path / "speedup.json").read_text(encoding="utf-8"))
+    for name, (additive, pipeline) in lesson_speedups().items():
+        point = record["points"][name]
+        assert point["speedup_additive"] == pytest.approx(additive, rel=1e-12), name
+        assert point["speedup_pipeline"] == pytest.approx(pipeline, rel=1e-12), name
+    for row in record["curve"][::7]:  # the closed form is the walked pipeline, everywhere
+        assert row["eager_pipeline_ms"] == pytest.approx(simulate_equal(row["compute_ms"]),
+                                                         rel=1e-9), row
+
+
+def test_speedup_svg_marks_both_models_and_the_turn(tmp_path, capsys):
+    assert run_lab(capsys, "speedup", "--reference", "--out", tmp_path)[0] == 0
+    root, panels, series = svg_parts(tmp_path / "speedup.svg")
+    step, speed = "(a) step time (log scale)", "(b) speedup of the CUDA graph, eager ÷ graph"
+    assert list(panels) == [step, speed]
+    assert panels[step].get("data-y-scale") == "log"
+    assert {"AWQ, additive: 1.36x", "AWQ, pipeline: 1.00x", "BF16, additive: 1.14x",
+            "BF16, pipeline: 1.00x"} <= set(series[speed]), set(series[speed])
+    assert {"eager, additive: T + N·τ", "graph: T + τ (both models)",
+            "eager, pipeline, equal kernels: max(N·τ + t, τ + N·t)"} <= set(series[step])
+    for panel in panels.values():
+        marks = [g for g in panel.iter(f"{SVG}g") if g.get("class") == "mark"]
+        assert [g.get("data-name") for g in marks] == [
+            "CPU-bound below N·τ = 2.15 ms", "AWQ 5.91 ms", "BF16 15.25 ms"]
+        # Readable: close marks' labels are stacked, not drawn over each other.
+        ys = [float(g.find(f"{SVG}text").get("y")) for g in marks]
+        assert len(set(ys)) == 3, ys
+    texts = [t.text for t in root.iter(f"{SVG}text")]
+    assert {"0.1", "1", "10", "100"} <= set(texts) and "T_compute per step (ms, log scale)" in texts
+
+
+def test_speedup_without_reference_needs_exercise_1(tmp_path, capsys):
+    code, out, err = run_lab(capsys, "speedup", "--impl", "exercises", "--out", tmp_path)
+    assert code == 1 and out == "", out
+    assert "exercise 1 is not finished: simulate_eager_ms" in err and "--reference" in err, err
+    assert "Traceback" not in err and not (tmp_path / "speedup.svg").exists()
+
+
+def test_speedup_with_solutions_draws_simulate_eager_ms(tmp_path, capsys):
+    code, out, err = run_lab(capsys, "speedup", "--impl", "solutions", "--out", tmp_path)
+    assert code == 0, err
+    assert "your simulate_eager_ms (exercise 1, --impl solutions)" in out.splitlines()[0]
+    for line in speedup_lines(out):
+        assert line in out, out
+    assert "differs from the equal-kernel closed form" not in out
+    _, _, series = svg_parts(tmp_path / "speedup.svg")
+    assert "eager, pipeline: your simulate_eager_ms" in series["(a) step time (log scale)"]
+
+
+def test_speedup_numbers_follow_the_model_not_a_stale_copy(tmp_path, capsys, monkeypatch):
+    """With another τ every figure moves: the report computes them, it does not keep 1.36x."""
+    from coursekit import lab as lab_module
+
+    monkeypatch.setattr(lab_module, "LESSON_LAUNCH_US", 10.0)
+    code, out, err = run_lab(capsys, "speedup", "--reference", "--out", tmp_path)
+    assert code == 0, err
+    compute = 5.5 * 1024**3 / 1e9
+    additive = (compute + 4.3) / (compute + 0.01)
+    pipeline = simulate_equal(compute, tau=10.0) / (compute + 0.01)
+    assert f"additive {additive:.2f}x, pipeline {pipeline:.2f}x" in out, out
+    assert "additive 1.36x" not in out and "N·τ = 4.30 ms" in out
+
+
+SLOW_PIPELINE = """
+def simulate_eager_ms(kernel_us, launch_us):
+    # Wrong on purpose: the additive model, not the pipeline.
+    return (len(kernel_us) * launch_us + sum(kernel_us)) / 1e3
+"""
+
+
+def test_speedup_says_when_simulate_eager_ms_misses_the_closed_form(tmp_path, capsys):
+    submission = tmp_path / "submission"
+    submission.mkdir()
+    (submission / "launch_model.py").write_text(SLOW_PIPELINE)
+    code, out, err = run_lab(capsys, "speedup", "--impl", submission, "--out", tmp_path / "o")
+    assert code == 0, err
+    assert "Your simulate_eager_ms differs from the equal-kernel closed form at" in out, out
+    assert "check exercise 1" in out
+
+
+def timeline_boxes(path):
+    """{scenario: {lane: [(kind, start, end)]}} of a timeline SVG."""
+    root = ET.parse(path).getroot()
+    return {s.get("data-name"): {
+        lane.get("data-name"): [(r.get("data-kind"), float(r.get("data-start")),
+                                 float(r.get("data-end"))) for r in lane.iter(f"{SVG}rect")
+                                if r.get("class") == "box"]
+        for lane in s.iter(f"{SVG}g") if lane.get("class") == "lane"}
+        for s in root.iter(f"{SVG}g") if s.get("class") == "scenario"}
+
+
+def test_timeline_draws_exercise_9_against_a_graph_replay(tmp_path, capsys):
+    from solutions.launch_model import simulate_eager_ms
+
+    from coursekit import lab as lab_module
+
+    code, out, err = run_lab(capsys, "timeline", "--impl", "solutions", "--out", tmp_path)
+    assert code == 0 and err == "", err
+    nu = lesson.H200_TAU_GRAPH_US
+    boxes = timeline_boxes(tmp_path / "timeline.svg")
+    assert list(boxes) == [name for name, _ in lab_module.TIMELINE_SCENARIOS]
+    for name, kernels in lab_module.TIMELINE_SCENARIOS:
+        times = [t for _, t in kernels]
+        lanes = boxes[name]
+        assert list(lanes) == ["eager: CPU launches", "eager: GPU kernels",
+                               "graph: launch + replay"]
+        assert [(s, e) for _, s, e in lanes["eager: CPU launches"]] == [
+            (pytest.approx(5.0 * k), pytest.approx(5.0 * (k + 1))) for k in range(len(times))]
+        gpu = [b for b in lanes["eager: GPU kernels"] if b[0] == "kernel"]
+        assert len(gpu) == len(times)
+        eager_end = simulate_eager_ms(times, 5.0) * 1e3
+        assert max(e for _, _, e in gpu) == pytest.approx(eager_end)
+        replay = lanes["graph: launch + replay"]
+        assert replay[0] == ("launch", 0.0, 5.0)
+        assert [k for k, _, _ in replay[1:]] == ["kernel", "node"] * len(times)
+        graph_end = 5.0 + sum(times) + len(times) * nu
+        assert replay[-1][2] == pytest.approx(graph_end, abs=1e-3)
+        assert re.search(rf"^{re.escape(name)}\s+\|\s+{len(times)} \|.*\|\s+{eager_end:.1f} µs \|"
+                         rf".*\|\s+{graph_end:.1f} µs \|\s+{eager_end / graph_end:.2f}x$", out,
+                         re.MULTILINE), (name, out)
+    assert "CPU-bound for τ above τ* = 20.00 µs" in out  # exercise 9's cpu_bound_launch_us
+    record = json.loads((tmp_path / "timeline.json").read_text(encoding="utf-8"))
+    assert record["launch_us"] == 5.0 and record["gpu_node_us"] == nu
+
+
+def test_timeline_7b_layer_has_the_bundled_steps_mean_kernel():
+    """The 7B-like layer's kernels plus the graph's node cost average the bundled H200 7B graph
+    step's time per kernel (6.56 ms over 1579 kernels)."""
+    from coursekit import lab as lab_module
+
+    times = [t for _, t in lab_module.LAYER_7B]
+    step = lesson.h200_anchor()["decode7b"]["1"]
+    assert len(times) == 15  # the lesson's kernels_per_layer
+    assert sum(times) / len(times) + lesson.H200_TAU_GRAPH_US == pytest.approx(
+        step["graph_ms"] * 1e3 / step["kernels"], abs=0.01)
+    assert max(times) >= 10 and sum(t <= 1.0 for t in times) >= 8  # long GEMMs, many tiny ops
+
+
+def test_timeline_needs_exercise_9(tmp_path, capsys):
+    code, out, err = run_lab(capsys, "timeline", "--impl", "exercises", "--out", tmp_path)
+    assert code == 1 and out == "", out
+    assert "exercise 9 is not finished: eager_timeline" in err and "--impl solutions" in err, err
+    assert "Traceback" not in err and not (tmp_path / "timeline.svg").exists()
+
+
+def test_timeline_refuses_a_malformed_eager_timeline(tmp_path, capsys):
+    submission = tmp_path / "submission"
+    submission.mkdir()
+    (submission / "tradeoffs.py").write_text("def eager_timeline(kernel_us, launch_us):\n"
+                                             "    return [(0.0, 1.0)]\n")
+    code, out, err = run_lab(capsys, "timeline", "--impl", submission, "--out", tmp_path / "o")
+    assert code == 1 and "eager_timeline" in err and "(launched, start, end) per kernel" in err
+    assert "Traceback" not in err
+
+
+def fusion_bytes(rows, hidden=3584):
+    return 2 * 7 * rows * hidden * 2, 2 * rows * hidden * 2
+
+
+def test_fusion_reference_is_modelled_and_says_so(tmp_path, capsys):
+    code, out, err = run_lab(capsys, "fusion", "--reference", "--impl", "exercises",
+                             "--out", tmp_path)
+    assert code == 0 and err == "", err
+    assert "modelled, not measured" in out.splitlines()[0]
+    assert "no bundled fused measurement exists" in out
+    record = json.loads((tmp_path / "fusion.json").read_text(encoding="utf-8"))
+    bandwidth = lesson.h200_anchor()["copy_TBps"] * 1e12
+    assert record["measured"] is None and record["rows"][0] == 1 and record["rows"][-1] == 65536
+    for k, rows in enumerate(record["rows"]):
+        unfused, fused = fusion_bytes(rows)
+        assert (record["unfused_bytes"][k], record["fused_bytes"][k]) == (unfused, fused)
+        assert record["unfused_model_us"][k] == pytest.approx(unfused / bandwidth * 1e6)
+        assert f"{rows:7} | {unfused:13,} | {fused:12,} |" in out, out
+    root, panels, series = svg_parts(tmp_path / "fusion.svg")
+    title = [t.text for t in root.iter(f"{SVG}text")][0]
+    assert "modelled, not measured" in title, title
+    assert all(p.get("data-y-scale") == "log" for p in panels.values())
+    assert not any("measured" == n.split(", ")[-1] for s in series.values() for n in s)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the model-only path without CUDA")
+def test_fusion_without_cuda_draws_exercise_7s_model(tmp_path, capsys):
+    code, out, err = run_lab(capsys, "fusion", "--impl", "exercises", "--out", tmp_path / "a")
+    assert code == 1 and "exercise 7 is not finished: chain_hbm_bytes" in err, err
+    assert "Traceback" not in err
+    code, out, err = run_lab(capsys, "fusion", "--impl", "solutions", "--out", tmp_path / "b")
+    assert code == 0, err
+    assert "your chain_hbm_bytes" in out.splitlines()[0] and "modelled, not measured" in out
+    assert run_lab(capsys, "fusion", "--reference", "--out", tmp_path / "c")[0] == 0
+    got = json.loads((tmp_path / "b/fusion.json").read_text(encoding="utf-8"))
+    want = json.loads((tmp_path / "c/fusion.json").read_text(encoding="utf-8"))
+    assert got["unfused_bytes"] == want["unfused_bytes"] and got["model"] == "chain_hbm_bytes"
+
+
+def test_fusion_chart_draws_measured_points_when_there_are_some(tmp_path):
+    """The GPU path's chart, from a made-up measurement (no GPU here: nothing is timed)."""
+    from coursekit import lab as lab_module
+
+    record = lab_module.fusion_record(lab_module._chain_bytes_rule, [1, 64, 4096], 3584, "x")
+    record["measured"] = {"gpu": "Fake GPU", "torch": "0", "iters": 5,
+                          "unfused_us": [70.0, 72.0, 150.0], "fused_us": [9.0, 9.5, 30.0]}
+    _, svg = lab_module.write_fusion(record, tmp_path)
+    root, panels, series = svg_parts(svg)
+    assert "measured on Fake GPU" in [t.text for t in root.iter(f"{SVG}text")][0]
+    (time_panel,) = [name for name in panels if name.startswith("(a)")]
+    assert {"unfused, measured", "fused (yours), measured"} <= set(series[time_panel])
+    assert "5.00x" in lab_module.fusion_report(record)
+
+
+@pytest.mark.parametrize("lab_name, args, named", [
+    ("timeline", ["--launch-us", "0"], "--launch-us"),
+    ("fusion", ["--reference", "--rows", "8", "8"], "--rows"),
+    ("fusion", ["--reference", "--rows", "0", "8"], "--rows"),
+    ("speedup", ["--impl", "no/such/dir"], "--impl"),
+])
+def test_model_labs_bad_arguments_exit_2(tmp_path, capsys, lab_name, args, named):
+    code, _, err = run_lab(capsys, lab_name, *args, "--out", tmp_path)
+    assert code == 2 and named in err, err
+
+
+def test_svgplot_log_x_axis_and_stacked_mark_labels(tmp_path):
+    panels = [{"name": "p", "y_label": "y", "series": [
+        {"name": "a", "colour": "red", "style": "line", "points": [(0.2, 1.0), (40.0, 2.0)]}],
+        "marks": [{"x": 2.0, "label": "a long label at two"}, {"x": 2.5, "label": "close by"}]}]
+    root = ET.parse(figure(tmp_path / "f.svg", panels, "t", "x", x_scale="log")).getroot()
+    texts = [t.text for t in root.iter(f"{SVG}text")]
+    assert {"0.1", "1", "10", "100"} <= set(texts), texts
+    marks = [g for g in root.iter(f"{SVG}g") if g.get("class") == "mark"]
+    assert len({g.find(f"{SVG}text").get("y") for g in marks}) == 2
+    with pytest.raises(ValueError, match="x_scale: a log x axis needs every x > 0"):
+        figure(tmp_path / "g.svg", [{**panels[0], "marks": [{"x": 0, "label": "0"}]}], "t", "x",
+               x_scale="log")
+    with pytest.raises(ValueError, match="x_scale: expected one of"):
+        figure(tmp_path / "h.svg", panels, "t", "x", x_scale="symlog")
+
+
+def test_svgplot_timeline_lanes_and_rules(tmp_path):
+    from coursekit.svgplot import timeline
+
+    scenarios = [{"name": "s", "lanes": [
+        {"name": "cpu", "boxes": [{"start": 0, "end": 5, "colour": "orange", "kind": "launch"}]},
+        {"name": "gpu", "boxes": [{"start": 5, "end": 25, "colour": "blue", "label": "gemm"}]}],
+        "notes": ["a note"]}]
+    boxes = timeline_boxes(timeline(tmp_path / "t.svg", scenarios, "t", legend=[("red", "x")]))
+    assert boxes == {"s": {"cpu": [("launch", 0.0, 5.0)], "gpu": [(None, 5.0, 25.0)]}}
+    bad = [{"name": "s", "lanes": [{"name": "l", "boxes": [{"start": 3, "end": 1}]}]}]
+    with pytest.raises(ValueError, match=r"scenarios\[0\]\.lanes\[0\]\.boxes\[0\]"):
+        timeline(tmp_path / "u.svg", bad, "t")
