@@ -216,6 +216,47 @@ def sweep(impl: Implementation, config: ModelConfig, dtype, device: str, layers:
             "gpu_node_us": node_us, "graph_intercept_ms": graph_intercept_ms}
 
 
+def graph_memory(impl: Implementation, config: ModelConfig, dtype, device: str, sizes: list[int]) -> dict:
+    """Exercise 9's trade on the engine itself: ``capture_memory_bytes`` of an engine that
+    captures one size alone, for each size, and of one engine that captures them all into one
+    pool, set beside exercise 9's ``graph_memory_bytes`` (the largest, or the sum) and the tokens
+    of this model's KV cache that memory would hold (``kv_bytes_per_token``,
+    ``kv_tokens_forgone``). Without CUDA every figure is 0 (the stand-in reserves nothing)."""
+    engine_mod, tradeoffs = impl.module("engine"), impl.module("tradeoffs")
+    model = ToyModel(config, device=device, dtype=dtype)
+    alone = {}
+    for s in sizes:
+        engine = engine_mod.DecodeEngine(model, mode=engine_mod.CUDAGraphMode.FULL, capture_sizes=[s])
+        engine.capture_model()
+        alone[s] = engine.capture_memory_bytes
+        del engine
+        free(device)
+    together = engine_mod.DecodeEngine(model, mode=engine_mod.CUDAGraphMode.FULL, capture_sizes=sizes)
+    together.capture_model()
+    measured = together.capture_memory_bytes
+    del together, model
+    free(device)
+    per_token = tradeoffs.kv_bytes_per_token(config.n_layers, config.n_kv_heads, config.head_dim,
+                                             dtype.itemsize)
+    shared = tradeoffs.graph_memory_bytes(alone.values())
+    separate = tradeoffs.graph_memory_bytes(alone.values(), shared_pool=False)
+    return {"sizes": sizes, "alone_bytes": alone, "one_pool_bytes": measured,
+            "model_shared_bytes": shared, "model_separate_bytes": separate,
+            "kv_bytes_per_token": per_token,
+            "kv_tokens_forgone": tradeoffs.kv_tokens_forgone(max(measured, 0), per_token)}
+
+
+def print_graph_memory(memory: dict) -> None:
+    mib = 2**20
+    alone = ", ".join(f"{s}: {b / mib:.1f}" for s, b in memory["alone_bytes"].items())
+    print(f"graph memory (MiB), one size per engine: {alone}")
+    print(f"  all sizes in one pool: {memory['one_pool_bytes'] / mib:.1f} MiB measured; exercise 9's model: "
+          f"{memory['model_shared_bytes'] / mib:.1f} shared (the largest), "
+          f"{memory['model_separate_bytes'] / mib:.1f} separate (the sum)")
+    print(f"  KV cache: {memory['kv_bytes_per_token']} bytes per token; the one pool forgoes "
+          f"{memory['kv_tokens_forgone']} tokens")
+
+
 def predict(impl: Implementation, fitted: dict, kernels: int) -> dict:
     """Exercise 1's extended launch model for a step of ``kernels`` kernels, with the sweep's
     slopes (tau per eager launch, gpu_node_us per graph node) and its graph intercept as the
@@ -273,6 +314,11 @@ def main() -> None:
                           with_fused=not compile_problem)
         fitted = sweep(impl, config, dtype, args.device, layers, iters)
         entry = {"batches": results, "sweep": fitted}
+        try:
+            entry["graph_memory"] = graph_memory(impl, config, dtype, args.device,
+                                                  [s for s in (1, 2, 4, 8, 16, 32) if s <= config.max_seqs])
+        except NotImplementedError as exc:
+            print(f"graph memory: skipped ({exc}: exercise 9 is not finished)")
         for rows, r in results.items():
             floor = bytes_per_step(config, dtype, rows)
             r["floor_ms"] = floor / bandwidth * 1e3 if bandwidth else None
@@ -280,6 +326,8 @@ def main() -> None:
                 r["predicted"] = predict(impl, fitted, r["kernels"])
         report["configs"][name] = entry
         print_table(name, results, fitted)
+        if "graph_memory" in entry:
+            print_graph_memory(entry["graph_memory"])
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "decode-engine.json").write_text(json.dumps(report, indent=1, default=str) + "\n")

@@ -193,3 +193,29 @@ def check_timer_mean(got: Any, calls: TimedCalls, iters: int, what: str) -> None
             f"{got!r}\n  rule: time only the `iters` calls after the warm-up, with a monotonic "
             "clock (time.perf_counter), divide by iters, report milliseconds (below: seconds, or "
             "a CPU-time clock? above: a total, the warm-up timed, or the wall clock?)")
+
+
+def run_as_script(impl, module: str) -> str:
+    """``python -m <impl>.<module>`` (a submission folder is loaded as its package and the module
+    run as ``__main__``): what it printed; an AssertionError with its stderr if it failed."""
+    import os
+    import subprocess
+    import sys
+
+    from coursekit.impl import NAMED, REPO_ROOT
+
+    if impl.label in NAMED:
+        cmd = [sys.executable, "-m", f"{impl.label}.{module}"]
+    else:
+        cmd = [sys.executable, "-c",
+               "import runpy, sys; from coursekit.impl import Implementation; "
+               "p = Implementation(sys.argv[1]); "
+               f"runpy.run_module(p.qualified({module!r}), run_name='__main__')", str(impl.folder)]
+    env = dict(os.environ, PYTHONIOENCODING="utf-8", PYTHONPATH=str(REPO_ROOT))
+    run = subprocess.run(cmd, cwd=REPO_ROOT, env=env, capture_output=True, timeout=120)
+    assert run.returncode == 0, (
+        f"`python -m ...{module}` exited with {run.returncode}:\n"
+        f"{run.stderr.decode('utf-8', 'replace')[-1500:]}"
+    )
+    return run.stdout.decode("utf-8", "replace")
+

@@ -13,7 +13,12 @@ import sys
 
 import pytest
 
+from coursekit.course import EXERCISES
 from coursekit.impl import REPO_ROOT
+
+#: The number the scaffold gives a new exercise: the one after the course's last.
+NEW = len(EXERCISES) + 1
+MARK = f"ex{NEW}"
 
 
 def _copy(dest):
@@ -47,16 +52,16 @@ def test_it_writes_every_file_and_says_what_next(scaffolded):
         assert rel in out
     assert '"kv_cache", "a toy KV cache"' in (root / "coursekit/course.py").read_text()
     assert "points=1" in (root / "grader/exercises/kv_cache.py").read_text()
-    assert "ex9" not in (root / "grader/rubric.toml").read_text(), "points live on the checks"
+    assert MARK not in (root / "grader/rubric.toml").read_text(), "points live on the checks"
     assert "python -m grader build" in out
 
 
 def test_its_tests_pass_on_the_reference_and_fail_on_the_stub(scaffolded):
     root, _ = scaffolded
-    reference = _run(root, "-m", "pytest", "exercises", "-m", "ex9", "--impl", "solutions", "-q")
+    reference = _run(root, "-m", "pytest", "exercises", "-m", MARK, "--impl", "solutions", "-q")
     assert reference.returncode == 0 and "2 passed" in reference.stdout, reference.stdout
-    stub = _run(root, "-m", "pytest", "exercises", "-m", "ex9", "-q")
-    assert stub.returncode == 1 and "exercise 9: example" in stub.stdout, stub.stdout
+    stub = _run(root, "-m", "pytest", "exercises", "-m", MARK, "-q")
+    assert stub.returncode == 1 and f"exercise {NEW}: example" in stub.stdout, stub.stdout
 
 
 def test_its_declaration_and_files_agree(scaffolded):
@@ -69,7 +74,7 @@ def test_its_declaration_and_files_agree(scaffolded):
 
 def test_the_grader_grades_it_once_the_total_is_decided(scaffolded, tmp_path):
     root, _ = scaffolded
-    refused = _run(root, "-m", "grader", "grade", "solutions", "--only", "ex9")
+    refused = _run(root, "-m", "grader", "grade", "solutions", "--only", MARK)
     assert refused.returncode != 0 and "total" in refused.stderr, refused.stderr
     rubric = root / "grader" / "rubric.toml"
     rubric.write_text(rubric.read_text().replace("total = 100", "total = 101", 1))
@@ -80,10 +85,10 @@ def test_the_grader_grades_it_once_the_total_is_decided(scaffolded, tmp_path):
     scores = {}
     for impl in ("solutions", "exercises"):
         out = tmp_path / f"{impl}.json"
-        graded = _run(root, "-m", "grader", "grade", impl, "--only", "ex9", "--json", str(out))
+        graded = _run(root, "-m", "grader", "grade", impl, "--only", MARK, "--json", str(out))
         assert graded.returncode == 0, graded.stdout + graded.stderr
         tests = json.loads(out.read_text())["tests"]
-        scores[impl] = sum(t.get("score", 0) for t in tests if t["name"].startswith("ex9"))
+        scores[impl] = sum(t.get("score", 0) for t in tests if t["name"].startswith(MARK + " "))
     assert scores == {"solutions": 1, "exercises": 0}
 
 

@@ -1,16 +1,12 @@
 """Exercise 1 · launch_model — the launch-overhead model. Run: python -m pytest exercises -m ex1"""
 
-import os
-import subprocess
-import sys
 
 import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from coursekit import strategies as S
-from coursekit.checks import check_close, check_rejects
-from coursekit.impl import NAMED, REPO_ROOT
+from coursekit.checks import check_close, check_rejects, run_as_script
 from coursekit.lesson import H200_SWEEP, SEED_REPORT, SEED_WEIGHTS
 
 pytestmark = pytest.mark.ex1
@@ -177,20 +173,7 @@ def test_seed_rows_are_the_lessons(launch_model):
 
 def test_running_the_module_prints_the_table(impl, launch_model):
     """``python -m <impl>.launch_model`` prints report(SEED_ROWS) and nothing else."""
-    if impl.label in NAMED:
-        cmd = [sys.executable, "-m", f"{impl.label}.launch_model"]
-    else:  # a submission folder: load it as its package, then run the module as __main__
-        cmd = [sys.executable, "-c",
-               "import runpy, sys; from coursekit.impl import Implementation; "
-               "p = Implementation(sys.argv[1]); "
-               "runpy.run_module(p.qualified('launch_model'), run_name='__main__')", str(impl.folder)]
-    env = dict(os.environ, PYTHONIOENCODING="utf-8", PYTHONPATH=str(REPO_ROOT))
-    run = subprocess.run(cmd, cwd=REPO_ROOT, env=env, capture_output=True, timeout=120)
-    out = run.stdout.decode("utf-8", "replace")
-    assert run.returncode == 0, (
-        f"`python -m ...launch_model` exited with {run.returncode}:\n"
-        f"{run.stderr.decode('utf-8', 'replace')[-1500:]}"
-    )
+    out = run_as_script(impl, "launch_model")
     assert out == SEED_REPORT + "\n", (
         "`python -m ...launch_model` must print the lesson's table and nothing else:\n"
         + _diff(out, SEED_REPORT + "\n")

@@ -1,17 +1,13 @@
 """Exercise 9 · tradeoffs — which model is right, and what graphs cost. Run: python -m pytest exercises -m ex9"""
 
 import math
-import os
-import subprocess
-import sys
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from coursekit import strategies as S
-from coursekit.checks import check_close, check_rejects
-from coursekit.impl import NAMED, REPO_ROOT
+from coursekit.checks import check_close, check_rejects, run_as_script
 from coursekit.lesson import H200_DECODE_7B
 
 pytestmark = pytest.mark.ex9
@@ -311,19 +307,7 @@ def test_kv_tokens_forgone_rejects_bad_input(tradeoffs, args, name):
 
 def test_running_the_module_prints_the_figures(impl, tradeoffs):
     """``python -m <impl>.tradeoffs`` prints the course's figures through the exercise's functions."""
-    if impl.label in NAMED:
-        cmd = [sys.executable, "-m", f"{impl.label}.tradeoffs"]
-    else:
-        cmd = [sys.executable, "-c",
-               "import runpy, sys; from coursekit.impl import Implementation; "
-               "p = Implementation(sys.argv[1]); "
-               "runpy.run_module(p.qualified('tradeoffs'), run_name='__main__')", str(impl.folder)]
-    env = dict(os.environ, PYTHONIOENCODING="utf-8", PYTHONPATH=str(REPO_ROOT))
-    run = subprocess.run(cmd, cwd=REPO_ROOT, env=env, capture_output=True, timeout=120)
-    out = run.stdout.decode("utf-8", "replace")
-    assert run.returncode == 0, (
-        f"`python -m ...tradeoffs` exited with {run.returncode}:\n{run.stderr.decode('utf-8', 'replace')[-1500:]}"
-    )
+    out = run_as_script(impl, "tradeoffs")
     for figure in ("tau 14.6 us if additive, 18.8 us if CPU-bound", "57344 bytes of KV cache per token",
                    "forgoes 18724 tokens"):
         assert figure in out, f"`python -m ...tradeoffs` should print {figure!r}; it printed:\n{out}"

@@ -318,7 +318,7 @@ def checks(draw: Draw) -> list[Check]:
               "real rows (in max_example's row shape) as a fresh tensor; batches above every "
               "bucket run eagerly",
               runners + [defaults, *shaped],
-              compare=same(keys=("calls", "first_output_unchanged", "example_unchanged")), points=2),
+              compare=same(keys=("calls", "first_output_unchanged", "example_unchanged")), points=1),
         Check("ex5", "runner_captures_largest_first_in_one_pool",
               "one capture per size (default_capture_sizes(len(max_example)) when not given), "
               "largest first, all over one static buffer shaped like max_example (not the "

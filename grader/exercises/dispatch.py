@@ -197,7 +197,7 @@ def checks(draw: Draw) -> list[Check]:
                for m in MODES for s, n, q in setups]
               + [P("dispatcher_keys", f"CudagraphDispatcher({m}, {default_q[0]}, max_num_seqs="
                    f"{default_q[1]}) (uniform_decode_query_len left out)", mode=m, sizes=default_q[0],
-                   max_num_seqs=default_q[1], q=None) for m in MODES], points=3),
+                   max_num_seqs=default_q[1], q=None) for m in MODES], points=2),
         Check("ex6", "dispatch",
               "allowed = valid_modes (None or empty: all) minus invalid_modes; NONE with exactly "
               "BD(n) (num_reqs None, uniform False) when the mode is NONE, n is above every size or "
@@ -208,7 +208,7 @@ def checks(draw: Draw) -> list[Check]:
               "False; the answer is a tuple",
               [P("dispatch", f"CudagraphDispatcher({m}, {s}, max_num_seqs={n}, "
                  f"uniform_decode_query_len={q}).dispatch(...)", mode=m, sizes=s, max_num_seqs=n, q=q,
-                 queries=queries_for(r, s)) for m in MODES for s, n, q in dispatch_setups], points=4),
+                 queries=queries_for(r, s)) for m in MODES for s, n, q in dispatch_setups], points=3),
         Check("ex6", "dispatch_rejects",
               "ValueError naming the argument: num_tokens not an int >= 1, invalid_modes leaving no "
               "mode, a mode that is not a CUDAGraphMode, sizes not ints >= 1 or none (NONE with none "

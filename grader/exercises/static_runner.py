@@ -178,7 +178,7 @@ def checks(draw: Draw) -> list[Check]:
     return [
         Check("ex4", "runner_returns_fn_of_latest_inputs",
               "copy every input into its static buffer (copy_), replay, return fn of these inputs",
-              runs, compare=same(keys=("outputs",)), points=2),
+              runs, compare=same(keys=("outputs",)), points=1),
         Check("ex4", "runner_owns_stable_buffers",
               "static_inputs is a tuple of one buffer per input, a copy the runner owns that holds "
               "the example's values when fn is captured, same address on every call",

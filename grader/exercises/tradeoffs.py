@@ -139,10 +139,10 @@ def checks(draw: Draw) -> list[Check]:
               "one (launched, start, end) per kernel: launched at k*launch_us, started at max(k*launch_us, "
               "end of kernel k-1), ended kernel_us[k-1] later (us); no kernels -> []",
               [P("timeline", f"eager_timeline({k}, {l})", kernel_us=k, launch_us=l)
-               for k, l in zip(profiles, launches)], points=2),
+               for k, l in zip(profiles, launches)], points=1),
         Check("ex9", "cpu_bound_launch_us",
               "tau* = the smallest mean of the first m kernels, m = 1 .. N-1; fewer than two kernels -> math.inf",
-              [P("tau_star", f"cpu_bound_launch_us({k})", kernel_us=k) for k in star], points=2),
+              [P("tau_star", f"cpu_bound_launch_us({k})", kernel_us=k) for k in star], points=1),
         Check("ex9", "implied_launch_us",
               "(additive, cpu_bound) = ((eager_ms - compute_ms) * 1e3 / n_kernels, eager_ms * 1e3 / n_kernels)",
               [P("implied", f"implied_launch_us({e}, {c}, {n})", eager_ms=e, compute_ms=c, n_kernels=n)
