@@ -61,8 +61,8 @@ def implied_launch_us(eager_ms: float, compute_ms: float, n_kernels: int) -> tup
     n_kernels``.
 
     Errors (``ValueError`` naming the argument): ``eager_ms`` or ``compute_ms`` negative, NaN,
-    infinite or not a number; ``compute_ms > eager_ms`` (no model explains a step shorter than its
-    compute); ``n_kernels`` not an int (a bool is not) or below 1.
+    infinite or not a number; ``compute_ms > eager_ms`` names ``compute_ms`` (no model explains a
+    step shorter than its compute); ``n_kernels`` not an int (a bool is not) or below 1.
     """
     raise NotImplementedError("exercise 9: implied_launch_us")
 

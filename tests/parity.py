@@ -193,6 +193,7 @@ ENFORCED_BY: dict[str, tuple[str, ...] | Reason] = {
     "test_tradeoffs.py::test_timeline_worked_example": ('ex9.eager_timeline',),
     "test_tradeoffs.py::test_timeline_no_kernels_is_empty": ('ex9.eager_timeline',),
     "test_tradeoffs.py::test_timeline_keeps_fractions_of_a_microsecond": ('ex9.eager_timeline',),
+    "test_tradeoffs.py::test_timeline_times_are_floats_for_int_inputs": ('ex9.eager_timeline',),
     "test_tradeoffs.py::test_timeline_follows_the_pipeline": ('ex9.eager_timeline', 'ex9.long_profiles'),
     "test_tradeoffs.py::test_timeline_ends_where_exercise_1s_simulation_ends": ('ex9.eager_timeline', 'ex9.long_profiles'),
     "test_tradeoffs.py::test_timeline_rejects_a_bad_launch_time": ('ex9.rejects_bad_arguments',),

@@ -43,6 +43,12 @@ def as_rows(got, what):
 
 def check_timeline(got, expected, what):
     rows = as_rows(got, what)
+    for k, row in enumerate(rows, start=1):
+        for name, value in zip(("launched", "start", "end"), row):
+            assert type(value) is float, (
+                f"{what}: kernel {k}'s {name} is {type(value).__name__} {value!r}, expected a float\n"
+                "  rule: times in microseconds, as floats (whatever number type the inputs came in)"
+            )
     assert len(rows) == len(expected), (
         f"{what}: expected one (launched, start, end) per kernel, {len(expected)} in all, got {len(rows)}"
     )
@@ -64,6 +70,11 @@ def test_timeline_worked_example(tradeoffs):
 def test_timeline_no_kernels_is_empty(tradeoffs):
     got = tradeoffs.eager_timeline([], 5.0)
     assert got == [], f"eager_timeline([], 5): expected [], got {got!r}\n  rule: no kernels -> []"
+
+
+def test_timeline_times_are_floats_for_int_inputs(tradeoffs):
+    check_timeline(tradeoffs.eager_timeline([4, 2, 3], 3), [(3.0, 3.0, 7.0), (6.0, 7.0, 9.0), (9.0, 9.0, 12.0)],
+                   "eager_timeline([4, 2, 3], launch_us=3)")
 
 
 def test_timeline_keeps_fractions_of_a_microsecond(tradeoffs):

@@ -100,6 +100,9 @@ def checks(draw: Draw) -> list[Check]:
     r = draw.rng("ex9.eager_timeline")
     profiles = [kernel_profile(r) for _ in range(12)] + [[], [float(r.randint(1, 50))]]
     launches = [float(r.randint(0, 30)) + r.choice((0.0, 0.25, 0.5)) for _ in profiles]
+    # ints in, floats out: "times in microseconds, as floats"
+    profiles.append([r.randint(0, 50) for _ in range(r.randint(2, 12))])
+    launches.append(r.randint(1, 20))
     r = draw.rng("ex9.cpu_bound_launch_us")
     star = [kernel_profile(r) for _ in range(12)]
     t = float(r.randint(1, 40))
@@ -133,7 +136,7 @@ def checks(draw: Draw) -> list[Check]:
         return [bad if i == bad_at else k for i, k in enumerate(kernels)]
 
     eager = round(r.uniform(1, 50), 3)
-    kv_bad = r.choice(("n_layers", "n_kv_heads", "head_dim", "dtype_bytes"))
+    kv_args = ("n_layers", "n_kv_heads", "head_dim", "dtype_bytes")
     return [
         Check("ex9", "eager_timeline",
               "one (launched, start, end) per kernel: launched at k*launch_us, started at max(k*launch_us, "
@@ -168,6 +171,9 @@ def checks(draw: Draw) -> list[Check]:
               [P("timeline", f"eager_timeline({kernels}, {negative})", "launch_us", kernel_us=kernels,
                  launch_us=negative),
                P("timeline", f"eager_timeline({kernels}, nan)", "launch_us", kernel_us=kernels, launch_us=NAN),
+               P("timeline", f"eager_timeline({kernels}, '3')", "launch_us", kernel_us=kernels, launch_us="3"),
+               P("timeline", f"eager_timeline(kernel {bad_at} = '3', 5.0)", "kernel_us",
+                 kernel_us=with_bad("3"), launch_us=5.0),
                P("timeline", f"eager_timeline(kernel {bad_at} = {negative}, 5.0)", "kernel_us",
                  kernel_us=with_bad(negative), launch_us=5.0),
                P("timeline", f"eager_timeline(kernel {bad_at} = inf, 5.0)", "kernel_us",
@@ -188,10 +194,8 @@ def checks(draw: Draw) -> list[Check]:
                P("implied", f"implied_launch_us({eager}, 0.0, 2.0)", "n_kernels", eager_ms=eager,
                  compute_ms=0.0, n_kernels=2.0),
                P("implied", f"implied_launch_us({eager}, 0.0, 1)", eager_ms=eager, compute_ms=0.0, n_kernels=1),
-               P("kv_bytes", f"kv_bytes_per_token({kv_bad}=0)", kv_bad,
-                 kwargs={**QWEN, kv_bad: 0}),
-               P("kv_bytes", f"kv_bytes_per_token({kv_bad}=True)", kv_bad,
-                 kwargs={**QWEN, kv_bad: True}),
+               *[P("kv_bytes", f"kv_bytes_per_token({name}={bad!r})", name, kwargs={**QWEN, name: bad})
+                 for name in kv_args for bad in (0, True)],
                P("kv_bytes", "kv_bytes_per_token(1, 1, 1, 1)", kwargs=dict(n_layers=1, n_kv_heads=1, head_dim=1,
                                                                             dtype_bytes=1)),
                P("graph_memory", "graph_memory_bytes([5, -1])", "per_graph_bytes", per_graph_bytes=[5, -1]),

@@ -1,6 +1,6 @@
 """Exercise 9 (tradeoffs): plausible wrong versions of ``solutions/tradeoffs.py``."""
 
-from tests.mutants import M
+from tests.mutants import K, M
 
 MUTANTS = [
     M("tradeoffs", "timeline-off-by-one", "kernel k launched at (k-1) * launch_us",
@@ -69,4 +69,15 @@ MUTANTS = [
       ("    if value < 0:\n        raise ValueError(f\"{name}: expected a value >= 0, got {value!r}\")\n", "")),
     M("tradeoffs", "pool-flag-unchecked", "any truthy shared_pool accepted",
       ("    if not isinstance(shared_pool, bool):\n", "    if False:\n")),
+    # The independent set (issue 24): wrong answers written from the docstring alone.
+    K("issue24-indep", "tradeoffs", "timeline-int-times", "int inputs give int times (the rule says floats)",
+      ("    return float(value)\n", "    return value\n")),
+    K("issue24-indep", "tradeoffs", "string-time-read-as-a-number", "a time that is a string read with float()",
+      ("    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):\n"
+       "        raise ValueError(f\"{name}: expected a finite number, got {value!r}\")\n",
+       "    if isinstance(value, str):\n        value = float(value)\n"
+       "    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):\n"
+       "        raise ValueError(f\"{name}: expected a finite number, got {value!r}\")\n")),
+    K("issue24-indep", "tradeoffs", "dtype-bytes-unchecked", "dtype_bytes not validated",
+      ("* _count(\"dtype_bytes\", dtype_bytes, 1))", "* dtype_bytes)")),
 ]
