@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import math
+import os
 import re
+import subprocess
+import sys
 from typing import Any, Callable
 
 
@@ -198,11 +201,7 @@ def check_timer_mean(got: Any, calls: TimedCalls, iters: int, what: str) -> None
 def run_as_script(impl, module: str) -> str:
     """``python -m <impl>.<module>`` (a submission folder is loaded as its package and the module
     run as ``__main__``): what it printed; an AssertionError with its stderr if it failed."""
-    import os
-    import subprocess
-    import sys
-
-    from coursekit.impl import NAMED, REPO_ROOT
+    from coursekit.impl import NAMED, REPO_ROOT  # not at the top: a grading worker imports this module
 
     if impl.label in NAMED:
         cmd = [sys.executable, "-m", f"{impl.label}.{module}"]

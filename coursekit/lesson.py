@@ -41,14 +41,14 @@ def tradeoff_figures(implied_launch_us, cpu_bound_launch_us, kv_bytes_per_token,
     """Exercise 9's figures, computed with its functions (``python -m exercises.tradeoffs``):
     the tau the H200's 7B decode step implies under each model, where its kernels turn it
     CPU-bound, and the KV cache a GiB of graphs costs Qwen2.5-7B."""
-    decode = h200_anchor()["decode7b"]
+    decode = _decode_7b()
     lines = []
-    for batch, step in sorted(decode.items(), key=lambda item: int(item[0])):
+    for batch, step in sorted(decode.items()):
         additive, cpu_bound = implied_launch_us(step["eager_ms"], step["graph_ms"], step["kernels"])
         lines.append(f"H200 7B decode, batch {batch}: {step['kernels']} kernels, eager "
                      f"{step['eager_ms']:.1f} ms, graph {step['graph_ms']:.2f} ms -> tau "
                      f"{additive:.1f} us if additive, {cpu_bound:.1f} us if CPU-bound")
-    one = decode["1"]
+    one = decode[1]
     mean_kernel_us = one["graph_ms"] * 1e3 / one["kernels"]
     tau_star = cpu_bound_launch_us([mean_kernel_us] * one["kernels"])
     lines.append(f"its {one['kernels']} kernels average {mean_kernel_us:.2f} us on the GPU: the step is "
@@ -71,6 +71,10 @@ def h200_anchor() -> dict:
     return json.loads(H200_ANCHOR.read_text(encoding="utf-8"))
 
 
+def _decode_7b() -> dict[int, dict]:
+    return {int(batch): dict(step) for batch, step in h200_anchor()["decode7b"].items()}
+
+
 def __getattr__(name: str):
     anchor = h200_anchor() if name.startswith("H200_") else None
     if name == "H200_SWEEP":
@@ -82,5 +86,5 @@ def __getattr__(name: str):
     if name == "H200_TAU_GRAPH_US":
         return anchor["tau_graph_us"]
     if name == "H200_DECODE_7B":
-        return {int(batch): dict(step) for batch, step in anchor["decode7b"].items()}
+        return _decode_7b()
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -47,8 +47,8 @@ def cpu_bound_launch_us(kernel_us: Sequence[float]) -> float:
     waits for a launch at least once and the step takes longer. Fewer than two kernels ->
     ``math.inf`` (no launch is ever waited for).
 
-    Errors: a kernel time that is negative, NaN, infinite or not a number -> ``ValueError`` naming
-    ``kernel_us``.
+    Errors: a kernel time that is negative, NaN, infinite or not a number (a bool is not a number
+    here) -> ``ValueError`` naming ``kernel_us``.
     """
     raise NotImplementedError("exercise 9: cpu_bound_launch_us")
 
@@ -61,7 +61,7 @@ def implied_launch_us(eager_ms: float, compute_ms: float, n_kernels: int) -> tup
     n_kernels``.
 
     Errors (``ValueError`` naming the argument): ``eager_ms`` or ``compute_ms`` negative, NaN,
-    infinite or not a number; ``compute_ms > eager_ms`` names ``compute_ms`` (no model explains a
+    infinite or not a number (a bool is not a number here); ``compute_ms > eager_ms`` names ``compute_ms`` (no model explains a
     step shorter than its compute); ``n_kernels`` not an int (a bool is not) or below 1.
     """
     raise NotImplementedError("exercise 9: implied_launch_us")
@@ -97,7 +97,7 @@ def kv_tokens_forgone(graph_bytes: int, bytes_per_token: int) -> int:
     ``graph_bytes // bytes_per_token``. What ``enforce_eager=True`` buys back.
 
     Errors (``ValueError`` naming the argument): ``graph_bytes`` not an int (a bool is not) or
-    negative; ``bytes_per_token`` not an int or below 1.
+    negative; ``bytes_per_token`` not an int (a bool is not) or below 1.
     """
     raise NotImplementedError("exercise 9: kv_tokens_forgone")
 

@@ -195,7 +195,6 @@ ENFORCED_BY: dict[str, tuple[str, ...] | Reason] = {
     "test_tradeoffs.py::test_timeline_keeps_fractions_of_a_microsecond": ('ex9.eager_timeline',),
     "test_tradeoffs.py::test_timeline_times_are_floats_for_int_inputs": ('ex9.eager_timeline',),
     "test_tradeoffs.py::test_timeline_follows_the_pipeline": ('ex9.eager_timeline', 'ex9.long_profiles'),
-    "test_tradeoffs.py::test_timeline_ends_where_exercise_1s_simulation_ends": ('ex9.eager_timeline', 'ex9.long_profiles'),
     "test_tradeoffs.py::test_timeline_rejects_a_bad_launch_time": ('ex9.rejects_bad_arguments',),
     "test_tradeoffs.py::test_timeline_rejects_a_bad_kernel_time": ('ex9.rejects_bad_arguments',),
     "test_tradeoffs.py::test_tau_star_worked_example": ('ex9.cpu_bound_launch_us',),

@@ -21,6 +21,8 @@ def test_decode_engine_benchmark_runs_end_to_end_on_the_cpu(tmp_path):
     for rows in ("1", "8"):
         assert {"eager_ms", "piecewise_ms", "full_ms", "full_fused_ms", "bare_replay_ms"} <= set(toy["batches"][rows])
     assert {"tau_us", "gpu_node_us"} <= set(toy["sweep"])
+    # exercise 9's trade on the engine: on the CPU stand-in nothing is reserved, the KV shape is the toy's
+    assert toy["graph_memory"]["one_pool_bytes"] == 0 and toy["graph_memory"]["kv_bytes_per_token"] == 512
     assert "<svg" in (tmp_path / "decode-engine.svg").read_text()
 
 

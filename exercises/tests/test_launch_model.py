@@ -1,6 +1,5 @@
 """Exercise 1 · launch_model — the launch-overhead model. Run: python -m pytest exercises -m ex1"""
 
-
 import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st

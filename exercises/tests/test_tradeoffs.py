@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from coursekit import strategies as S
 from coursekit.checks import check_close, check_rejects, run_as_script
-from coursekit.lesson import H200_DECODE_7B
+from coursekit.lesson import H200_DECODE_7B, QWEN25_7B_KV
 
 pytestmark = pytest.mark.ex9
 
@@ -88,15 +88,6 @@ def test_timeline_follows_the_pipeline(tradeoffs, kernel_us, launch_us):
                    f"eager_timeline({kernel_us}, launch_us={launch_us})")
 
 
-@given(S.kernel_times.filter(bool), S.whole_us)
-def test_timeline_ends_where_exercise_1s_simulation_ends(tradeoffs, kernel_us, launch_us):
-    rows = as_rows(tradeoffs.eager_timeline(kernel_us, launch_us), "eager_timeline")
-    assert rows, f"eager_timeline({kernel_us}, {launch_us}): expected one row per kernel, got []"
-    expected = oracle_timeline(kernel_us, launch_us)[-1][2]
-    check_close(rows[-1][2], expected, f"eager_timeline({kernel_us}, launch_us={launch_us})[-1] end",
-                "the last end, over 1e3, is exercise 1's simulate_eager_ms (times in microseconds)")
-
-
 @pytest.mark.parametrize("bad", NOT_A_NUMBER, ids=repr)
 def test_timeline_rejects_a_bad_launch_time(tradeoffs, bad):
     check_rejects(lambda: tradeoffs.eager_timeline([1.0, 2.0], bad), "launch_us",
@@ -148,7 +139,7 @@ def test_tau_star_is_the_smallest_running_mean(tradeoffs, kernel_us):
         check_close(got, expected, f"cpu_bound_launch_us({kernel_us})", TAU_STAR, rel=1e-9)
 
 
-@given(st.lists(S.whole_us, min_size=2, max_size=30))
+@given(S.kernel_times.filter(lambda ts: len(ts) >= 2))
 def test_tau_star_is_where_the_step_turns_cpu_bound(tradeoffs, kernel_us):
     tau = tradeoffs.cpu_bound_launch_us(kernel_us)
     gpu_bound = tau + sum(kernel_us)
@@ -184,8 +175,9 @@ def check_implied(got, eager_ms, compute_ms, n_kernels):
         additive, cpu_bound = got
     except (TypeError, ValueError):
         raise AssertionError(f"{what}: expected a pair (additive, cpu_bound), got {got!r}") from None
+    # abs_: (eager - compute) cancels when the two are close; a rounding of eager's size is allowed
     check_close(additive, (eager_ms - compute_ms) * 1e3 / n_kernels, f"{what}[0] (additive)", IMPLIED,
-                rel=1e-9)
+                rel=1e-9, abs_=1e-12 * eager_ms * 1e3 / n_kernels)
     check_close(cpu_bound, eager_ms * 1e3 / n_kernels, f"{what}[1] (cpu_bound)", IMPLIED, rel=1e-9)
 
 
@@ -240,7 +232,7 @@ def test_kv_bytes_per_token(tradeoffs, n_layers, n_kv_heads, head_dim, dtype_byt
 @pytest.mark.parametrize("name", ["n_layers", "n_kv_heads", "head_dim", "dtype_bytes"])
 @pytest.mark.parametrize("bad", [0, -2, 2.0, True], ids=repr)
 def test_kv_bytes_rejects_bad_input(tradeoffs, name, bad):
-    kwargs = dict(n_layers=28, n_kv_heads=4, head_dim=128, dtype_bytes=2, **{})
+    kwargs = dict(QWEN25_7B_KV)
     kwargs[name] = bad
     check_rejects(lambda: tradeoffs.kv_bytes_per_token(**kwargs), name,
                   f"kv_bytes_per_token({name}={bad!r}): every argument is an int >= 1 (a bool is not)")

@@ -4,11 +4,14 @@ staff repository's, never released."""
 
 from __future__ import annotations
 
+import math
 import random
 from typing import TYPE_CHECKING
 
 from coursekit.course import ARGUMENTS
-from grader.checks import Check, P, acceptance, same
+from coursekit import lesson
+from coursekit.lesson import QWEN25_7B_KV
+from grader.checks import Check, P, acceptance
 from grader.probes import _as_list, call, probe
 
 if TYPE_CHECKING:
@@ -16,18 +19,6 @@ if TYPE_CHECKING:
 
 
 # ------------------------------------------------------------------------- probes
-
-#: A number the wire cannot carry (it carries no NaN or infinity): ``{"float": "nan"}``.
-NAN, INF = {"float": "nan"}, {"float": "inf"}
-
-
-def _value(v):
-    return float(v["float"]) if isinstance(v, dict) and "float" in v else v
-
-
-def _values(vs):
-    return [_value(v) for v in vs]
-
 
 def _rows(value):
     """A timeline as lists, so that a tuple per kernel and a list per kernel answer alike."""
@@ -38,17 +29,17 @@ def _rows(value):
 
 @probe
 def timeline(mod, kernel_us: list, launch_us):
-    return _rows(call(mod.eager_timeline, _values(kernel_us), _value(launch_us)))
+    return _rows(call(mod.eager_timeline, kernel_us, launch_us))
 
 
 @probe
 def tau_star(mod, kernel_us: list):
-    return call(mod.cpu_bound_launch_us, _values(kernel_us))
+    return call(mod.cpu_bound_launch_us, kernel_us)
 
 
 @probe
 def implied(mod, eager_ms, compute_ms, n_kernels):
-    return _as_list(call(mod.implied_launch_us, _value(eager_ms), _value(compute_ms), n_kernels))
+    return _as_list(call(mod.implied_launch_us, eager_ms, compute_ms, n_kernels))
 
 
 @probe
@@ -57,12 +48,11 @@ def kv_bytes(mod, kwargs: dict):
 
 
 @probe
-def graph_memory(mod, per_graph_bytes: list, shared_pool="default", once: bool = False):
-    """``graph_memory_bytes``; ``once``: the footprints come as an iterator (read once)."""
+def graph_memory(mod, per_graph_bytes: list, kwargs: dict | None = None, once: bool = False):
+    """``graph_memory_bytes(footprints, **kwargs)`` (no ``shared_pool`` in ``kwargs``: its default);
+    ``once``: the footprints come as an iterator (read once)."""
     footprints = iter(per_graph_bytes) if once else list(per_graph_bytes)
-    if shared_pool == "default":
-        return call(mod.graph_memory_bytes, footprints)
-    return call(mod.graph_memory_bytes, footprints, shared_pool=shared_pool)
+    return call(mod.graph_memory_bytes, footprints, **(kwargs or {}))
 
 
 @probe
@@ -93,7 +83,8 @@ def kv_config(rng: random.Random) -> dict:
 
 # ------------------------------------------------------------------------- checks
 
-QWEN = dict(n_layers=28, n_kv_heads=4, head_dim=128)  # Qwen2.5-7B's KV shape (bf16 by default)
+#: Qwen2.5-7B's KV shape, dtype_bytes left to its default (2, bf16).
+QWEN = {k: v for k, v in QWEN25_7B_KV.items() if k != "dtype_bytes"}
 
 
 def checks(draw: Draw) -> list[Check]:
@@ -110,7 +101,7 @@ def checks(draw: Draw) -> list[Check]:
              [1.0] + [float(r.randint(50, 100))] * r.randint(1, 9),  # a short first kernel decides
              [float(r.randint(50, 100))] * r.randint(1, 9) + [1.0]]  # a short last kernel does not
     r = draw.rng("ex9.implied_launch_us")
-    implied = [(29.673689778645834, 6.561826070149739, 1579), (42.223388671875, 7.27794443766276, 1579)]
+    implied = [(step["eager_ms"], step["graph_ms"], step["kernels"]) for step in lesson.H200_DECODE_7B.values()]
     for _ in range(8):
         eager = round(r.uniform(0.01, 200), 4)
         implied.append((eager, round(eager * r.uniform(0, 1), 4), r.randint(1, 5000)))
@@ -121,9 +112,8 @@ def checks(draw: Draw) -> list[Check]:
     footprints = [[r.randint(0, 2**33) for _ in range(r.randint(1, 12))] for _ in range(6)]
     pools = [(f, shared, once) for f in footprints for shared in (True, False) for once in (False, True)]
     pools += [([], True, False), ([], False, True), ([r.randint(0, 2**30)], False, False)]
-    defaults = [f for f in footprints[:3]]
     r = draw.rng("ex9.kv_tokens_forgone")
-    per_token = 2 * 28 * 4 * 128 * 2
+    per_token = 2 * math.prod(QWEN25_7B_KV.values())  # a key and a value: 57344 bytes
     forgone = [(1024**3, per_token), (per_token * r.randint(1, 999), per_token),
                (per_token * r.randint(1, 999) - 1, per_token), (0, per_token), (per_token - 1, per_token)]
     forgone += [(r.randint(0, 2**40), r.randint(1, 2**22)) for _ in range(8)]
@@ -157,8 +147,8 @@ def checks(draw: Draw) -> list[Check]:
               "shared_pool=True (the default): the largest footprint; False: the sum; no graphs -> 0; an int; "
               "any iterable",
               [P("graph_memory", f"graph_memory_bytes({'iter' if once else ''}({f}), shared_pool={s})",
-                 per_graph_bytes=f, shared_pool=s, once=once) for f, s, once in pools]
-              + [P("graph_memory", f"graph_memory_bytes({f})", per_graph_bytes=f) for f in defaults],
+                 per_graph_bytes=f, kwargs={"shared_pool": s}, once=once) for f, s, once in pools]
+              + [P("graph_memory", f"graph_memory_bytes({f})", per_graph_bytes=f) for f in footprints[:3]],
               points=1),
         Check("ex9", "kv_tokens_forgone", "whole tokens: graph_bytes // bytes_per_token, an int",
               [P("tokens", f"kv_tokens_forgone({g}, {b})", graph_bytes=g, bytes_per_token=b)
@@ -166,28 +156,28 @@ def checks(draw: Draw) -> list[Check]:
         Check("ex9", "rejects_bad_arguments",
               "a negative, NaN, infinite or non-number time is a ValueError naming launch_us, kernel_us, "
               "eager_ms or compute_ms; compute_ms > eager_ms names compute_ms; a count or byte size that "
-              "is not an int of its least value (1, or 0 for bytes) names its argument; shared_pool not a "
+              "is not an int, or an int below its least value (1, or 0 for bytes), names its argument; shared_pool not a "
               "bool names shared_pool; valid arguments are accepted",
               [P("timeline", f"eager_timeline({kernels}, {negative})", "launch_us", kernel_us=kernels,
                  launch_us=negative),
-               P("timeline", f"eager_timeline({kernels}, nan)", "launch_us", kernel_us=kernels, launch_us=NAN),
+               P("timeline", f"eager_timeline({kernels}, nan)", "launch_us", kernel_us=kernels, launch_us=math.nan),
                P("timeline", f"eager_timeline({kernels}, '3')", "launch_us", kernel_us=kernels, launch_us="3"),
                P("timeline", f"eager_timeline(kernel {bad_at} = '3', 5.0)", "kernel_us",
                  kernel_us=with_bad("3"), launch_us=5.0),
                P("timeline", f"eager_timeline(kernel {bad_at} = {negative}, 5.0)", "kernel_us",
                  kernel_us=with_bad(negative), launch_us=5.0),
                P("timeline", f"eager_timeline(kernel {bad_at} = inf, 5.0)", "kernel_us",
-                 kernel_us=with_bad(INF), launch_us=5.0),
+                 kernel_us=with_bad(math.inf), launch_us=5.0),
                P("timeline", f"eager_timeline({kernels}, 0.0)", kernel_us=kernels, launch_us=0.0),
                P("tau_star", f"cpu_bound_launch_us(kernel {bad_at} = {negative})", "kernel_us",
                  kernel_us=with_bad(negative)),
-               P("tau_star", f"cpu_bound_launch_us(kernel {bad_at} = nan)", "kernel_us", kernel_us=with_bad(NAN)),
+               P("tau_star", f"cpu_bound_launch_us(kernel {bad_at} = nan)", "kernel_us", kernel_us=with_bad(math.nan)),
                P("tau_star", f"cpu_bound_launch_us(kernel {bad_at} = True)", "kernel_us", kernel_us=with_bad(True)),
                P("implied", f"implied_launch_us({eager}, {eager + 1}, 10)", "compute_ms", eager_ms=eager,
                  compute_ms=eager + 1, n_kernels=10),
                P("implied", f"implied_launch_us({negative}, 0.0, 10)", "eager_ms", eager_ms=negative,
                  compute_ms=0.0, n_kernels=10),
-               P("implied", f"implied_launch_us(nan, 1.0, 10)", "eager_ms", eager_ms=NAN, compute_ms=1.0,
+               P("implied", "implied_launch_us(nan, 1.0, 10)", "eager_ms", eager_ms=math.nan, compute_ms=1.0,
                  n_kernels=10),
                P("implied", f"implied_launch_us({eager}, 0.0, 0)", "n_kernels", eager_ms=eager, compute_ms=0.0,
                  n_kernels=0),
@@ -201,9 +191,9 @@ def checks(draw: Draw) -> list[Check]:
                P("graph_memory", "graph_memory_bytes([5, -1])", "per_graph_bytes", per_graph_bytes=[5, -1]),
                P("graph_memory", "graph_memory_bytes([5, 2.0])", "per_graph_bytes", per_graph_bytes=[5, 2.0]),
                P("graph_memory", "graph_memory_bytes([5, 2], shared_pool=1)", "shared_pool",
-                 per_graph_bytes=[5, 2], shared_pool=1),
+                 per_graph_bytes=[5, 2], kwargs={"shared_pool": 1}),
                P("graph_memory", "graph_memory_bytes([0], shared_pool=False)", per_graph_bytes=[0],
-                 shared_pool=False),
+                 kwargs={"shared_pool": False}),
                P("tokens", "kv_tokens_forgone(-1, 10)", "graph_bytes", graph_bytes=-1, bytes_per_token=10),
                P("tokens", "kv_tokens_forgone(100, 0)", "bytes_per_token", graph_bytes=100, bytes_per_token=0),
                P("tokens", "kv_tokens_forgone(100, 2.0)", "bytes_per_token", graph_bytes=100, bytes_per_token=2.0),

@@ -41,8 +41,8 @@ def implied_launch_us(eager_ms, compute_ms, n_kernels):
     _whole("n_kernels", n_kernels, 1)
     if compute_ms > eager_ms:
         raise ValueError("compute_ms must not exceed eager_ms")
-    per_kernel = 1000.0 / n_kernels
-    return ((eager_ms - compute_ms) * 1e3 / n_kernels, eager_ms * 1e3 / n_kernels) if per_kernel else None
+    per_kernel_us = 1e3 / n_kernels
+    return (eager_ms - compute_ms) * per_kernel_us, eager_ms * per_kernel_us
 
 
 def kv_bytes_per_token(n_layers, n_kv_heads, head_dim, dtype_bytes=2):
