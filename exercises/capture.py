@@ -28,9 +28,9 @@ def capture(
 
     1. Arguments: ``warmup_iters < 1`` -> ValueError naming ``warmup_iters`` (capturing cold work
        records allocator and autotune side effects), checked first, so on any machine. No CUDA ->
-       RuntimeError saying a CUDA device is needed. An input that is not a CUDA tensor (a CPU
-       tensor, or no tensor at all) -> ValueError naming it (``static_inputs[i]``): a CPU tensor
-       has no place in a captured graph.
+       a plain RuntimeError (not a ValueError: no argument is wrong) saying a CUDA device is
+       needed. An input that is not a CUDA tensor (a CPU tensor, or no tensor at all) ->
+       ValueError naming it (``static_inputs[i]``): a CPU tensor has no place in a captured graph.
     2. Warm-up: exactly ``warmup_iters`` calls of ``fn(*static_inputs)`` (3 when left out), none
        on the caller's current stream: they run on a side stream (a new ``torch.cuda.Stream()``)
        that first waits for the work already queued on the current stream (the inputs the caller

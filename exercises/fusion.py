@@ -58,6 +58,7 @@ def count_kernels(fn: Callable[..., object], *args: object) -> int:
     The call counted is never the first: ``fn(*args)`` runs once uncounted (compilation and
     caching happen there), then one call is profiled on the GPU (``torch.profiler``) and its CUDA
     kernels are counted, leaving out memory copies and sets (names containing ``"Memcpy"`` or
-    ``"Memset"``). No CUDA -> RuntimeError saying a CUDA device is needed.
+    ``"Memset"``). No CUDA -> a plain RuntimeError (not a ValueError: no argument is wrong)
+    saying a CUDA device is needed.
     """
     raise NotImplementedError("exercise 7: count_kernels")

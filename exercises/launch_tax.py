@@ -49,8 +49,8 @@ def measure_launch_tax(n_ops: int = 200, numel: int = 1024, iters: int = 100) ->
     Return ``LaunchTax(n_ops, numel, eager_us, graph_us, replay_matches_eager)``: the two times in
     microseconds per run of the chain, and whether a replay's output equals the eager result
     exactly (``torch.equal``). The arguments are checked first, on any machine: ``n_ops``,
-    ``numel`` or ``iters`` below 1 -> ValueError naming it; then no CUDA -> RuntimeError saying
-    a CUDA device is needed.
+    ``numel`` or ``iters`` below 1 -> ValueError naming it; then no CUDA -> a plain RuntimeError
+    (not a ValueError: no argument is wrong) saying a CUDA device is needed.
     """
     raise NotImplementedError("exercise 2: measure_launch_tax")
 

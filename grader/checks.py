@@ -14,8 +14,9 @@ tells a rule from a plausible wrong one (a boundary, no padding needed, slots ou
 different counts where one could be hard-coded) is in every draw, or a wrong answer would pass
 on some draws (the staff repository grades its wrong answers under many fresh secrets to find
 such a draw). No check passes on rejection alone: every check whose probes expect
-an error also carries a valid input whose answer must match the reference (capture, which has no
-valid input without CUDA, pairs two different errors instead).
+an error also carries a valid input, which must be accepted (``acceptance()``: its value is the
+business of the exercise's other checks; capture, which has no valid input without CUDA, pairs
+two different errors instead).
 
 This file holds what every check shares: probes, answers, checks and the ways to compare. Each
 exercise's own probes and public checks sit together in ``grader/exercises/<module>.py`` (its

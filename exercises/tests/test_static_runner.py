@@ -129,6 +129,8 @@ def test_a_function_that_fails_on_zeros_can_be_captured(static_runner):
     spd = a @ a.T + 4 * torch.eye(4)
     try:
         runner = static_runner.GraphRunner(torch.linalg.cholesky, spd)
+    except NotImplementedError:  # a RuntimeError too: the unfinished stub says so itself
+        raise
     except RuntimeError as exc:
         raise AssertionError(
             f"GraphRunner(torch.linalg.cholesky, spd) failed at capture: {exc}\n  rule: the static "

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from coursekit.course import ARGUMENTS
 from coursekit.strategies import MODES
 from coursekit.vllm_recorded import dispatch_configs
-from grader.checks import Check, P
+from grader.checks import Check, P, acceptance
 from grader.probes import call, probe
 
 if TYPE_CHECKING:
@@ -224,5 +224,5 @@ def checks(draw: Draw) -> list[Check]:
                    sizes=sizes) for n in (1, r2.randint(2, 70))]
               + [P("make_dispatcher", f"CudagraphDispatcher({m}, {s}, {n}, {q})", mode=m, sizes=s,
                    max_num_seqs=n, q=q) for m, s, n, q in good],
-              idea=ARGUMENTS, points=1),
+              compare=acceptance(), idea=ARGUMENTS, points=1),
     ]
