@@ -78,7 +78,14 @@ def call_student(impl: Implementation, module: str, function: str, *args, **kwar
     mod = impl.module(module)
     fn = getattr(mod, function, None)
     if fn is None:
-        raise ImportError(f"module {module!r} from {impl.folder} has no function {function!r}")
+        raise ImportError(f"module {module!r} from {impl.folder} has no {function!r}")
+    return student(module, fn, *args, **kwargs)
+
+
+def student(module: str, fn, *args, **kwargs):
+    """``fn(*args, **kwargs)`` for student code of exercise module ``module`` that is already in
+    hand (a method, or a property read in a lambda: ``student("launch_model", lambda:
+    step.compute_ms)``); NotImplementedError becomes ExerciseNotFinished, as in call_student."""
     try:
         return fn(*args, **kwargs)
     except NotImplementedError as exc:
@@ -118,10 +125,10 @@ def reference_record() -> dict:
     return load_record(lesson.H200_ANCHOR)
 
 
-def load_record(path) -> dict:
+def load_record(path, arg: str = "--from") -> dict:
     """A record read from a JSON file in the anchor's shape (``partA`` and ``sweep_ms`` are read,
     other keys ignored; the fits are redone). Unreadable or wrong shape -> ValueError naming
-    ``--from``."""
+    ``arg``, the command-line option that gave ``path``."""
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
         part_a = data["partA"]
@@ -130,10 +137,10 @@ def load_record(path) -> dict:
                            part_a["eager_us"], part_a["graph_us"],
                            part_a.get("replay_correct", False), sweep)
     except OSError as exc:
-        raise ValueError(f"--from: cannot read {path}: {exc.strerror}") from None
+        raise ValueError(f"{arg}: cannot read {path}: {exc.strerror}") from None
     except (KeyError, TypeError, ValueError, IndexError, AttributeError) as exc:
         # json.JSONDecodeError is a ValueError too.
-        raise ValueError(f"--from: {path} is not a launch-tax measurement (expected the shape of "
+        raise ValueError(f"{arg}: {path} is not a launch-tax measurement (expected the shape of "
                          f"launch-tax.json: partA.eager_us, partA.graph_us, sweep_ms): "
                          f"{type(exc).__name__}: {exc}") from None
 
@@ -425,6 +432,8 @@ def write_outputs(record: dict, out_dir) -> tuple[Path, Path]:
 
 # --- speedup: which model is right (exercise 1's two answers, side by side) -------------------
 
+# The lab's own arithmetic for the lesson's two steps is for --reference only: without it the
+# AWQ and BF16 points come from your exercise 1 DecodeStep (student_step).
 LESSON_BANDWIDTH_BPS = 1.0e12  # DecodeStep.bandwidth_bps: the lesson's 1 TB/s
 ADDITIVE_COLOUR, PIPELINE_COLOUR, GRAPH_STEP_COLOUR = "#e6550d", "#3182bd", "#31a354"
 SPEEDUP_CLIP = 5.0  # panel (b) draws speedups up to this; as T -> 0 both models reach N
@@ -435,9 +444,25 @@ def lesson_compute_ms(weight_gib: float) -> float:
     return weight_gib * 1024**3 / LESSON_BANDWIDTH_BPS * 1e3
 
 
-def seed_points() -> list[tuple[str, float, float]]:
-    """The lesson's two rows as (short name, GiB, T_compute in ms): AWQ and BF16."""
-    return [(label.split()[0], gib, lesson_compute_ms(gib)) for label, gib in lesson.SEED_WEIGHTS]
+def lesson_step(weight_gib: float) -> dict:
+    """The lesson's ``DecodeStep(weight_gib)`` by the lab's own arithmetic (--reference only):
+    ``compute_ms``, ``eager_additive_ms`` (eager_ms()), ``graph_ms`` and ``speedup_additive``."""
+    t = lesson_compute_ms(weight_gib)
+    eager, graph = t + LESSON_STEP_KERNELS * LESSON_LAUNCH_US / 1e3, t + LESSON_LAUNCH_US / 1e3
+    return {"compute_ms": t, "eager_additive_ms": eager, "graph_ms": graph,
+            "speedup_additive": eager / graph}
+
+
+def student_step(impl: Implementation):
+    """``lesson_step``'s figures from ``impl``'s exercise 1 ``DecodeStep(weight_gib)``, all other
+    fields at their defaults (the lesson's step): what the lab draws without --reference."""
+    def step(weight_gib: float) -> dict:
+        s = call_student(impl, "launch_model", "DecodeStep", weight_gib)
+        return {"compute_ms": float(student("launch_model", lambda: s.compute_ms)),
+                "eager_additive_ms": float(student("launch_model", s.eager_ms)),
+                "graph_ms": float(student("launch_model", s.graph_ms)),
+                "speedup_additive": float(student("launch_model", s.speedup))}
+    return step
 
 
 def pipeline_eager_ms_equal(compute_ms: float, n_kernels: int | None = None,
@@ -464,27 +489,33 @@ SPEEDUP_RANGE_MS = (0.1, 90.0)  # T_compute drawn: far into the CPU-bound side, 
 SPEEDUP_TABLE_MS = (0.1, 0.5, 1.0, 50.0)  # rows of the report's table, with the marked points
 
 
-def speedup_record(pipeline_ms, source: str) -> dict:
+def speedup_record(pipeline_ms, source: str, step=lesson_step,
+                   steps: str = "arithmetic") -> dict:
     """Both models' eager times, the graph's, over T_compute, for the lesson's step (N = 430,
     tau = 5 µs, gpu_node_us = 0). ``pipeline_ms(T)`` gives the pipeline's eager time in ms:
-    the closed form (``pipeline_eager_ms_equal``) or the student's ``simulate_eager_ms``."""
+    the closed form (``pipeline_eager_ms_equal``) or the student's ``simulate_eager_ms``.
+    ``step(weight_gib)`` gives the AWQ and BF16 points' compute, additive eager and graph times
+    and speedup: ``lesson_step`` (the lab's arithmetic, --reference) or ``student_step(impl)``
+    (exercise 1's DecodeStep); ``steps`` names which in the record. The curves are the models
+    drawn by arithmetic over T_compute."""
     n, tau = LESSON_STEP_KERNELS, LESSON_LAUNCH_US
     turn = n * tau / 1e3
-    seeds = seed_points()
-    ts = sorted(set(_log_samples(*SPEEDUP_RANGE_MS)) | set(SPEEDUP_TABLE_MS) | {turn}
-                | {t for _, _, t in seeds})
+    ts = sorted(set(_log_samples(*SPEEDUP_RANGE_MS)) | set(SPEEDUP_TABLE_MS) | {turn})
 
     def row(t: float) -> dict:
         return {"compute_ms": t, "eager_additive_ms": t + n * tau / 1e3,
                 "eager_pipeline_ms": float(pipeline_ms(t)), "graph_ms": t + tau / 1e3}
 
-    points = {name: {"weight_gib": gib, **row(t)} for name, gib, t in seeds}
-    for point in points.values():
-        point["speedup_additive"] = point["eager_additive_ms"] / point["graph_ms"]
+    curve = [row(t) for t in ts]  # the pipeline first: an unfinished one is named first
+    points = {}
+    for label, gib in lesson.SEED_WEIGHTS:
+        point = {"weight_gib": gib, **step(gib)}
+        point["eager_pipeline_ms"] = float(pipeline_ms(point["compute_ms"]))
         point["speedup_pipeline"] = point["eager_pipeline_ms"] / point["graph_ms"]
+        points[label.split()[0]] = point
     return {"n_kernels": n, "launch_us": tau, "gpu_node_us": 0.0,
             "bandwidth_bps": LESSON_BANDWIDTH_BPS, "cpu_bound_below_ms": turn, "pipeline": source,
-            "curve": [row(t) for t in ts], "points": points}
+            "steps": steps, "curve": curve, "points": points}
 
 
 def speedup_report(record: dict) -> str:
@@ -505,14 +536,12 @@ def speedup_report(record: dict) -> str:
         "  T_compute |  t/kernel | eager additive | eager pipeline |    graph | speedup additive "
         "| speedup pipeline",
     ]
-    named = {round(p["compute_ms"], 9): name for name, p in points.items()}
-    named[round(turn, 9)] = "turn"
-    wanted = set(SPEEDUP_TABLE_MS) | set(named)
-    for row in record["curve"]:
+    table = [(row, "turn" if math.isclose(row["compute_ms"], turn, rel_tol=1e-9) else "")
+             for row in record["curve"] if any(math.isclose(row["compute_ms"], w, rel_tol=1e-9)
+                                               for w in (*SPEEDUP_TABLE_MS, turn))]
+    table += [(p, name) for name, p in points.items()]  # the AWQ and BF16 steps themselves
+    for row, tag in sorted(table, key=lambda entry: entry[0]["compute_ms"]):
         t = row["compute_ms"]
-        if not any(math.isclose(t, w, rel_tol=1e-9) for w in wanted):
-            continue
-        tag = named.get(round(t, 9), "")
         lines.append(
             f"{t:8.2f} ms | {t * 1e3 / n:6.2f} µs | {row['eager_additive_ms']:11.2f} ms | "
             f"{row['eager_pipeline_ms']:11.2f} ms | {row['graph_ms']:5.2f} ms | "
@@ -599,8 +628,9 @@ def speedup_panels(record: dict) -> tuple[list[dict], list[str]]:
          "height": 240, "series": speedups, "marks": marks, "mark_labels": "top",
          "notes": [f"Drawn up to {SPEEDUP_CLIP:g}x: as T -> 0 both models reach",
                    f"N = {n}x (one launch instead of N).",
-                   "AWQ (diamonds) and BF16 (squares): the lesson's",
-                   "1.36x and 1.14x are the additive model's."]},
+                   "AWQ (diamonds), BF16 (squares); the lesson's",
+                   "table prints the additive model's: " + " and ".join(
+                       f"{p['speedup_additive']:.2f}x" for p in points.values()) + "."]},
     ]
     caption = [f"The lesson's step (N = {n}, τ = {tau:g} µs) under both models of exercise 1. "
                "T_compute = weights read at 1 TB/s for AWQ (5.5 GiB) and BF16 (14.2 GiB).",
@@ -616,6 +646,24 @@ def write_speedup(record: dict, out_dir) -> tuple[Path, Path]:
                       title="Which model is right? Eager vs graph against compute time",
                       x_label="T_compute per step (ms, log scale)", caption=caption)
     return json_path, svg_path
+
+
+def step_disagreements(record: dict) -> str:
+    """Lines for each AWQ/BF16 figure of the student's DecodeStep that differs from the lesson's
+    rule (``lesson_step``; "" if none): a difference points at exercise 1."""
+    bad = []
+    for name, p in record["points"].items():
+        want = lesson_step(p["weight_gib"])
+        bad += [f"  {name}: DecodeStep({p['weight_gib']:g}).{key} gave "
+                f"{p[field]:.6g}, expected {want[field]:.6g}"
+                for key, field in (("compute_ms", "compute_ms"), ("eager_ms()", "eager_additive_ms"),
+                                   ("graph_ms()", "graph_ms"), ("speedup()", "speedup_additive"))
+                if not math.isclose(p[field], want[field], rel_tol=1e-9)]
+    if not bad:
+        return ""
+    return "\n".join(["Your DecodeStep differs from the lesson's rule (compute = GiB·1024**3 / "
+                      "1e12 s, eager = compute + N·τ, graph = compute + τ, N = 430, τ = 5 µs): "
+                      "check exercise 1."] + bad)
 
 
 def pipeline_disagreements(record: dict) -> str:
@@ -679,16 +727,16 @@ def timeline_record(timeline_fn, launch_us: float, node_us: float) -> dict:
 
 
 def _scenario_figures(s: dict, launch_us: float) -> dict:
-    eager_end = s["eager"][-1][2] if s["eager"] else 0.0
-    graph_end = s["graph"][-1][2] if s["graph"] else launch_us
+    eager_end, graph_end = s["eager"][-1][2], s["graph"][-1][2]  # every scenario has kernels
     busy = sum(s["kernel_us"])
     return {"n": len(s["kernel_us"]), "busy": busy, "eager_end": eager_end,
             "graph_end": graph_end, "idle": eager_end - busy,
             "additive": len(s["kernel_us"]) * launch_us + busy}
 
 
-def timeline_report(record: dict, tau_star=None) -> str:
-    """The timeline lab's text; ``tau_star`` is exercise 9's ``cpu_bound_launch_us`` when done."""
+def timeline_report(record: dict, tau_stars=None) -> str:
+    """The timeline lab's text; ``tau_stars``: exercise 9's ``cpu_bound_launch_us`` of each
+    scenario's kernels, in order, when it is done (else None)."""
     tau, nu = record["launch_us"], record["gpu_node_us"]
     d, layer = decode7b(), sum(t for _, t in LAYER_7B)
     mean = d["graph_ms"] * 1e3 / d["kernels"]
@@ -698,14 +746,13 @@ def timeline_report(record: dict, tau_star=None) -> str:
              f"ν = {nu:.2f} µs of GPU time per node (H200).", "",
              f"{'scenario':38}|  N |  kernels | eager end | GPU idle | additive |    graph | "
              "eager ÷ graph"]
-    for s in record["scenarios"]:
+    for k, s in enumerate(record["scenarios"]):
         f = _scenario_figures(s, tau)
         lines.append(f"{s['name']:38}| {f['n']:2} | {f['busy']:5.1f} µs | {f['eager_end']:6.1f} µs"
                      f" | {f['idle']:5.1f} µs | {f['additive']:5.1f} µs | {f['graph_end']:5.1f} µs"
                      f" | {f['eager_end'] / f['graph_end']:12.2f}x")
-        if tau_star is not None:
-            star = tau_star(s["kernel_us"])
-            lines.append(f"{'':38}  CPU-bound for τ above τ* = {star:.2f} µs "
+        if tau_stars is not None:
+            lines.append(f"{'':38}  CPU-bound for τ above τ* = {tau_stars[k]:.2f} µs "
                          f"(exercise 9's cpu_bound_launch_us)")
     lines += ["",
               "additive = N·τ + the kernels' sum, the lesson's model: an upper bound on the eager "
@@ -724,7 +771,7 @@ def timeline_report(record: dict, tau_star=None) -> str:
               f"the bundled H200 7B graph step's mean per kernel",
               f"({d['graph_ms']:.2f} ms / {d['kernels']} = {mean:.2f} µs) less the graph's node "
               f"cost ({lesson.H200_TAU_GRAPH_US:.2f} µs)."]
-    if tau_star is None:
+    if tau_stars is None:
         lines.append("(τ*, the launch time above which a step turns CPU-bound, comes with "
                      "exercise 9's cpu_bound_launch_us.)")
     return "\n".join(lines)
@@ -789,6 +836,17 @@ FUSION_DTYPE_BYTES = 2  # bf16
 UNFUSED_PASSES = 7
 #: Its torch ops (bf16 input): those seven plus "+ eps" and rsqrt on one value per row: 9 launches.
 UNFUSED_OPS = 9
+#: The fused kernel still moves four full-size bf16 tensors: it reads x and residual and writes
+#: out and new_residual (the weight, one row, is negligible). chain_hbm_bytes(1, ..., fused=True)
+#: is one read and one write, so the fused traffic is two such chains: 4 tensor reads/writes,
+#: against the unfused 7 x (read + write) = 14. Ratio 14 / 4 = 3.5x, not 7x.
+FUSED_CHAINS = 2
+
+
+def fusion_ratio(record: dict) -> float:
+    """How many times fewer bytes the fused version moves: unfused_bytes / fused_bytes (the same
+    at every row count)."""
+    return record["unfused_bytes"][-1] / record["fused_bytes"][-1]
 
 
 def fusion_record(chain_bytes, rows, hidden: int, source: str) -> dict:
@@ -796,25 +854,57 @@ def fusion_record(chain_bytes, rows, hidden: int, source: str) -> dict:
     ``chain_bytes(n_ops, numel, dtype_bytes, fused)`` (exercise 7's ``chain_hbm_bytes``)."""
     anchor = lesson.h200_anchor()
     bandwidth = anchor["copy_TBps"] * 1e12
-    unfused, fused = ([int(chain_bytes(UNFUSED_PASSES, r * hidden, FUSION_DTYPE_BYTES, flag))
-                       for r in rows] for flag in (False, True))
+    unfused = [int(chain_bytes(UNFUSED_PASSES, r * hidden, FUSION_DTYPE_BYTES, False))
+               for r in rows]
+    fused = [FUSED_CHAINS * int(chain_bytes(1, r * hidden, FUSION_DTYPE_BYTES, True))
+             for r in rows]
     return {"hidden": hidden, "dtype_bytes": FUSION_DTYPE_BYTES, "passes": UNFUSED_PASSES,
-            "unfused_ops": UNFUSED_OPS, "copy_TBps": anchor["copy_TBps"],
+            "fused_passes": 2 * FUSED_CHAINS, "unfused_ops": UNFUSED_OPS, "copy_TBps": anchor["copy_TBps"],
             "tau_us": anchor["tau_eager_us"], "model": source, "rows": list(rows),
             "unfused_bytes": unfused, "fused_bytes": fused,
             "unfused_model_us": [b / bandwidth * 1e6 for b in unfused],
             "fused_model_us": [b / bandwidth * 1e6 for b in fused], "measured": None}
 
 
+#: Exercise 7's docstring: |got - expected| <= tol * (1 + |expected|), tol 1e-2 for bf16.
+FUSED_BF16_TOL = 1e-2
+
+
+def fused_mismatch(got, expected, tol: float = FUSED_BF16_TOL) -> str:
+    """"" when ``got`` (a fused_add_rms_norm result) matches ``expected`` =
+    ``add_rms_norm_reference``'s ``(out, new_residual)`` by exercise 7's rule
+    ``|got - expected| <= tol * (1 + |expected|)``; else what is wrong, in words."""
+    import torch
+
+    if not (isinstance(got, tuple) and len(got) == 2
+            and all(isinstance(t, torch.Tensor) for t in got)):
+        return f"expected a tuple (out, new_residual) of two tensors, got {type(got).__name__}"
+    for name, g, e in zip(("out", "new_residual"), got, expected):
+        if g.shape != e.shape or g.dtype != e.dtype:
+            return (f"{name}: expected shape {tuple(e.shape)} and {e.dtype}, got "
+                    f"{tuple(g.shape)} and {g.dtype}")
+        err = (g.float() - e.float()).abs() - tol * (1 + e.float().abs())
+        if not bool((err <= 0).all()):
+            worst = int(err.argmax())
+            return (f"{name}: |got - expected| > {tol:g} * (1 + |expected|) at flat index "
+                    f"{worst}: got {g.flatten()[worst].item():.6g}, expected "
+                    f"{e.flatten()[worst].item():.6g}")
+    return ""
+
+
 def measure_fusion(impl: Implementation, rows, hidden: int, iters: int) -> dict:
     """Time the eager add + RMS norm (separate torch ops) and ``impl``'s fused_add_rms_norm on
-    this GPU, µs per call (CUDA events around ``iters`` calls after 3 untimed ones)."""
+    this GPU, µs per call (CUDA events around ``iters`` calls after 3 untimed ones). Before a
+    size is timed, the fused result is checked once against ``add_rms_norm_reference`` with
+    exercise 7's bf16 tolerance; on a mismatch the fused times are dropped (``fused_us`` None)
+    and ``fused_mismatch`` says why: a wrong kernel's time is not drawn as the fused time."""
     import torch
 
     from coursekit.fusion import add_rms_norm_reference
 
-    def fused(*args):
-        return call_student(impl, "fusion", "fused_add_rms_norm", *args)
+    # The first call goes through call_student (NotImplementedError -> ExerciseNotFinished, a
+    # missing function -> ImportError); the timed loops then call the function itself.
+    fused = None
 
     def per_call_us(fn, *args) -> float:
         for _ in range(3):  # compiling and caching happen here
@@ -828,7 +918,7 @@ def measure_fusion(impl: Implementation, rows, hidden: int, iters: int) -> dict:
         torch.cuda.synchronize()
         return start.elapsed_time(end) * 1e3 / iters
 
-    unfused_us, fused_us = [], []
+    unfused_us, fused_us, mismatch = [], [], ""
     for r in rows:
         print(f"timing {r} x {hidden} ...", file=sys.stderr)
         g = torch.Generator(device="cuda").manual_seed(r)
@@ -836,17 +926,30 @@ def measure_fusion(impl: Implementation, rows, hidden: int, iters: int) -> dict:
                   for _ in range(2))
         w = (torch.rand(hidden, generator=g, device="cuda") + 0.5).to(torch.bfloat16)
         unfused_us.append(per_call_us(add_rms_norm_reference, x, res, w))
+        if fused_us is None:
+            continue  # a mismatch already: the unfused times only
+        if fused is None:
+            got = call_student(impl, "fusion", "fused_add_rms_norm", x, res, w)
+            fused = impl.module("fusion").fused_add_rms_norm
+        else:
+            got = fused(x, res, w)
+        if wrong := fused_mismatch(got, add_rms_norm_reference(x, res, w)):
+            mismatch, fused_us = f"at {r} x {hidden}: {wrong}", None
+            continue
         fused_us.append(per_call_us(fused, x, res, w))
     return {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "iters": iters,
-            "unfused_us": unfused_us, "fused_us": fused_us}
+            "unfused_us": unfused_us, "fused_us": fused_us, "fused_mismatch": mismatch}
 
 
 def fusion_report(record: dict) -> str:
     m, tau = record["measured"], record["tau_us"]
+    timed = bool(m and m["fused_us"] is not None)  # False: no GPU, or the fused result was wrong
     lines = [f"add + RMS norm on rows x {record['hidden']} bf16. Model: the unfused version makes "
-             f"{record['passes']} full passes (one read + one write each,",
-             "counted in bf16: a lower bound, its fp32 passes move more), the fused one 1; time = "
-             "bytes over",
+             f"{record['passes']} full passes, each a read and a write of the tensor",
+             f"({2 * record['passes']} tensor reads/writes, counted in bf16: a lower bound, its "
+             "fp32 passes move more); the fused one",
+             "reads x and residual and writes out and new_residual: "
+             f"{record['fused_passes']} tensor reads/writes. Time = bytes over",
              f"the H200's measured copy bandwidth ({record['copy_TBps']:.2f} TB/s). The passes and "
              "the ops are read off",
              "coursekit.fusion.add_rms_norm_reference's code, not counted on a GPU.",
@@ -854,12 +957,15 @@ def fusion_report(record: dict) -> str:
              "after 3 untimed ones." if m else "Modelled, not measured: no CUDA run here, and no "
              "bundled fused measurement exists.", "",
              "   rows | unfused bytes |  fused bytes | unfused model | fused model"
-             + (" | unfused meas | fused meas | meas ratio" if m else "")]
+             + ((" | unfused meas | fused meas | meas ratio" if timed else " | unfused meas")
+                if m else "")]
     for k, r in enumerate(record["rows"]):
         line = (f"{r:7} | {record['unfused_bytes'][k]:13,} | {record['fused_bytes'][k]:12,} | "
                 f"{record['unfused_model_us'][k]:10.2f} µs | {record['fused_model_us'][k]:8.2f} µs")
         if m:
-            line += (f" | {m['unfused_us'][k]:9.1f} µs | {m['fused_us'][k]:7.1f} µs | "
+            line += f" | {m['unfused_us'][k]:9.1f} µs"
+        if timed:
+            line += (f" | {m['fused_us'][k]:7.1f} µs | "
                      f"{m['unfused_us'][k] / m['fused_us'][k]:9.2f}x")
         lines.append(line)
     launches = record["unfused_ops"] * tau
@@ -871,7 +977,12 @@ def fusion_report(record: dict) -> str:
               "launches dominate:",
               "fusion pays by launching less. As the rows grow (prefill) the traffic passes the "
               "launches and",
-              f"fusion pays by moving {record['passes']} times fewer bytes."]
+              f"fusion pays by moving {fusion_ratio(record):.1f} times fewer bytes (unfused "
+              "bytes ÷ fused bytes)."]
+    if m and not timed:
+        lines += ["", "Your fused_add_rms_norm does not match add_rms_norm_reference (exercise 7's "
+                  f"bf16 tolerance) {m['fused_mismatch']}:", "its times are not measured or "
+                  "drawn; fix exercise 7 (python -m pytest exercises -m ex7)."]
     return "\n".join(lines)
 
 
@@ -879,10 +990,10 @@ def fusion_panels(record: dict) -> tuple[list[dict], list[str]]:
     rows, m, tau = record["rows"], record["measured"], record["tau_us"]
     launches = record["unfused_ops"] * tau
     times = [
-        {"name": f"unfused, traffic model ({record['passes']} passes)", "colour": EAGER_COLOUR,
+        {"name": f"unfused, traffic model ({record['passes']} × read + write)", "colour": EAGER_COLOUR,
          "style": "line", "dash": "dotted",
          "points": list(zip(rows, record["unfused_model_us"]))},
-        {"name": "fused, traffic model (1 pass)", "colour": GRAPH_COLOUR, "style": "line",
+        {"name": "fused, traffic model (2 reads + 2 writes)", "colour": GRAPH_COLOUR, "style": "line",
          "dash": "dotted", "points": list(zip(rows, record["fused_model_us"]))},
         {"name": f"unfused launches: {record['unfused_ops']} × τ = {launches:.0f} µs",
          "colour": EAGER_COLOUR, "style": "line", "dash": "dashed",
@@ -891,10 +1002,11 @@ def fusion_panels(record: dict) -> tuple[list[dict], list[str]]:
          "dash": "dashed", "points": [(rows[0], tau), (rows[-1], tau)]},
     ]
     if m:
-        times += [{"name": "unfused, measured", "colour": EAGER_COLOUR, "style": "points",
-                   "points": list(zip(rows, m["unfused_us"]))},
-                  {"name": "fused (yours), measured", "colour": GRAPH_COLOUR, "style": "points",
-                   "points": list(zip(rows, m["fused_us"]))}]
+        times.append({"name": "unfused, measured", "colour": EAGER_COLOUR, "style": "points",
+                      "points": list(zip(rows, m["unfused_us"]))})
+    if m and m["fused_us"] is not None:  # None: the fused result did not match the reference
+        times.append({"name": "fused (yours), measured", "colour": GRAPH_COLOUR,
+                      "style": "points", "points": list(zip(rows, m["fused_us"]))})
     traffic = [
         {"name": "unfused", "colour": EAGER_COLOUR, "style": "line",
          "points": [(r, b / 1e6) for r, b in zip(rows, record["unfused_bytes"])]},
@@ -907,13 +1019,17 @@ def fusion_panels(record: dict) -> tuple[list[dict], list[str]]:
          "notes": ["dotted: HBM bytes ÷ copy bandwidth", f"({record['copy_TBps']:.2f} TB/s, H200)",
                    "dashed: the CPU's launches (τ from the H200)",
                    "Where dotted passes dashed, traffic", "outweighs launches."]
-         + ([] if m else ["No measured points: no CUDA run,", "no bundled fused measurement."])},
+         + ([] if m else ["No measured points: no CUDA run,", "no bundled fused measurement."])
+         + (["No fused points: your fused_add_rms_norm", "did not match the reference."]
+            if m and m["fused_us"] is None else [])},
         {"name": "(b) HBM traffic per call (model, log scale)", "y_label": "MB moved (log scale)",
          "y_scale": "log", "height": 220, "series": traffic,
-         "notes": [f"{record['passes']} passes unfused, 1 fused, each a read",
-                   "and a write of the bf16 tensor: " + (
-                       "your chain_hbm_bytes" if record["model"] == "chain_hbm_bytes" else
-                       "by arithmetic (--reference)")]},
+         "notes": [f"unfused: {record['passes']} passes, each a read and a write",
+                   f"({2 * record['passes']} tensor reads/writes); fused: read x and",
+                   f"residual, write out and new_residual ({record['fused_passes']}):",
+                   f"{fusion_ratio(record):.1f}x fewer bytes (bf16 tensors),",
+                   "your chain_hbm_bytes" if record["model"] == "chain_hbm_bytes" else
+                   "by arithmetic (--reference)"]},
     ]
     caption = [f"add + RMS norm on rows × {record['hidden']} (Qwen2.5-7B's hidden size), bf16. "
                "Decode: a few rows per step; prefill: thousands.",
@@ -974,14 +1090,25 @@ def _shown(path: Path) -> str:
     return path.relative_to(REPO_ROOT).as_posix() if path.is_relative_to(REPO_ROOT) else str(path)
 
 
-def _positive(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not (math.isfinite(value) and value > 0):
-        raise argparse.ArgumentTypeError(f"expected a number > 0, got {text!r}")
-    return value
+def number_in(low: float, high: float = math.inf, *, high_closed: bool = False):
+    """An argparse ``type`` for a finite float above ``low`` and below ``high`` (or up to it,
+    ``high_closed``); its error names the range and the text given."""
+    span = (f"> {low:g}" if high == math.inf else
+            f"in ({low:g}, {high:g}{']' if high_closed else ')'}")
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            value = math.nan
+        inside = math.isfinite(value) and low < value and (value <= high if high_closed
+                                                           else value < high)
+        if not inside:
+            raise argparse.ArgumentTypeError(f"expected a finite number {span}, got {text!r}")
+        return value
+
+    parse.__name__ = f"number {span}"
+    return parse
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -1020,7 +1147,7 @@ def _parser() -> argparse.ArgumentParser:
     line = labs.add_parser("timeline", help="the eager pipeline kernel by kernel against a graph "
                            "replay (exercise 9's eager_timeline)")
     impl_and_out(line, "timeline.json and timeline.svg")
-    line.add_argument("--launch-us", type=_positive, default=LESSON_LAUNCH_US,
+    line.add_argument("--launch-us", type=number_in(0), default=LESSON_LAUNCH_US,
                       help="τ, the CPU's time per launch in µs (default: %(default)s, the "
                       "lesson's)")
 
@@ -1063,18 +1190,21 @@ def _speedup(args, impl: Implementation) -> int:
     if args.reference:
         record = speedup_record(pipeline_eager_ms_equal, "closed form")
         source = ("the pipeline from its equal-kernel closed form (--reference), the additive "
-                  "model by arithmetic; nothing measured")
+                  "model and the AWQ and BF16 steps by the lab's arithmetic; nothing measured")
     else:
         n, tau = LESSON_STEP_KERNELS, LESSON_LAUNCH_US
         record = speedup_record(lambda t: call_student(
             impl, "launch_model", "simulate_eager_ms", [t * 1e3 / n] * n, tau),
-            "simulate_eager_ms")
-        source = (f"the pipeline from your simulate_eager_ms (exercise 1, --impl {args.impl}), the "
-                  "additive model by arithmetic; nothing measured")
+            "simulate_eager_ms", student_step(impl), "DecodeStep")
+        source = (f"the AWQ and BF16 steps from your DecodeStep and the pipeline from your "
+                  f"simulate_eager_ms (exercise 1, --impl {args.impl}), the additive curve by "
+                  "arithmetic; nothing measured")
     print(f"speedup lab: {source}\n")
     print(speedup_report(record))
-    if not args.reference and (warning := pipeline_disagreements(record)):
-        print(f"\n{warning}")
+    if not args.reference:
+        for warning in (step_disagreements(record), pipeline_disagreements(record)):
+            if warning:
+                print(f"\n{warning}")
     json_path, svg_path = write_speedup(record, args.out)
     print(f"\nwrote {json_path}\nwrote {svg_path}")
     return 0
@@ -1088,15 +1218,15 @@ def _timeline(args, impl: Implementation) -> int:
     except ValueError as exc:
         print(f"lab: {exc}", file=sys.stderr)
         return 1
-    try:
-        call_student(impl, "tradeoffs", "cpu_bound_launch_us", [1.0, 1.0])
-        tau_star = lambda kernels: call_student(impl, "tradeoffs", "cpu_bound_launch_us", kernels)
+    try:  # τ* of each scenario, computed once; the report reads them
+        tau_stars = [float(call_student(impl, "tradeoffs", "cpu_bound_launch_us", s["kernel_us"]))
+                     for s in record["scenarios"]]
     except ExerciseNotFinished:
-        tau_star = None
+        tau_stars = None
     print(f"timeline lab: eager timelines from exercise 9's eager_timeline (--impl {args.impl}); "
           f"graph replays with the H200's ν = {lesson.H200_TAU_GRAPH_US:.2f} µs per node; "
           "nothing measured\n")
-    print(timeline_report(record, tau_star))
+    print(timeline_report(record, tau_stars))
     json_path, svg_path = write_timeline(record, args.out)
     print(f"\nwrote {json_path}\nwrote {svg_path}")
     return 0
@@ -1124,8 +1254,11 @@ def _fusion(args, impl: Implementation) -> int:
 
         if torch.cuda.is_available():
             record["measured"] = measure_fusion(impl, rows, args.hidden, args.iters)
-            source = (f"measured on {record['measured']['gpu']} with your fused_add_rms_norm, the "
-                      f"traffic model from your chain_hbm_bytes (--impl {args.impl})")
+            yours = ("with your fused_add_rms_norm" if record["measured"]["fused_us"] is not None
+                     else "the unfused version only (your fused_add_rms_norm gave a wrong "
+                     "result)")
+            source = (f"measured on {record['measured']['gpu']} {yours}, the traffic model from "
+                      f"your chain_hbm_bytes (--impl {args.impl})")
         else:
             source = (f"the traffic model from your chain_hbm_bytes (--impl {args.impl}); "
                       "modelled, not measured: no CUDA here, and no bundled fused measurement "
@@ -1167,26 +1300,17 @@ def _launch_tax(args, impl: Implementation) -> int:
         record, source = None, "measured on this GPU by exercise 2"  # measured below
         label = "this run"
 
-    try:
-        if record is None:
-            record = measure(impl, sorted(set(args.sizes)), args.iters)
-    except ExerciseNotFinished as exc:
-        return _unfinished(exc, args.impl)
-    except ImportError as exc:
-        print(f"lab: {exc}", file=sys.stderr)
-        return 1
+    if record is None:  # an unfinished exercise 2 or a missing module: main says so
+        record = measure(impl, sorted(set(args.sizes)), args.iters)
     try:
         record = fit_record(record, lambda ns, ms: call_student(
             impl, "launch_model", "fit_launch_model", ns, ms))
         fitted = "fitted by exercise 1"
     except ExerciseNotFinished as exc:
         if exc.number != by_module("launch_model").number:
-            return _unfinished(exc, args.impl)
+            raise  # main reports it
         # No fit of our own: that is exercise 1's answer. The report and the chart say so.
         fitted = f"not fitted: exercise 1 is not finished ({exc})"
-    except ImportError as exc:
-        print(f"lab: {exc}", file=sys.stderr)
-        return 1
 
     print(f"launch-tax lab: {source}; {fitted}; --impl {args.impl}\n")
     print(report(record, label))

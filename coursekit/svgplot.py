@@ -447,17 +447,16 @@ def _check_scenarios(scenarios) -> None:
                                      f"0 <= start <= end, got start={start!r}, end={end!r}")
 
 
-def timeline(path, scenarios, title: str, legend=(), caption=(),
-             x_label: str = "time (µs)") -> Path:
+def timeline(path, scenarios, title: str, legend=(), caption=()) -> Path:
     """Write a timeline figure to ``path`` (an .svg file): scenarios stacked top to bottom, each
-    with its own linear time axis from 0, its lanes one above the other; return the path.
+    with its own linear time axis from 0 in µs, its lanes one above the other; return the path.
 
     Each scenario is a dict: ``name`` (heading; ``data-name`` of its ``<g class="scenario">``),
     ``lanes`` (a list of dicts: ``name``, the lane's label at its left, and ``boxes``: dicts
     with ``start`` and ``end`` (0 <= start <= end), ``colour``, optionally ``kind`` (kept as
     ``data-kind``) and ``label`` (written inside the box when it fits)), optionally ``notes``
-    (lines of text right of the lanes) and ``end`` (a time the axis must reach). Each lane is a
-    ``<g class="lane" data-name=...>``, each box a ``<rect class="box" data-start data-end>``.
+    (lines of text right of the lanes). Each lane is a ``<g class="lane" data-name=...>``, each
+    box a ``<rect class="box" data-start data-end>``.
     ``legend``: (colour, text) pairs drawn once under the title. ``caption``: lines under the
     figure. Anything malformed -> ValueError naming ``scenarios[i]`` and the field.
     """
@@ -483,9 +482,8 @@ def timeline(path, scenarios, title: str, legend=(), caption=(),
     top = ly + 40
     for scenario in scenarios:
         lanes, notes = scenario["lanes"], list(scenario.get("notes", ()))
-        ends = [b["end"] for lane in lanes for b in lane.get("boxes", ())]
-        ends.append(float(scenario.get("end", 0.0)))
-        x_ticks = _ticks(0.0, max(max(ends) * HEADROOM, 1e-9), count=8)
+        last = max((b["end"] for lane in lanes for b in lane.get("boxes", ())), default=0.0)
+        x_ticks = _ticks(0.0, max(last * HEADROOM, 1e-9), count=8)
         x_step = x_ticks[1] - x_ticks[0]
         lanes_h = len(lanes) * (LANE_HEIGHT + LANE_GAP) + LANE_GAP
         plot_h = max(lanes_h, 15 * len(notes) + 10)
@@ -503,7 +501,7 @@ def timeline(path, scenarios, title: str, legend=(), caption=(),
             out.append(f'<text x="{px(x):.1f}" y="{bottom + 15}" text-anchor="middle" '
                        f'font-size="11">{_label(x, x_step)}</text>')
         out.append(f'<text x="{plot_left + plot_w:.1f}" y="{bottom + 30}" text-anchor="end" '
-                   f'font-size="11" fill="#444">{escape(x_label)}</text>')
+                   f'font-size="11" fill="#444">time (µs)</text>')
         for j, lane in enumerate(lanes):
             y = top + LANE_GAP + j * (LANE_HEIGHT + LANE_GAP)
             out.append(f'<g class="lane" data-name={quoteattr(str(lane.get("name", "")))}>')

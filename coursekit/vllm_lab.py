@@ -8,7 +8,12 @@ strings (``coursekit/data/vllm-0.26.0-formats.json``, written by ``python -m
 coursekit.record_vllm_formats``), not on a real GPU log. Treat the first GPU run as the test.
 
 ``run`` starts ``vllm bench latency`` once per variant, batch size and output length, and keeps
-each run's log and ``--output-json``. The five variants:
+each run's log and ``--output-json``. It runs vLLM with ``VLLM_USE_V2_MODEL_RUNNER=0`` (saved in
+the manifest's ``env``): vLLM 0.26.0 would give a dense model like the default Qwen2.5-0.5B its
+V2 model runner, whose ``profile_cudagraph_memory`` returns 0, so no "Estimated CUDA graph
+memory" is logged and nothing is set aside for the graphs before the KV cache is sized. The
+course follows the V1 runner (``GPUModelRunner.capture_model`` and its CudagraphDispatcher), so
+the lab pins it. The five variants:
 
     eager               --enforce-eager (vLLM turns off torch.compile and CUDA graphs)
     none                --compilation-config '{"cudagraph_mode": "NONE"}' (compiled, no graphs)
@@ -37,7 +42,9 @@ Then two of your exercises:
 * KV tokens forgone, with exercise 9's ``kv_bytes_per_token`` (the model's layers, KV heads, head
   size and dtype, from the saved ``model-config.json`` and the log's dtype, or ``--kv-shape``) and
   ``kv_tokens_forgone``: the graphs' memory from the log in tokens of KV cache, beside the
-  measured drop of "GPU KV cache size" from the eager run to the graph run.
+  measured drop of "GPU KV cache size" from the baseline run to the graph run (the same
+  baseline as tau_eff: ``none`` when run, as ``eager`` also turns off torch.compile, which
+  changes the profiled peak memory and so the KV cache).
 
 It writes ``vllm-lab.json`` and the chart ``vllm-lab.svg`` into the folder.
 
@@ -54,7 +61,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import re
 import shlex
@@ -67,7 +73,8 @@ from pathlib import Path
 from coursekit import lesson
 from coursekit.course import by_module
 from coursekit.impl import Implementation
-from coursekit.lab import ExerciseNotFinished, positive_int, call_student, fit_record, load_record
+from coursekit.lab import (ExerciseNotFinished, call_student, fit_record, load_record,
+                           number_in, positive_int)
 from coursekit.svgplot import figure
 
 VLLM_VERSION = "0.26.0"
@@ -98,6 +105,14 @@ DEFAULT_OUTPUT_LENS = (32, 160)
 #: per step the embedding, final norm, LM head, the sampler and the input copies.
 KERNELS_PER_LAYER_ESTIMATE, KERNELS_PER_STEP_EXTRA_ESTIMATE = 12, 40
 DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "half": 2, "float32": 4, "float": 4}
+
+#: The environment ``run`` adds for vLLM (saved in the manifest as ``env``). vLLM 0.26.0 gives a
+#: dense model such as the default one its V2 model runner unless VLLM_USE_V2_MODEL_RUNNER is set
+#: (config/vllm.py, VllmConfig.use_v2_model_runner; envs.py reads the variable as bool(int(...)),
+#: so "0" selects V1). The V2 runner's profile_cudagraph_memory returns 0: it logs no "Estimated
+#: CUDA graph memory" and reserves nothing for the graphs before sizing the KV cache. The course
+#: follows the V1 runner (GPUModelRunner.capture_model, CudagraphDispatcher), so the lab pins it.
+RUN_ENV = {"VLLM_USE_V2_MODEL_RUNNER": "0", "NO_COLOR": "1", "VLLM_LOGGING_LEVEL": "INFO"}
 
 MANIFEST, RESULT_JSON, RESULT_SVG, MODEL_CONFIG = ("runs.json", "vllm-lab.json", "vllm-lab.svg",
                                                    "model-config.json")
@@ -133,7 +148,7 @@ def plan(variants, batch_sizes, output_lens) -> list[dict]:
 
 NUMBER = r"-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?"
 #: key -> the message's pattern, found anywhere in a line (vLLM prefixes its lines with the level,
-#: the time and [file:line], and an engine process adds "(EngineCore_DP0 pid=...)"). Each is
+#: the time and [file:line], and the engine process adds "(EngineCore pid=4242) "). Each is
 #: checked against the recorded format string of the same key in FORMATS by the tests.
 PATTERNS = {
     "model_loading": re.compile(rf"Model loading took (?P<gib>{NUMBER}) GiB(?: memory)? and "
@@ -372,10 +387,7 @@ def analyze(folder, impl: Implementation, kernels: int | None = None, tau_from=N
     try:
         if tau_from is not None:
             record["tau_us"], record["tau_source"] = None, f"your {tau_from}, not fitted yet"
-            try:
-                own = fit_record(load_record(tau_from), fit)
-            except ValueError as exc:
-                raise ValueError(str(exc).replace("--from:", "--tau-from:", 1)) from None
+            own = fit_record(load_record(tau_from, arg="--tau-from"), fit)
             record["tau_us"] = own["tau_eager_us"]
             record["tau_source"] = f"your {tau_from}, fitted by exercise 1"
         tau_eff = {}
@@ -400,7 +412,7 @@ def analyze(folder, impl: Implementation, kernels: int | None = None, tau_from=N
     try:
         per_token = call_student(impl, "tradeoffs", "kv_bytes_per_token", **shape)
         forgone = {}
-        eager_tokens = variants.get("eager", {}).get("kv_cache_tokens")
+        base_tokens = variants.get(baseline, {}).get("kv_cache_tokens")
         for name in GRAPH_VARIANTS:
             v = variants.get(name)
             if not v:
@@ -411,8 +423,8 @@ def analyze(folder, impl: Implementation, kernels: int | None = None, tau_from=N
                 if gib is not None:
                     row[key] = call_student(impl, "tradeoffs", "kv_tokens_forgone",
                                             max(0, round(gib * 1024 ** 3)), per_token)
-            if eager_tokens is not None and v["kv_cache_tokens"] is not None:
-                row["measured"] = eager_tokens - v["kv_cache_tokens"]
+            if base_tokens is not None and v["kv_cache_tokens"] is not None:
+                row["measured"] = base_tokens - v["kv_cache_tokens"]
             forgone[name] = row
         record["kv_bytes_per_token"] = per_token
         record["kv_tokens_forgone"] = forgone
@@ -475,7 +487,8 @@ def report(record: dict) -> str:
         for name, row in record["kv_tokens_forgone"].items():
             lines.append(f"  {name:20}graphs' memory -> {_f(row.get('from_graph_memory'), ',')} "
                          f"tokens; vLLM's estimate -> {_f(row.get('from_graph_estimate'), ',')}; "
-                         f"measured eager - {name}: {_f(row.get('measured'), ',')}")
+                         f"measured {record['baseline']} - {name}: "
+                         f"{_f(row.get('measured'), ',')}")
     lines += [f"note: {n}" for n in record.get("notes", [])]
     return "\n".join(lines)
 
@@ -577,7 +590,7 @@ def run(args) -> Path:
     out = Path(args.out)
     (out / "runs").mkdir(parents=True, exist_ok=True)
     runs = plan(args.variants, args.batch_sizes, args.output_lens)
-    env = {**os.environ, "NO_COLOR": "1", "VLLM_LOGGING_LEVEL": "INFO"}
+    env = {**os.environ, **RUN_ENV}
     for i, entry in enumerate(runs, 1):
         entry["command"] = bench_command(
             entry["variant"], args.model, entry["batch_size"], entry["output_len"],
@@ -596,7 +609,7 @@ def run(args) -> Path:
         print(f"{time.perf_counter() - start:.0f} s, exit {entry['returncode']}"
               + ("" if entry["returncode"] == 0 else f" (see {out / entry['log']})"))
     manifest = {"lab": "vllm_lab", "vllm": VLLM_VERSION, "gpu": torch.cuda.get_device_name(),
-                "model": args.model, "input_len": args.input_len, "variants": args.variants,
+                "env": RUN_ENV, "model": args.model, "input_len": args.input_len, "variants": args.variants,
                 "batch_sizes": args.batch_sizes, "output_lens": args.output_lens, "runs": runs}
     (out / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n", encoding="utf-8")
     try:  # the model's config.json, for exercise 9's KV shape (transformers comes with vLLM)
@@ -612,16 +625,6 @@ def run(args) -> Path:
 
 
 # --- command line ------------------------------------------------------------------------------
-
-
-def _fraction(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not 0 < value <= 1:
-        raise argparse.ArgumentTypeError(f"expected a number in (0, 1], got {text!r}")
-    return value
 
 
 def _shape(text: str) -> dict:
@@ -679,7 +682,7 @@ def _parser() -> argparse.ArgumentParser:
     run_p.add_argument("--num-iters", type=positive_int, default=10, help="default: %(default)s")
     run_p.add_argument("--num-iters-warmup", type=positive_int, default=3, help="default: %(default)s")
     run_p.add_argument("--max-model-len", type=positive_int, default=2048, help="default: %(default)s")
-    run_p.add_argument("--gpu-memory-utilization", type=_fraction, default=0.9,
+    run_p.add_argument("--gpu-memory-utilization", type=number_in(0, 1, high_closed=True), default=0.9,
                        help="default: %(default)s")
     run_p.add_argument("--run-timeout", type=positive_int, default=1800, metavar="SECONDS",
                        help="per benchmark run (default: %(default)s)")
@@ -710,7 +713,8 @@ def main(argv=None) -> int:
             return 2
         if args.dry_run:
             for entry in plan(args.variants, args.batch_sizes, args.output_lens):
-                print(shlex.join(bench_command(
+                print(" ".join(f"{k}={shlex.quote(v)}" for k, v in RUN_ENV.items()) + " "
+                      + shlex.join(bench_command(
                     entry["variant"], args.model, entry["batch_size"], entry["output_len"],
                     args.input_len, str(Path(args.out) / entry["json"]), args.num_iters,
                     args.num_iters_warmup, args.max_model_len, args.gpu_memory_utilization))

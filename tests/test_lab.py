@@ -410,12 +410,11 @@ def run_lab(capsys, name, *args):
 
 
 def simulate_equal(compute_ms, n=430, tau=5.0):
-    """The pipeline walked kernel by kernel (exercise 1's rule), for N equal kernels: the test's
-    own account, independent of the lab's closed form."""
-    t, end = compute_ms * 1e3 / n, 0.0
-    for k in range(1, n + 1):
-        end = max(k * tau, end) + t
-    return end / 1e3
+    """The pipeline walked kernel by kernel (exercise 1's reference simulate_eager_ms), for N
+    equal kernels: independent of the lab's closed form."""
+    from solutions.launch_model import simulate_eager_ms
+
+    return simulate_eager_ms([compute_ms * 1e3 / n] * n, tau)
 
 
 def lesson_speedups():
@@ -428,17 +427,27 @@ def lesson_speedups():
     return out
 
 
-def test_the_lessons_speedups_are_the_seed_reports():
-    """1.36x and 1.14x are the lesson's printed figures (SEED_REPORT's 加速比); the test's own
-    additive model gives them, so the lab's report below is checked against the lesson."""
+@pytest.mark.parametrize("steps", ["arithmetic", "DecodeStep"])
+def test_the_lessons_speedups_are_the_seed_reports(steps):
+    """1.36x and 1.14x are the lesson's printed figures (SEED_REPORT's 加速比): the lab's
+    speedup_record gives them as the additive speedups of its AWQ and BF16 points, by its own
+    arithmetic (--reference) and from exercise 1's DecodeStep (solutions)."""
+    from coursekit import lab as lab_module
+    from coursekit.impl import Implementation
+
+    step = (lab_module.lesson_step if steps == "arithmetic" else
+            lab_module.student_step(Implementation("solutions")))
+    record = lab_module.speedup_record(lab_module.pipeline_eager_ms_equal, "closed form", step,
+                                       steps)
     printed = [float(x) for x in re.findall(r"加速比 ([\d.]+)x", lesson.SEED_REPORT)]
-    got = lesson_speedups()
     assert printed == [1.36, 1.14]
-    assert [round(got[name][0], 2) for name in ("AWQ", "BF16")] == printed
-    assert [round(got[name][1], 2) for name in ("AWQ", "BF16")] == [1.0, 1.0]
+    points = record["points"]
+    assert list(points) == ["AWQ", "BF16"] and record["steps"] == steps
+    assert [round(points[name]["speedup_additive"], 2) for name in points] == printed
+    assert [round(points[name]["speedup_pipeline"], 2) for name in points] == [1.0, 1.0]
 
 
-def speedup_lines(out):
+def speedup_lines():
     return [f"{name} ({gib:g} GiB at 1 TB/s, T = {gib * 1024**3 / 1e9:.2f} ms): additive "
             f"{lesson_speedups()[name][0]:.2f}x, pipeline {lesson_speedups()[name][1]:.2f}x"
             for name, gib in (("AWQ", 5.5), ("BF16", 14.2))]
@@ -449,7 +458,7 @@ def test_speedup_reference_works_on_any_implementation(tmp_path, capsys, impl):
     code, out, err = run_lab(capsys, "speedup", "--reference", "--impl", impl, "--out", tmp_path)
     assert code == 0 and err == "", err
     assert "equal-kernel closed form (--reference)" in out.splitlines()[0]
-    for line in speedup_lines(out):
+    for line in speedup_lines():
         assert line in out, (line, out)
     assert "AWQ (5.5 GiB at 1 TB/s, T = 5.91 ms): additive 1.36x, pipeline 1.00x" in out
     assert "BF16 (14.2 GiB at 1 TB/s, T = 15.25 ms): additive 1.14x, pipeline 1.00x" in out
@@ -501,7 +510,7 @@ def test_speedup_with_solutions_draws_simulate_eager_ms(tmp_path, capsys):
     code, out, err = run_lab(capsys, "speedup", "--impl", "solutions", "--out", tmp_path)
     assert code == 0, err
     assert "your simulate_eager_ms (exercise 1, --impl solutions)" in out.splitlines()[0]
-    for line in speedup_lines(out):
+    for line in speedup_lines():
         assert line in out, out
     assert "differs from the equal-kernel closed form" not in out
     _, _, series = svg_parts(tmp_path / "speedup.svg")
@@ -522,17 +531,50 @@ def test_speedup_numbers_follow_the_model_not_a_stale_copy(tmp_path, capsys, mon
     assert "additive 1.36x" not in out and "N·τ = 4.30 ms" in out
 
 
-SLOW_PIPELINE = """
-def simulate_eager_ms(kernel_us, launch_us):
-    # Wrong on purpose: the additive model, not the pipeline.
-    return (len(kernel_us) * launch_us + sum(kernel_us)) / 1e3
-"""
+def submission_with(tmp_path, old, new):
+    """A submission folder whose launch_model.py is exercise 1's reference with ``old`` made
+    ``new`` (a planted mistake)."""
+    source = (REPO_ROOT / "solutions/launch_model.py").read_text(encoding="utf-8")
+    assert source.count(old) == 1, old
+    submission = tmp_path / "submission"
+    submission.mkdir()
+    (submission / "launch_model.py").write_text(source.replace(old, new), encoding="utf-8")
+    return submission
+
+
+def test_speedup_points_come_from_the_students_decode_step(tmp_path, capsys):
+    """Without --reference the AWQ and BF16 points are exercise 1's DecodeStep: a wrong eager_ms
+    (the launches counted twice) moves the printed additive speedup, and the lab says so."""
+    submission = submission_with(tmp_path, "return self.compute_ms + self.launch_ms",
+                                 "return self.compute_ms + 2 * self.launch_ms")
+    code, out, err = run_lab(capsys, "speedup", "--impl", submission, "--out", tmp_path / "o")
+    assert code == 0, err
+    compute = 5.5 * 1024**3 / 1e9
+    wrong = (compute + 2 * 430 * 5e-3) / (compute + 5e-3)
+    assert f"AWQ (5.5 GiB at 1 TB/s, T = 5.91 ms): additive {wrong:.2f}x, pipeline 1.00x" in out
+    assert "additive 1.36x" not in out, out
+    assert "Your DecodeStep differs from the lesson's rule" in out, out
+    assert "AWQ: DecodeStep(5.5).eager_ms() gave" in out and "check exercise 1" in out, out
+    record = json.loads((tmp_path / "o/speedup.json").read_text(encoding="utf-8"))
+    assert record["steps"] == "DecodeStep"
+    assert record["points"]["AWQ"]["speedup_additive"] == pytest.approx(wrong, rel=1e-12)
+
+
+def test_speedup_says_which_decode_step_method_is_unfinished(tmp_path, capsys):
+    """A NotImplementedError from a DecodeStep method (not a module function) is an unfinished
+    exercise 1, said as such, not a traceback."""
+    submission = submission_with(tmp_path, "return self.compute_ms + self.launch_ms",
+                                 'raise NotImplementedError("exercise 1: DecodeStep.eager_ms")')
+    code, out, err = run_lab(capsys, "speedup", "--impl", submission, "--out", tmp_path / "o")
+    assert code == 1 and out == "", out
+    assert "exercise 1 is not finished: DecodeStep.eager_ms" in err, err
+    assert "Traceback" not in err and not (tmp_path / "o/speedup.svg").exists()
 
 
 def test_speedup_says_when_simulate_eager_ms_misses_the_closed_form(tmp_path, capsys):
-    submission = tmp_path / "submission"
-    submission.mkdir()
-    (submission / "launch_model.py").write_text(SLOW_PIPELINE)
+    # Wrong on purpose: the additive model, not the pipeline.
+    submission = submission_with(tmp_path, "    return end_us / 1e3\n", "    return (len(kernel_us) "
+                                 "* launch_us + sum(kernel_us)) / 1e3\n")
     code, out, err = run_lab(capsys, "speedup", "--impl", submission, "--out", tmp_path / "o")
     assert code == 0, err
     assert "Your simulate_eager_ms differs from the equal-kernel closed form at" in out, out
@@ -548,6 +590,13 @@ def timeline_boxes(path):
                                 if r.get("class") == "box"]
         for lane in s.iter(f"{SVG}g") if lane.get("class") == "lane"}
         for s in root.iter(f"{SVG}g") if s.get("class") == "scenario"}
+
+
+def scenario_texts(path, name):
+    """The <text> elements of one scenario of a timeline SVG."""
+    (scenario,) = [s for s in ET.parse(path).getroot().iter(f"{SVG}g")
+                   if s.get("class") == "scenario" and s.get("data-name") == name]
+    return list(scenario.iter(f"{SVG}text"))
 
 
 def test_timeline_draws_exercise_9_against_a_graph_replay(tmp_path, capsys):
@@ -571,14 +620,24 @@ def test_timeline_draws_exercise_9_against_a_graph_replay(tmp_path, capsys):
         assert len(gpu) == len(times)
         eager_end = simulate_eager_ms(times, 5.0) * 1e3
         assert max(e for _, _, e in gpu) == pytest.approx(eager_end)
+        # The GPU idles for whatever of the eager step is not its kernels; the lesson's additive
+        # model charges every launch on top of them.
+        idle, additive = eager_end - sum(times), len(times) * 5.0 + sum(times)
+        idle_boxes = [e - s for kind, s, e in lanes["eager: GPU kernels"] if kind == "idle"]
+        assert idle > 0 and sum(idle_boxes) == pytest.approx(idle, abs=1e-6), (name, idle_boxes)
+        assert len(idle_boxes) + len(gpu) == len(lanes["eager: GPU kernels"])
         replay = lanes["graph: launch + replay"]
         assert replay[0] == ("launch", 0.0, 5.0)
         assert [k for k, _, _ in replay[1:]] == ["kernel", "node"] * len(times)
         graph_end = 5.0 + sum(times) + len(times) * nu
         assert replay[-1][2] == pytest.approx(graph_end, abs=1e-3)
-        assert re.search(rf"^{re.escape(name)}\s+\|\s+{len(times)} \|.*\|\s+{eager_end:.1f} µs \|"
-                         rf".*\|\s+{graph_end:.1f} µs \|\s+{eager_end / graph_end:.2f}x$", out,
+        assert re.search(rf"^{re.escape(name)}\s+\|\s+{len(times)} \|\s+{sum(times):.1f} µs \|"
+                         rf"\s+{eager_end:.1f} µs \|\s+{idle:.1f} µs \|\s+{additive:.1f} µs \|"
+                         rf"\s+{graph_end:.1f} µs \|\s+{eager_end / graph_end:.2f}x$", out,
                          re.MULTILINE), (name, out)
+        notes = [t.text for t in scenario_texts(tmp_path / "timeline.svg", name)]
+        assert f"eager ends at {eager_end:.1f} µs (GPU idle {idle:.1f} µs)" in notes, notes
+        assert f"additive model: {additive:.1f} µs" in notes, notes
     assert "CPU-bound for τ above τ* = 20.00 µs" in out  # exercise 9's cpu_bound_launch_us
     record = json.loads((tmp_path / "timeline.json").read_text(encoding="utf-8"))
     assert record["launch_us"] == 5.0 and record["gpu_node_us"] == nu
@@ -615,7 +674,11 @@ def test_timeline_refuses_a_malformed_eager_timeline(tmp_path, capsys):
 
 
 def fusion_bytes(rows, hidden=3584):
-    return 2 * 7 * rows * hidden * 2, 2 * rows * hidden * 2
+    """(unfused, fused) HBM bytes of add + RMS norm on rows x hidden bf16: unfused, 7 passes of
+    a read and a write each (14 tensor transfers); fused, x and residual read, out and
+    new_residual written (4 tensor transfers): 3.5x fewer bytes."""
+    tensor = rows * hidden * 2
+    return 14 * tensor, 4 * tensor
 
 
 def test_fusion_reference_is_modelled_and_says_so(tmp_path, capsys):
@@ -632,6 +695,7 @@ def test_fusion_reference_is_modelled_and_says_so(tmp_path, capsys):
         assert (record["unfused_bytes"][k], record["fused_bytes"][k]) == (unfused, fused)
         assert record["unfused_model_us"][k] == pytest.approx(unfused / bandwidth * 1e6)
         assert f"{rows:7} | {unfused:13,} | {fused:12,} |" in out, out
+    assert "fusion pays by moving 3.5 times fewer bytes" in out, out
     root, panels, series = svg_parts(tmp_path / "fusion.svg")
     title = [t.text for t in root.iter(f"{SVG}text")][0]
     assert "modelled, not measured" in title, title
@@ -668,6 +732,38 @@ def test_fusion_chart_draws_measured_points_when_there_are_some(tmp_path):
     assert "5.00x" in lab_module.fusion_report(record)
 
 
+def test_fusion_checks_the_fused_result_before_drawing_its_time(tmp_path):
+    """measure_fusion's check (exercise 7's bf16 rule), on the CPU, and a wrong fused kernel's
+    record: the unfused times only, and the report says why (nothing is timed here)."""
+    from coursekit import lab as lab_module
+    from coursekit.fusion import add_rms_norm_reference
+    from solutions.fusion import fused_add_rms_norm
+
+    g = torch.Generator().manual_seed(0)
+    x, res = (torch.randn(4, 64, generator=g).to(torch.bfloat16) for _ in range(2))
+    w = (torch.rand(64, generator=g) + 0.5).to(torch.bfloat16)
+    want = add_rms_norm_reference(x, res, w)
+    assert lab_module.fused_mismatch(fused_add_rms_norm(x, res, w), want) == ""
+    out, new_res = want
+    assert "out: |got - expected| > 0.01" in lab_module.fused_mismatch((out * 1.1, new_res), want)
+    assert "new_residual" in lab_module.fused_mismatch((out, new_res.float()), want)
+    assert "tuple (out, new_residual)" in lab_module.fused_mismatch(out, want)
+
+    record = lab_module.fusion_record(lab_module._chain_bytes_rule, [1, 64, 4096], 3584, "x")
+    record["measured"] = {"gpu": "Fake GPU", "torch": "0", "iters": 5,
+                          "unfused_us": [70.0, 72.0, 150.0], "fused_us": None,
+                          "fused_mismatch": "at 1 x 3584: out: wrong"}
+    text = lab_module.fusion_report(record)
+    assert "does not match add_rms_norm_reference" in text and "at 1 x 3584: out: wrong" in text
+    assert "| fused meas" not in text and "meas ratio" not in text, text
+    assert re.search(r"^\s+1 \|.*\| +0\.01 µs \| +70\.0 µs$", text, re.MULTILINE), text
+    _, svg = lab_module.write_fusion(record, tmp_path)
+    _, panels, series = svg_parts(svg)
+    (time_panel,) = [name for name in panels if name.startswith("(a)")]
+    assert "unfused, measured" in series[time_panel]
+    assert "fused (yours), measured" not in series[time_panel]
+
+
 @pytest.mark.parametrize("lab_name, args, named", [
     ("timeline", ["--launch-us", "0"], "--launch-us"),
     ("fusion", ["--reference", "--rows", "8", "8"], "--rows"),
@@ -693,6 +789,9 @@ def test_svgplot_log_x_axis_and_stacked_mark_labels(tmp_path):
                x_scale="log")
     with pytest.raises(ValueError, match="x_scale: expected one of"):
         figure(tmp_path / "h.svg", panels, "t", "x", x_scale="symlog")
+    with pytest.raises(ValueError, match=r"panels\[0\]\.mark_labels: expected 'bottom' or 'top', "
+                       r"got 'middle'"):
+        figure(tmp_path / "i.svg", [{**panels[0], "mark_labels": "middle"}], "t", "x")
 
 
 def test_svgplot_timeline_lanes_and_rules(tmp_path):

@@ -25,7 +25,7 @@ RECORDED = json.loads(lab.FORMATS.read_text(encoding="ascii"))
 FMT = RECORDED["formats"]
 PREFIX_FIELDS = {"levelname": "INFO", "asctime": "12-04 08:00:00",
                  "fileinfo": "gpu_model_runner.py", "lineno": 1234}
-ENGINE = "(EngineCore_DP0 pid=4242) "  # what vLLM puts before an engine process's lines
+ENGINE = "(EngineCore pid=4242) "  # what vLLM 0.26.0 puts before its engine process's lines
 
 # Qwen2.5-0.5B's config.json, the fields the lab reads: 24 layers, 2 KV heads of 896/14 = 64.
 QWEN05 = {"num_hidden_layers": 24, "num_attention_heads": 14, "num_key_value_heads": 2,
@@ -99,6 +99,14 @@ def test_dry_run_prints_every_command_with_recorded_flags_only(capsys, tmp_path)
     for line in lines:
         words = shlex.split(line.split(" > ")[0])
         assert {w for w in words if w.startswith("--")} <= set(RECORDED["flags"])
+        assert words[0] == "VLLM_USE_V2_MODEL_RUNNER=0", (
+            f"every command pins vLLM's V1 model runner; got {line!r}")
+
+
+def test_the_v1_model_runner_is_pinned():
+    # vLLM 0.26.0's envs.py reads VLLM_USE_V2_MODEL_RUNNER with bool(int(value)): "0" -> False,
+    # which VllmConfig.use_v2_model_runner returns as is (None would let vLLM pick V2).
+    assert bool(int(lab.RUN_ENV["VLLM_USE_V2_MODEL_RUNNER"])) is False
 
 
 # --- the parser on format-derived text ---------------------------------------------------------
@@ -148,14 +156,16 @@ def test_parser_reads_the_engine_config_line():
 
 
 def test_parser_reads_the_benchmark_printout():
-    avg = fill_fstring(FMT["bench_avg_latency"]["text"], {"np.mean(latencies)": 0.5})
+    avg = fill_fstring(FMT["bench_avg_latency"]["text"], {"np.mean(latencies)": 0.7})
     lines = [fill_fstring(FMT["bench_percentile"]["text"],
                           {"percentage": p, "percentile": p / 100})
              for p in RECORDED["latency_json"]["percentiles"]]
     facts = lab.parse_log("\n".join(["Warming up...", avg, *lines]))
-    assert facts["bench_avg_latency"] == {"secs": 0.5}
+    assert facts["bench_avg_latency"] == {"secs": 0.7}
     assert facts["bench_percentiles"][50] == 0.5
-    assert lab.latency_seconds(None, facts) == 0.5  # the median, from the log
+    assert lab.latency_seconds(None, facts) == 0.5  # the median before the average
+    del facts["bench_percentiles"]
+    assert lab.latency_seconds(None, facts) == 0.7  # the average when no median was logged
 
 
 def test_latency_json_keys_are_the_recorded_ones():
@@ -239,7 +249,7 @@ def test_analyze_recovers_the_decode_times_tau_eff_and_kv_tokens(tmp_path, solut
     for variant, gib in GRAPH_GIB.items():
         row = record["kv_tokens_forgone"][variant]
         assert row["from_graph_memory"] == round(gib * 1024 ** 3) // PER_TOKEN
-        assert row["measured"] == KV_TOKENS["eager"] - KV_TOKENS[variant]
+        assert row["measured"] == KV_TOKENS["none"] - KV_TOKENS[variant]  # tau_eff's baseline
     assert record["variants"]["piecewise"]["graph_capture_s"] == 9
     assert record["variants"]["none"]["graph_skipped"] is True
 
@@ -268,6 +278,8 @@ def test_eager_is_the_baseline_when_none_was_not_run(tmp_path, solutions):
     record = lab.analyze(write_folder(tmp_path / "run", variants), solutions, kernels=301)
     assert record["baseline"] == "eager"
     assert record["tau_eff_us"]["full_decode_only"]["1"] == pytest.approx(9.0e3 / 300)
+    measured = record["kv_tokens_forgone"]["full_decode_only"]["measured"]
+    assert measured == KV_TOKENS["eager"] - KV_TOKENS["full_decode_only"]
 
 
 def test_tau_from_a_launch_tax_json_is_fitted_by_exercise_1(tmp_path, solutions):
@@ -276,6 +288,15 @@ def test_tau_from_a_launch_tax_json_is_fitted_by_exercise_1(tmp_path, solutions)
     record = lab.analyze(write_folder(tmp_path / "run"), solutions, tau_from=own)
     assert record["tau_us"] == pytest.approx(lesson.H200_TAU_EAGER_US, rel=1e-6)
     assert str(own) in record["tau_source"]
+
+
+def test_a_bad_tau_from_file_is_named_as_tau_from(tmp_path, solutions):
+    bad = tmp_path / "launch-tax.json"
+    bad.write_text("{}")
+    with pytest.raises(ValueError, match=r"^--tau-from: .*not a launch-tax measurement"):
+        lab.analyze(write_folder(tmp_path / "run"), solutions, tau_from=bad)
+    with pytest.raises(ValueError, match=r"^--tau-from: cannot read "):
+        lab.analyze(tmp_path / "run", solutions, tau_from=tmp_path / "missing.json")
 
 
 def test_unfinished_exercises_leave_their_figures_out_and_say_so(tmp_path, capsys):
@@ -320,6 +341,8 @@ def test_refusal_names_what_is_missing(monkeypatch):
     (["run", "--output-lens", "32"], "--output-lens"),
     (["run", "--output-lens", "32", "64", "--max-model-len", "64"], "--max-model-len"),
     (["run", "--gpu-memory-utilization", "1.5"], "--gpu-memory-utilization"),
+    (["run", "--gpu-memory-utilization", "0"], "--gpu-memory-utilization"),
+    (["run", "--gpu-memory-utilization", "nan"], "--gpu-memory-utilization"),
     (["run", "--variants", "full"], "--variants"),
     (["analyze", "FOLDER", "--kv-shape", "24,2,64"], "--kv-shape"),
     (["analyze", "FOLDER", "--kernels-per-step", "-3"], "--kernels-per-step"),
@@ -364,6 +387,7 @@ def test_run_wiring_with_a_stand_in_for_vllm(tmp_path, monkeypatch, capsys):
         with open(command[command.index("--output-json") + 1], "w") as f:
             json.dump({"avg_latency": latency, "percentiles": {"50": latency}}, f)
         assert env["NO_COLOR"] == "1"
+        assert env["VLLM_USE_V2_MODEL_RUNNER"] == "0"
         return type("Done", (), {"returncode": 0})()
 
     monkeypatch.setattr(lab, "refusal", lambda: None)
@@ -377,5 +401,7 @@ def test_run_wiring_with_a_stand_in_for_vllm(tmp_path, monkeypatch, capsys):
                      "solutions"]) == 0
     record = json.loads((folder / lab.RESULT_JSON).read_text())
     assert record["gpu"] == "stand-in GPU"
+    manifest = json.loads((folder / lab.MANIFEST).read_text())
+    assert manifest["env"]["VLLM_USE_V2_MODEL_RUNNER"] == "0"
     assert record["variants"]["full_decode_only"]["decode_ms"] == pytest.approx({"1": 3.0,
                                                                                  "8": 4.0})
