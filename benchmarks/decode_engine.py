@@ -57,6 +57,20 @@ def timer(impl: Implementation, iters: int):
     return lambda fn: time_ms(fn, iters=iters, warmup=max(2, iters // 10))
 
 
+def on_cuda(device: str) -> bool:
+    """``cuda``, ``cuda:0``, ``cuda:1``...: a GPU however it was named."""
+    return torch.device(device).type == "cuda"
+
+
+def device_name(text: str) -> str:
+    """``--device``: a torch device (``cpu``, ``cuda``, ``cuda:1``), refused in one line otherwise."""
+    try:
+        return str(torch.device(text))
+    except (RuntimeError, TypeError):
+        raise argparse.ArgumentTypeError(f"expected a torch device such as cpu, cuda or cuda:1, "
+                                         f"got {text!r}") from None
+
+
 def batch(model: ToyModel, rows: int):
     d = model.device
     return (torch.arange(rows, device=d) % model.config.vocab_size,
@@ -66,7 +80,7 @@ def batch(model: ToyModel, rows: int):
 
 def copy_bandwidth_bps(impl: Implementation, device: str) -> float | None:
     """Device-to-device copy: bytes read plus written per second."""
-    if device != "cuda":
+    if not on_cuda(device):
         return None
     src = torch.empty(1 << 30, dtype=torch.uint8, device="cuda")
     dst = torch.empty_like(src)
@@ -91,7 +105,7 @@ def model_bytes(config: ModelConfig, dtype) -> int:
 def memory_problem(name: str, config: ModelConfig, dtype, device: str) -> str | None:
     """Why ``name`` cannot run here (one line), or None when the GPU's free memory holds it."""
     need = model_bytes(config, dtype) + HEADROOM_BYTES
-    if device != "cuda":
+    if not on_cuda(device):
         return f"{name}: skipped (needs a CUDA device with {need / 1e9:.1f} GB free)"
     torch.cuda.empty_cache()
     free, total = torch.cuda.mem_get_info()
@@ -123,7 +137,7 @@ def measure(impl: Implementation, config: ModelConfig, dtype, device: str, rows_
     engine_mod, fusion = impl.module("engine"), impl.module("fusion")
     modes = engine_mod.CUDAGraphMode
     time_ms = timer(impl, iters)
-    count = fusion.count_kernels if device == "cuda" else (lambda fn, *a: None)
+    count = fusion.count_kernels if on_cuda(device) else (lambda fn, *a: None)
     sizes = sorted(set(rows_list))
     out = {rows: {} for rows in rows_list}
 
@@ -187,7 +201,7 @@ def optional(what: str, run) -> None:
 
 def free(device: str) -> None:
     gc.collect()
-    if device == "cuda":
+    if on_cuda(device):
         torch.cuda.synchronize()
         torch.cuda.empty_cache()
 
@@ -203,7 +217,7 @@ def sweep(impl: Implementation, config: ModelConfig, dtype, device: str, layers:
         engine = engine_mod.DecodeEngine(model, mode=engine_mod.CUDAGraphMode.FULL, capture_sizes=[1])
         engine.capture_model()
         # Without CUDA there is no profiler count: a nominal one lets a smoke run exercise the fit.
-        kernels = fusion.count_kernels(model.forward, *args) if device == "cuda" else 20 * n + 10
+        kernels = fusion.count_kernels(model.forward, *args) if on_cuda(device) else 20 * n + 10
         points.append({"layers": n, "kernels": kernels, "eager_ms": time_ms(lambda: model.forward(*args)),
                        "graph_ms": time_ms(lambda: engine.step(*args, uniform_decode=True))})
         del engine, model
@@ -276,7 +290,7 @@ def main() -> None:
     # The reference where there is one (the staff repository), else your own exercises.
     parser.add_argument("--impl", default="solutions" if (ROOT / "solutions").is_dir() else "exercises",
                         help="exercises, solutions or a folder")
-    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--device", type=device_name, default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--configs", default="all", help="comma-separated: toy, qwen7b; or all")
     parser.add_argument("--quick", action="store_true", help="few iterations, small sweeps")
     parser.add_argument("--no-compile", action="store_true",
@@ -290,11 +304,11 @@ def main() -> None:
     impl = Implementation(args.impl)
     iters = 5 if args.quick else 50
     # torch.compile builds Triton kernels on CUDA: without what they need, skip its rows up front.
-    compile_problem = triton_problem(cuda=args.device == "cuda")
+    compile_problem = triton_problem(cuda=on_cuda(args.device))
     if compile_problem:
         print(f"compiled rows (full + fused, compile) skipped: {compile_problem}")
     bandwidth = copy_bandwidth_bps(impl, args.device)
-    report = {"device": torch.cuda.get_device_name() if args.device == "cuda" else "cpu",
+    report = {"device": torch.cuda.get_device_name() if on_cuda(args.device) else "cpu",
               "torch": torch.__version__, "impl": args.impl, "copy_bytes_per_s": bandwidth,
               "compile_problem": compile_problem, "configs": {}}
     for name in names:
@@ -311,7 +325,7 @@ def main() -> None:
             layers = layers[:3]
         print(f"\n== {name}: {config.n_layers} layers, hidden {config.hidden_size}, {dtype} on {args.device}")
         results = measure(impl, config, dtype, args.device, [1, 8], iters,
-                          with_compile=args.device == "cuda" and not args.quick and not args.no_compile
+                          with_compile=on_cuda(args.device) and not args.quick and not args.no_compile
                           and not compile_problem,
                           with_fused=not compile_problem)
         fitted = sweep(impl, config, dtype, args.device, layers, iters)

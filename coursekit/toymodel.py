@@ -85,7 +85,11 @@ class ModelConfig:
 
 
 class ToyModel:
-    """The decoder, its weights and its KV cache (see the module docstring)."""
+    """The decoder, its weights and its KV cache (see the module docstring).
+
+    ``device`` is where its tensors live, named as they name it: ``ToyModel(device="cuda").device``
+    is ``cuda:0`` (the current GPU), ``ToyModel(device="cpu:0").device`` is ``cpu``. Compare a
+    tensor's ``.device`` with it, never with the name a caller wrote."""
 
     def __init__(self, config: ModelConfig = ModelConfig(), device: str | torch.device = "cpu",
                  dtype: torch.dtype = torch.float32, add_rms_norm: Callable | None = None):
@@ -94,7 +98,15 @@ class ToyModel:
         unless given, e.g. exercise 7's ``fused_add_rms_norm``."""
         if not isinstance(config, ModelConfig):
             raise ValueError(f"config: expected a ModelConfig, got {config!r}")
-        self.config, self.device, self.dtype = config, torch.device(device), dtype
+        # ``device`` is the device as its tensors name it: "cuda" is "cuda:0" (the current
+        # device), "cpu:0" is "cpu". Compared with what a caller wrote, "cuda" != "cuda:0" although
+        # both are one GPU, so the model names its device the one way its tensors report it.
+        self.config, self.dtype = config, dtype
+        try:
+            self.device = torch.empty(0, device=device).device
+        except (RuntimeError, TypeError) as exc:
+            raise ValueError(f"device: expected a torch device such as 'cpu' or 'cuda:0', got "
+                             f"{device!r} ({exc})") from exc
         self.add_rms_norm = add_rms_norm or add_rms_norm_reference
         c = config
         generator = torch.Generator(device=self.device).manual_seed(c.seed)

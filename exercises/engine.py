@@ -66,7 +66,9 @@ class DecodeEngine:
 
     ``step(tokens, positions, slots, uniform_decode=None) -> logits``, one row per token:
       * ``tokens``, ``positions``, ``slots``: 1-D int64 tensors of one length ``n >= 1`` on the
-        model's device (ValueError naming the argument otherwise). On a CPU the values are
+        model's device (ValueError naming the argument otherwise). The model's device is
+        ``model.device``, named as its tensors name it (``cuda:0``, ``cpu``): a tensor made with
+        ``device="cuda"`` or ``"cuda:0"`` is on a model built with either name. On a CPU the values are
         checked too (ValueError naming ``tokens`` for a token outside ``0..vocab_size - 1``;
         naming ``slots`` for a slot outside ``0..max_seqs - 1``: the padding slot is reserved;
         naming ``positions`` outside ``0..max_seq_len - 1``; each bound itself is fine); on CUDA

@@ -12,7 +12,7 @@ from coursekit.toymodel import ModelConfig, ToyModel
 
 
 def test_decode_engine_benchmark_runs_end_to_end_on_the_cpu(tmp_path):
-    done = subprocess.run([sys.executable, "benchmarks/decode_engine.py", "--device", "cpu", "--quick",
+    done = subprocess.run([sys.executable, "benchmarks/decode_engine.py", "--device", "cpu:0", "--quick",
                            "--configs", "toy", "--out", str(tmp_path)], cwd=REPO_ROOT,
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
@@ -35,7 +35,7 @@ def load_benchmark():
 
 
 def test_big_configuration_is_skipped_in_one_line_without_the_memory(tmp_path):
-    done = subprocess.run([sys.executable, "benchmarks/decode_engine.py", "--device", "cpu", "--quick",
+    done = subprocess.run([sys.executable, "benchmarks/decode_engine.py", "--device", "cpu:0", "--quick",
                            "--configs", "qwen7b", "--out", str(tmp_path)], cwd=REPO_ROOT,
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-3000:]

@@ -29,6 +29,10 @@ NEW_TOKENS = [5, 3, 6, 2]  # sequences finish at different steps
 PROMPTS_BF16 = [[9], [221, 432, 29, 227], [310, 290], [392]]
 NEW_TOKENS_BF16 = [5, 3, 4, 2]
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
+#: The engine's CPU tests name the device with its index: its tensors say ``cpu``, the name says
+#: ``cpu:0``, as on a GPU ``cuda`` is the device whose tensors say ``cuda:0``. A device is a
+#: device however it was named.
+CPU = "cpu:0"
 #: How close a step's logits must be to the eager model's, by the model's dtype (the stub's rule).
 TOLERANCE = {"float32": 1e-5, "bfloat16": 5e-2}
 
@@ -51,14 +55,14 @@ EXPECTED = [greedy_alone(p, n) for p, n in zip(PROMPTS, NEW_TOKENS)]
 EXPECTED_BF16 = [greedy_alone(p, n, dtype="bfloat16") for p, n in zip(PROMPTS_BF16, NEW_TOKENS_BF16)]
 
 
-def engine_for(engine, mode, device="cpu", sizes=SIZES, dtype="float32", **kwargs):
+def engine_for(engine, mode, device=CPU, sizes=SIZES, dtype="float32", **kwargs):
     model = ToyModel(device=device, dtype=DTYPES[dtype])
     runner = engine.DecodeEngine(model, mode=engine.CUDAGraphMode[mode], capture_sizes=sizes, **kwargs)
     runner.capture_model()
     return model, runner
 
 
-def rows(*columns, device="cpu"):
+def rows(*columns, device=CPU):
     return [torch.tensor(c, dtype=torch.long, device=device) for c in columns]
 
 
@@ -70,7 +74,7 @@ def check_token_lists(got, what):
                    "\n  rule: generate returns a list of lists of ints (not tuples, not tensors)")
 
 
-def check_generate(engine, mode, device="cpu", dtype="float32"):
+def check_generate(engine, mode, device=CPU, dtype="float32"):
     _, runner = engine_for(engine, mode, device, dtype=dtype)
     prompts, new, expected = ((PROMPTS, NEW_TOKENS, EXPECTED) if dtype == "float32"
                               else (PROMPTS_BF16, NEW_TOKENS_BF16, EXPECTED_BF16))
@@ -82,7 +86,7 @@ def check_generate(engine, mode, device="cpu", dtype="float32"):
         "decoding (static buffers refilled with copy_ every step, padding in the padding slot)")
 
 
-def check_step_logits(engine, mode, device="cpu", dtype="float32"):
+def check_step_logits(engine, mode, device=CPU, dtype="float32"):
     """Batches of 1 to beyond the largest bucket (4), each compared with the eager model."""
     eager = ToyModel(device=device, dtype=DTYPES[dtype])
     _, runner = engine_for(engine, mode, device, sizes=[1, 2, 4], dtype=dtype)
@@ -244,7 +248,7 @@ def test_padding_rows_are_reset_before_every_replay(engine, mode):
         "n..bucket-1 with token 0, position 0 and model.padding_slot")
 
 
-@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=gpu)])
+@pytest.mark.parametrize("device", [CPU, pytest.param("cuda", marks=gpu)])
 @pytest.mark.parametrize("mode", ["FULL", "PIECEWISE"])
 def test_padded_batches_replay_their_bucket_with_fixed_buffers(engine, mode, device):
     """As vLLM's and SGLang's CUDA-graph tests do: batch sizes that need padding (3, 5, 7 with
@@ -556,6 +560,28 @@ def test_generate_accepts_the_largest_request(engine):
 
 
 # ---------------------------------------------------------------- on a GPU
+
+
+@pytest.mark.parametrize("model_device, batch_device", [
+    (CPU, "cpu"), ("cpu", CPU),
+    pytest.param("cuda", "cuda:0", marks=gpu), pytest.param("cuda:0", "cuda", marks=gpu)])
+def test_a_device_is_a_device_however_it_is_named(engine, model_device, batch_device):
+    """A model built on ``cuda`` holds its tensors on ``cuda:0`` (the current GPU), and a batch
+    made on ``cuda`` is there too: the engine compares devices, not the names a caller wrote (on
+    a CPU, ``cpu:0`` and ``cpu`` are the same device the same way)."""
+    eager = ToyModel(device=model_device)
+    _, runner = engine_for(engine, "FULL", model_device, sizes=[2])
+    tokens, positions, slots = rows([5, 9], [0, 0], [0, 1], device=batch_device)
+    try:
+        got = runner.step(tokens, positions, slots)
+    except ValueError as exc:
+        pytest.fail(f"step refused a batch made on {batch_device!r} for a model built on "
+                    f"{model_device!r} ({exc})\n  rule: the model's device is model.device, named as "
+                    f"its tensors name it ({eager.device}); compare devices, not names",
+                    pytrace=False)
+    expected = eager.forward(tokens.to(eager.device), positions.to(eager.device), slots.to(eager.device))
+    assert got.device == eager.device and torch.allclose(got, expected, atol=1e-5, rtol=1e-5), (
+        f"the logits on {model_device!r} differ from the eager model's")
 
 
 @gpu

@@ -29,7 +29,12 @@ DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 TOLERANCE = {"float32": 1e-5, "bfloat16": 5e-2}
 
 
-def _engine(mod, mode: str, sizes, device: str = "cpu", warmup_iters: int = 1, seed: int = 0,
+#: Where CPU probes run the engine: an indexed name, whose tensors say ``cpu``, so that an engine
+#: comparing device names instead of devices fails here as it would on CUDA (``cuda`` vs ``cuda:0``).
+CPU = "cpu:0"
+
+
+def _engine(mod, mode: str, sizes, device: str = CPU, warmup_iters: int = 1, seed: int = 0,
             capture=None, capture_now: bool = True, dtype: str = "float32"):
     from coursekit.toymodel import ModelConfig, ToyModel
 
@@ -49,7 +54,7 @@ def _rows(device: str, *columns) -> list[torch.Tensor]:
 
 @probe
 def engine_generate(mod, mode: str, sizes, prompts: list, new_tokens, seed: int = 0,
-                    device: str = "cpu", dtype: str = "float32"):
+                    device: str = CPU, dtype: str = "float32"):
     """The tokens as returned: a list of lists of ints must come back as one (the wire keeps a
     tuple a tuple and a tensor a tensor, which never equal the reference's lists of ints)."""
     _, engine = _engine(mod, mode, sizes, device, seed=seed, dtype=dtype)
@@ -57,7 +62,7 @@ def engine_generate(mod, mode: str, sizes, prompts: list, new_tokens, seed: int 
 
 
 @probe
-def engine_steps(mod, mode: str, sizes, steps: list, device: str = "cpu", capture_now: bool = True,
+def engine_steps(mod, mode: str, sizes, steps: list, device: str = CPU, capture_now: bool = True,
                  dtype: str = "float32"):
     """Each step is ``[tokens, positions, slots]``; the answers are the logits, on the CPU, in
     the dtype they came in. ``capture_now=False``: steps before ``capture_model()``, which must
