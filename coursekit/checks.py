@@ -7,7 +7,24 @@ import os
 import re
 import subprocess
 import sys
-from typing import Any, Callable
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator
+
+
+@contextmanager
+def without_cuda() -> Iterator[None]:
+    """CUDA hidden from the code run inside, as ``CUDA_VISIBLE_DEVICES=""`` hides it from a
+    process: ``torch.cuda.is_available()`` is False and ``torch.cuda.device_count()`` is 0 (the
+    grader's CPU checks run in workers started that way). The CPU side of a rule (exercise 2's
+    clock timer) is tested under it on every machine, a GPU machine too."""
+    import torch
+
+    saved = torch.cuda.is_available, torch.cuda.device_count
+    torch.cuda.is_available, torch.cuda.device_count = (lambda: False), (lambda: 0)
+    try:
+        yield
+    finally:
+        torch.cuda.is_available, torch.cuda.device_count = saved
 
 
 def check_close(got: Any, expected: float, what: str, rule: str, rel: float = 1e-12,

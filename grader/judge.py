@@ -4,8 +4,10 @@ It holds the rubric, the checks and the reference, and decides every point. For 
 
 1. it draws every check's inputs (``grader/secret.py``: from the grading secret, the check's
    name and the submission's content; in practice mode, the release's fixed inputs);
-2. it computes the reference's answers to all of them, here, before any worker starts; if the
-   reference itself fails, grading stops with ``ReferenceFailure`` and nobody is graded;
+2. it computes the reference's answers to all of them before any worker starts, the way the
+   workers compute theirs (``grader/reference.py``: one thread; CUDA hidden for CPU checks, in a
+   process of its own where this one sees CUDA); if the reference itself fails, grading stops
+   with ``ReferenceFailure`` and nobody is graded;
 3. it starts a worker in a sandbox (``grader/sandbox.py``) with the submission's module files;
    each exercise runs in a process of its own that no other exercise's code has touched (the
    CPU checks of all exercises share one sandboxed worker that imports torch once and forks a
@@ -48,19 +50,15 @@ from coursekit.course import EXERCISES
 from coursekit.impl import REPO_ROOT
 from grader import rubric, sandbox, wire
 from grader.checks import Answer, Check, Probe, same
+from grader.reference import Reference, ReferenceFailure, answer_from, has_reference  # noqa: F401 - judge's API
 from grader.secret import Draw, GradingSecret
 from grader.submission import Submission
 from grader.text import safe
 
 GRADER_DIR = Path(__file__).resolve().parent
 RUBRIC = GRADER_DIR / "rubric.toml"
-RECORDED = GRADER_DIR / "expected.json"  # the reference's practice answers, in a release
 MODULES = {e.marker: e.module for e in EXERCISES}
 PENDING_GPU = "not run: needs a GPU, graded in the GPU pass"
-
-
-class ReferenceFailure(RuntimeError):
-    """The reference could not answer a probe: a fault of the grader, never of a student."""
 
 
 class EnvironmentProblem(RuntimeError):
@@ -150,10 +148,6 @@ def all_checks(draw: Draw | None = None) -> list[Check]:
     return checks + hidden_checks(draw)
 
 
-def has_reference() -> bool:
-    return (REPO_ROOT / "solutions" / "__init__.py").is_file()
-
-
 def runtime_files() -> dict[str, bytes]:
     """What a worker runs with: its own code and the course's support package, nothing else."""
     files = {"worker.py": (GRADER_DIR / "worker.py").read_bytes()}
@@ -173,63 +167,6 @@ def digest(submission: Submission) -> str:
     for name, data in sorted(submission.files.items()):
         h.update(name.encode() + b"\0" + hashlib.sha256(data).digest())
     return h.hexdigest()
-
-
-class Reference:
-    """The reference's answers to probes: computed here from solutions/, or read from the
-    recording a release ships for its practice inputs. Practice answers are cached for the
-    whole run; official ones (drawn per submission) are not. A probe the reference cannot answer
-    raises ``ReferenceFailure``: it is never cached and never charged to a student."""
-
-    def __init__(self):
-        self._cache: dict[str, Answer] = {}
-        self._lock = threading.Lock()
-        self._recorded = None
-        if not has_reference() and RECORDED.exists():
-            self._recorded = json.loads(RECORDED.read_text(encoding="utf-8"))
-
-    def answers(self, exercise: str, probes: list[Probe], cache: bool) -> tuple[dict[str, Answer], float]:
-        """``{probe key: answer}`` (None: nothing recorded), and the seconds spent computing."""
-        out, seconds = {}, 0.0
-        for probe in probes:
-            key = f"{exercise} {probe.key()}"
-            with self._lock:
-                answer = self._cache.get(key)
-                if answer is None:
-                    start = time.monotonic()
-                    answer = self._compute(exercise, probe, key)
-                    seconds += time.monotonic() - start
-                    if answer is not None and cache:
-                        self._cache[key] = answer
-            out[probe.key()] = answer
-        return out, seconds
-
-    def _compute(self, exercise: str, probe: Probe, key: str) -> Answer | None:
-        if self._recorded is not None:
-            data = self._recorded.get(key)
-            return None if data is None else _answer(data)
-        from coursekit.impl import Implementation
-        from grader import probes
-        from grader.exercises import load_probes
-
-        load_probes()
-        module = Implementation("solutions").module(MODULES[exercise])
-        try:
-            value = probes.PROBES[probe.probe](module, **wire.decode(wire.encode(probe.args)))
-            return _answer({"ok": True, "value": wire.encode(value)})
-        except Exception as exc:  # noqa: BLE001 - said below, with the probe
-            raise ReferenceFailure(f"the reference failed probe {exercise} {probe.label}: "
-                                   f"{type(exc).__name__}: {exc}") from exc
-
-
-def _answer(data: dict) -> Answer:
-    if data.get("ok") is True:
-        return Answer(True, value=wire.decode(data.get("value")))
-    error = data.get("error") if isinstance(data.get("error"), dict) else {}
-    types = error.get("types")
-    types = [safe(t, 100) for t in types][:64] if isinstance(types, list) else ["<unknown>"]
-    return Answer(False, error={"types": types or ["<unknown>"],
-                                "message": safe(error.get("message", ""), 2000)})
 
 
 @dataclass
@@ -311,7 +248,8 @@ class Judge:
         self.points, self.manual_points = course.checks, course.manual
         known = {c.split(".")[0] for c in self.points}
         self.exercises = exercises or tuple(e.marker for e in EXERCISES if e.marker in known)
-        self.reference = Reference()
+        # The reference's answers, computed as the workers compute them (grader/reference.py).
+        self.reference = Reference(cuda_visible=has_cuda)
         self.runtime = runtime_files()
         self._canaries: dict[bool, Canary] = {}
         self._canary_lock = threading.Lock()
@@ -490,7 +428,8 @@ class Judge:
             if not getattr(compare, "needs_reference", False):
                 continue
             wanted = [p for p in check.probes if p.needs_reference and (check.exercise, p.key()) not in answers]
-            got, seconds = self.reference.answers(check.exercise, wanted, cache=self.secret is None)
+            got, seconds = self.reference.answers(check.exercise, MODULES[check.exercise], wanted,
+                                                  cache=self.secret is None, gpu=check.gpu)
             group = (check.exercise, check.gpu)
             took[group] = took.get(group, 0.0) + seconds
             answers.update({(check.exercise, k): a for k, a in got.items()})
@@ -785,12 +724,12 @@ def _read_answers(run: sandbox.Run, number: int, count: int) -> tuple[str | None
         if not isinstance(data, dict):
             raise ValueError("not an object")
         if "import_error" in data:
-            error = _answer({"error": data["import_error"]}).error
+            error = answer_from({"error": data["import_error"]}).error
             return f"importing the module raised {error['types'][0]}: {error['message'][:300]}", []
         raw = data["probes"]
         if not isinstance(raw, list) or len(raw) != count:
             raise ValueError("wrong number of answers")
-        return None, [_answer(item if isinstance(item, dict) else {}) for item in raw]
+        return None, [answer_from(item if isinstance(item, dict) else {}) for item in raw]
     except Exception as exc:  # noqa: BLE001 - whatever an untrusted worker sent, the judge goes on
         return f"worker sent a malformed result ({type(exc).__name__})", []
 

@@ -148,7 +148,7 @@ def recorded_answers() -> dict:
     from grader import wire
     from grader.checks import same
     from grader.exercises import public_checks
-    from grader.judge import Reference
+    from grader.judge import MODULES, Reference
 
     reference, answers = Reference(), {}
     for check in public_checks():
@@ -157,7 +157,8 @@ def recorded_answers() -> dict:
         if not getattr(check.compare or same(), "needs_reference", False):
             continue
         wanted = [probe for probe in check.probes if probe.needs_reference]
-        found, _ = reference.answers(check.exercise, wanted, cache=True)
+        found, _ = reference.answers(check.exercise, MODULES[check.exercise], wanted, cache=True,
+                                     gpu=check.gpu)
         for probe in wanted:
             answer = found.get(probe.key())
             if answer is None:

@@ -9,8 +9,11 @@ grader compares them. A failure shows the check's rule and its first wrong answe
 vs got. Checks that need a CUDA GPU carry the ``gpu`` marker too.
 """
 
+from contextlib import nullcontext
+
 import pytest
 
+from coursekit.checks import without_cuda
 from coursekit.course import EXERCISES
 
 try:
@@ -64,8 +67,13 @@ def test_check(impl, check):
     probes = sorted(check.probes, key=lambda p: p.last)
     compare = check.compare or same()
     needed = [p for p in probes if p.needs_reference]
-    expected = _reference.answers(check.exercise, needed, cache=True)[0] if needed else {}
+    expected = _reference.answers(check.exercise, MODULES[check.exercise], needed, cache=True,
+                                  gpu=check.gpu)[0] if needed else {}
     for probe in probes:
-        problem = compare(probe, _ask(module, probe), expected.get(probe.key()))
+        # A CPU check's probes run with CUDA hidden, on any machine, as in the grader's CPU worker
+        # (and as the reference answered them).
+        with nullcontext() if check.gpu else without_cuda():
+            answer = _ask(module, probe)
+        problem = compare(probe, answer, expected.get(probe.key()))
         if problem:
             pytest.fail(f"{check.id}: {problem}\n  rule: {check.rule}", pytrace=False)

@@ -81,10 +81,9 @@ DEFENCES = {d.name: d for d in [
             (("grader/submission.py", "        doubled = {m: ms for m, ms in by_module.items() if len(ms) > 1}",
               "        doubled = {}\n        by_module = {m: sorted(ms, key=lambda x: len(x.filename))[:1] for m, ms in by_module.items()}"),)),
     Defence("reference-first", "the reference answers before any worker starts; its failure stops the run",
-            (("grader/judge.py",
-              "            raise ReferenceFailure(f\"the reference failed probe {exercise} {probe.label}: \"\n"
-              "                                   f\"{type(exc).__name__}: {exc}\") from exc",
-              "            return Answer(False, error={\"types\": [type(exc).__name__], \"message\": str(exc)})"),
+            (("grader/reference.py",
+              "                raise ReferenceFailure(f\"the reference failed probe {exercise} {probe.label}: {message}\")",
+              "                pass"),
              ("grader/checks.py",
               "        if not expected.ok:\n            raise RuntimeError(f\"the reference failed probe {probe.label}: {expected.error}\")",
               "        if not expected.ok:\n            return f\"{probe.label}: the reference failed\""))),
