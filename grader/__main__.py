@@ -138,9 +138,22 @@ def cmd_grade_all(args) -> int:
     if args.students is not None and not students:
         print(f"grader: --students: expected ID,... got {args.students!r}", file=sys.stderr)
         return 2
-    return classbook.grade_class(judge, root, out, jobs=max(1, args.jobs),
+    if not args.student_deadline > 0:
+        print(f"grader: --student-deadline: expected seconds above 0, got {args.student_deadline:g}",
+              file=sys.stderr)
+        return 2
+    code = classbook.grade_class(judge, root, out, jobs=max(1, args.jobs),
                                  hidden_visibility=args.hidden_visibility, students=students,
-                                 replace=args.replace)
+                                 replace=args.replace, student_deadline_s=args.student_deadline)
+    import threading
+
+    if any(t.name == "launch-tax-student" and t.is_alive() for t in threading.enumerate()):
+        # A student's grading still hangs (its row says so): end here, results written, rather
+        # than wait for it at exit.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    return code
 
 
 def cmd_totals(args) -> int:
@@ -186,6 +199,8 @@ def cmd_doctor(args) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from grader import classbook
+
     from grader.results import VISIBILITIES
 
     parser = argparse.ArgumentParser(prog="python -m grader", description=__doc__.split("\n\n")[0])
@@ -241,6 +256,12 @@ def main(argv: list[str] | None = None) -> int:
     everyone.add_argument("--replace", action="store_true",
                           help="OUTDIR holds an earlier run: replace it whole (hand-filled "
                                "self_test points are kept)")
+    everyone.add_argument("--student-deadline", type=float, default=classbook.STUDENT_DEADLINE_S,
+                          metavar="SECONDS",
+                          help="wall time one student's grading may take before the class goes on "
+                               "without it, that student's row saying 'not graded: timed out' "
+                               f"(default: {classbook.STUDENT_DEADLINE_S:g}; only a hang of the "
+                               "grader itself gets there)")
     everyone.add_argument("--students", metavar="ID,...",
                           help="regrade only these students (ids, LMS names or numbers) into the "
                                "run OUTDIR holds, under the same secret and rubric")

@@ -44,6 +44,7 @@ from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 from grader.text import safe
 
@@ -197,11 +198,41 @@ def previous_run(out: Path) -> dict | None:
     return {"students": found, "fingerprint": fingerprint}
 
 
+#: How long one student's grading may take before the class goes on without it (``grade-all
+#: --student-deadline``): far above what a submission that hangs in every exercise costs (each
+#: worker is killed at its own limit, and tried once more), so only a hang of the grader itself
+#: reaches it.
+STUDENT_DEADLINE_S = 3600.0
+
+
+def within(seconds: float, work: Callable[[], object]) -> tuple[bool, object, BaseException | None]:
+    """``work()`` in a thread of its own, waited for ``seconds`` at most: ``(finished, its
+    result, what it raised)``. A thread still running is left behind (a daemon: it cannot keep
+    the process alive), so that one hang never holds up the rest of a class."""
+    done: dict = {}
+
+    def run() -> None:
+        try:
+            done["result"] = work()
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller
+            done["error"] = exc
+
+    thread = threading.Thread(target=run, daemon=True, name="launch-tax-student")
+    thread.start()
+    thread.join(seconds)
+    if thread.is_alive():
+        return False, None, None
+    return True, done.get("result"), done.get("error")
+
+
 def grade_class(judge, root: Path, out: Path, jobs: int, hidden_visibility: str,
-                students: tuple[str, ...] = (), replace: bool = False) -> int:
+                students: tuple[str, ...] = (), replace: bool = False,
+                student_deadline_s: float = STUDENT_DEADLINE_S) -> int:
     """Grade the class folder ``root`` into ``out``. ``students``: regrade only these (ids, LMS
     names or LMS numbers) into the run ``out`` already holds; ``replace``: ``out`` holds a run
-    to be replaced whole. Without either, a used ``out`` is refused (exit 2)."""
+    to be replaced whole. Without either, a used ``out`` is refused (exit 2). A student whose
+    grading has not ended after ``student_deadline_s`` gets a "not graded: timed out" row (not
+    gradable: a fault of the grader's, regraded with ``--students``) and the class goes on."""
     from grader.judge import EnvironmentProblem, ReferenceFailure, Report
     from grader.results import gradescope
     from grader.submission import Submission
@@ -242,6 +273,7 @@ def grade_class(judge, root: Path, out: Path, jobs: int, hidden_visibility: str,
     rows: dict[str, dict] = {}
     stop = threading.Event()
     fatal: list[BaseException] = []
+    timed_out: list[str] = []
 
     def record(entry: Entry, report, status: str, wall_s: float) -> None:
         data = gradescope(report, hidden_visibility)
@@ -260,21 +292,34 @@ def grade_class(judge, root: Path, out: Path, jobs: int, hidden_visibility: str,
         if stop.is_set():
             return
         began = time.monotonic()
-        try:
+
+        def grade():
             try:
                 submission = load_entry(entry, staging / "lms")
             except Exception as exc:  # noqa: BLE001 - refused with the reason, graded as empty
                 submission = Submission(entry.id, problems=[f"not graded: {safe(exc, 500)}"])
-            report, status = judge.grade(submission), "graded"
-        except (ReferenceFailure, EnvironmentProblem) as exc:
-            fatal.append(exc)
+            return judge.grade(submission)
+
+        finished, report, error = within(student_deadline_s, grade)
+        status = "graded"
+        if not finished:
+            report = Report(entry.id, [], [f"not graded: timed out (its grading had not ended after "
+                                           f"{student_deadline_s:g} s, --student-deadline; the class "
+                                           "went on without it); regrade it with --students"])
+            status = "not gradable"
+            with lock:
+                timed_out.append(entry.id)
+        elif isinstance(error, (ReferenceFailure, EnvironmentProblem)):
+            fatal.append(error)
             stop.set()
             return
-        except Exception as exc:  # noqa: BLE001 - the grader failed on it: not a wrong answer
+        elif isinstance(error, Exception):  # the grader failed on it: not a wrong answer
             report = Report(entry.id, [], [f"not gradable: the grader failed on this "
-                                           f"submission ({type(exc).__name__}: {safe(exc, 300)}); "
+                                           f"submission ({type(error).__name__}: {safe(error, 300)}); "
                                            "regrade it after fixing the grader"])
             status = "not gradable"
+        elif error is not None:
+            raise error
         record(entry, report, status, time.monotonic() - began)
         with lock:
             done[0] += 1
@@ -303,6 +348,9 @@ def grade_class(judge, root: Path, out: Path, jobs: int, hidden_visibility: str,
     elapsed = time.monotonic() - start
     what = f"regraded {len(graded)} of {len(everyone)} students" if students else \
         f"graded {len(graded)} submissions"
+    if timed_out:
+        print(f"grader: {len(timed_out)} student(s) not graded, timed out after "
+              f"{student_deadline_s:g} s: {', '.join(timed_out)} (regrade with --students)", file=sys.stderr)
     print(f"{what} in {elapsed:.1f} s ({60 * len(graded) / max(elapsed, 1e-9):.1f} per minute); "
           f"refused {len(entries) - len(graded)}; wrote {out / 'gradebook.csv'} and "
           f"{out / 'summary.md'}" + (f"; kept {len(hand)} hand-graded self-test points" if hand else ""))
