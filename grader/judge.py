@@ -254,7 +254,6 @@ class Judge:
         self._canaries: dict[bool, Canary] = {}
         self._canary_lock = threading.Lock()
         self._reference_s: dict[tuple[str, bool], float] = {}
-        self._gpu_baseline: dict[str, int] = {}
         # One slot (and so one worker uid) per worker that can run at once; a worker waits for one.
         self._slots: queue.Queue[int] = queue.Queue()
         for slot in range(64):
@@ -287,33 +286,21 @@ class Judge:
 
     def _gpu_run(self, box, limits: sandbox.Limits, frames: list[bytes], slot: int) -> sandbox.Run:
         """A GPU worker on a device of its own (or its share of one), then a look at the device:
-        its memory must come back once the worker is gone."""
+        the worker's own processes must hold none of its memory once the worker is gone."""
         leased = not self._devices.empty() or self._device_leases > 0
         device = self._devices.get() if leased else None  # no GPU seen here: no device to share
         try:
             limits = replace(limits, gpu_bytes=self.gpu_share_bytes)
             run = sandbox.run(box, limits, frames, gpu=True, hide=self.hide, slot=slot, device=device)
             if device is not None:
-                self._device_settles(device, run)
+                # The device goes to the next worker once this one's processes hold none of it.
+                left = sandbox.settle_gpu(run, device)
+                if left:
+                    run.leftovers.append(left)
             return run
         finally:
             if device is not None:
                 self._devices.put(device)
-
-    def _device_settles(self, device: str, run: sandbox.Run) -> None:
-        """After a GPU worker: the device's used memory back near what it was before any worker
-        (a worker's process still holding memory is noted in the run's leftovers)."""
-        memory = sandbox.gpu_memory()
-        if not memory or device not in memory:
-            return
-        baseline = self._gpu_baseline.setdefault(device, memory[device]["used"])
-        for _ in range(50):
-            used = memory[device]["used"]
-            if used <= baseline + (256 << 20):
-                return
-            time.sleep(0.1)
-            memory = sandbox.gpu_memory() or memory
-        run.leftovers.append(f"GPU {device} still has {(used - baseline) >> 20} MiB in use after the worker")
 
     # ------------------------------------------------------------------------- what is asked
 

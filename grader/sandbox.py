@@ -96,6 +96,9 @@ class Run:
     first_timeout_s: float = 0.0  # when it was a second try: the first try's limit
     budget_s: float = 0.0  # when the grading's whole time budget cut or stopped it: that budget
     leftovers: list[str] = field(default_factory=list)  # what the worker's uid left behind it
+    #: A GPU worker's processes as the host saw them, ``{pid: start time}`` (``process_start``):
+    #: after the run, only these can be charged with memory left on the device (``settle_gpu``).
+    pids: dict[int, int] = field(default_factory=dict)
 
     def failure(self) -> str | None:
         """Why the worker's run ended badly, or None (answers received before it still count)."""
@@ -353,6 +356,17 @@ def run(box: Path, limits: Limits, requests: list[bytes], *, gpu: bool = False,
     deadline = start + limits.timeout_s
     timed_out = out_of_memory = out_of_gpu = False
     ticks = 0
+    seen: dict[int, int] = {}
+
+    def look() -> set[int]:
+        """The worker's processes now, each noted with its start time (a pid can be reused)."""
+        found = _worker_pids(proc.pid, uid)
+        for pid in found:
+            started = process_start(pid)
+            if started is not None:
+                seen.setdefault(pid, started)
+        return found
+
     while proc.poll() is None:
         if output.over or talk.over or talk.reader.error:
             break
@@ -363,11 +377,14 @@ def run(box: Path, limits: Limits, requests: list[bytes], *, gpu: bool = False,
         if ticks % 20 == 0 and _resident_bytes(uid, box.name) > limits.total_rss_bytes:
             out_of_memory = True
             break
-        if gpu and limits.gpu_bytes and ticks % 50 == 0 and \
-                gpu_bytes_of(_worker_pids(proc.pid, uid)) > limits.gpu_bytes:
-            out_of_gpu = True
-            break
+        if gpu and ticks % 50 == 0:
+            pids = look()
+            if limits.gpu_bytes and gpu_bytes_of(pids) > limits.gpu_bytes:
+                out_of_gpu = True
+                break
         time.sleep(0.01)
+    if gpu:
+        look()  # what is still there as it ends: the processes that could leave memory behind
     _kill_group(proc)
     _sweep(box.name)
     leftovers = []
@@ -386,7 +403,7 @@ def run(box: Path, limits: Limits, requests: list[bytes], *, gpu: bool = False,
                result_too_big=talk.over, malformed=talk.reader.error or "",
                output=b"".join(output.chunks)[-4000:].decode("utf-8", "replace"),
                wall_s=time.monotonic() - start, timeout_s=limits.timeout_s, budget_s=limits.budget_s,
-               leftovers=leftovers)
+               leftovers=leftovers, pids=seen)
 
 
 class _Drain(threading.Thread):
@@ -607,6 +624,35 @@ def gpu_bytes_of(pids: set[int], smi: str | None = None) -> int:
             if int(parts[0]) in pids:
                 total += int(float(parts[1])) << 20
     return total
+
+
+def process_start(pid: int) -> int | None:
+    """When process ``pid`` started (clock ticks since boot, ``/proc/PID/stat``), None when there
+    is none: with its pid, what tells a process from a later one that got the same pid."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()
+        return int(fields[19])  # field 22 of the whole line: starttime
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def settle_gpu(run: Run, device: str, smi: str | None = None, wait_s: float = 5.0) -> str | None:
+    """After a GPU worker: wait up to ``wait_s`` for its own processes (``run.pids``, those still
+    running as the same processes) to hold no memory on the GPUs; return what they still hold,
+    as a line for the report, or None. Memory other processes hold (the judge's reference, a
+    grader beside this one, a TA's notebook) is theirs: ``nvidia-smi``'s per-process list, never
+    the device's total, decides."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        alive = {pid for pid, started in run.pids.items() if process_start(pid) == started}
+        held = gpu_bytes_of(alive, smi) if alive else 0
+        if not held:
+            return None
+        if time.monotonic() > deadline:
+            return (f"GPU {device}: the worker's own processes ({', '.join(map(str, sorted(alive)))}) "
+                    f"still hold {held >> 20} MiB after it ended")
+        time.sleep(0.1)
 
 
 def _smi(args: list[str], smi: str | None) -> str | None:

@@ -1,6 +1,7 @@
 """grader/sandbox.py on its own: limits the adversarial corpus cannot reach safely."""
 
 import os
+from pathlib import Path
 
 import pytest
 
@@ -261,3 +262,76 @@ def test_fresh_state_never_kills_or_removes_as_root_or_unleased(tmp_path, monkey
     monkeypatch.setattr(worker.os, "getuid", lambda: 61003)
     worker._fresh_state(str(work), ["/nonexistent"], isolated=True)
     assert killed == [(-1, signal.SIGKILL)] and removed
+
+
+def fake_nvidia_smi(folder: Path, gpus: str, apps: str) -> Path:
+    """``tests/fake_smi/nvidia-smi`` in ``folder`` (put it first on PATH), answering ``gpus``
+    and ``apps`` (its docstring says how)."""
+    import shutil
+
+    folder.mkdir(parents=True, exist_ok=True)
+    tool = folder / "nvidia-smi"
+    shutil.copy(Path(__file__).parent / "fake_smi" / "nvidia-smi", tool)
+    tool.chmod(0o755)
+    (folder / "gpus.csv").write_text(gpus)
+    (folder / "apps.csv").write_text(apps)
+    return tool
+
+
+def test_memory_other_processes_hold_is_never_the_workers(tmp_path, monkeypatch):
+    """On the H200 the judge flagged the reference itself, "GPU 0 still has 1936 / 2863 / 4250
+    MiB in use after the worker", because it compared the device's whole used memory with a
+    baseline while another job used the GPU. Here nvidia-smi (a stand-in) lists another process
+    holding 4250 MiB and the device's total grows at every question: a GPU worker that left
+    nothing behind is charged with nothing."""
+    import subprocess
+    import time
+
+    from grader import judge as judge_module
+
+    other = subprocess.Popen(["sleep", "60"])  # another process on the GPU: not the worker's
+    try:
+        fake_nvidia_smi(tmp_path / "bin", "0, 143771, 4250\n", f"{other.pid}, 4250\n")
+        monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}")
+        ended = subprocess.Popen(["true"])  # the worker's own process, gone by now
+        started = sandbox.process_start(ended.pid)
+        ended.wait()
+
+        def gpu_worker(box, limits, frames, *, gpu=False, hide=(), slot=0, device=None):
+            return sandbox.Run(answers=[], returncode=0, pids={ended.pid: started})
+
+        monkeypatch.setattr(judge_module.sandbox, "run", gpu_worker)
+        judge = judge_module.Judge(gpu="off")
+        judge._devices.put("0")
+        judge._device_leases = 1
+        for worker in range(3):  # a submission's GPU exercises, one after another
+            begun = time.monotonic()
+            run = judge._gpu_run(None, sandbox.Limits(), [], 0)
+            assert run.leftovers == [], (
+                f"GPU worker {worker + 1} was charged with memory another process holds: "
+                f"{run.leftovers}\n  rule: only a worker's own processes' memory (nvidia-smi's "
+                "per-process list) is its fault")
+            assert time.monotonic() - begun < 3, "the device must be handed on at once"
+    finally:
+        other.kill()
+        other.wait()
+
+
+def test_memory_a_workers_own_process_still_holds_is_reported(tmp_path):
+    """The other side: a process of the worker's still alive and holding device memory after the
+    run is named, with what it holds; a pid now used by another process (not the one the worker
+    had: another start time) is not the worker's."""
+    import subprocess
+
+    stayed = subprocess.Popen(["sleep", "60"])
+    try:
+        smi = fake_nvidia_smi(tmp_path / "bin", "0, 143771, 900\n", f"{stayed.pid}, 512\n")
+        started = sandbox.process_start(stayed.pid)
+        run = sandbox.Run(answers=[], returncode=0, pids={stayed.pid: started})
+        left = sandbox.settle_gpu(run, "0", smi=str(smi), wait_s=0.3)
+        assert left and "512 MiB" in left and str(stayed.pid) in left, left
+        reused = sandbox.Run(answers=[], returncode=0, pids={stayed.pid: started - 1})
+        assert sandbox.settle_gpu(reused, "0", smi=str(smi), wait_s=0.3) is None
+    finally:
+        stayed.kill()
+        stayed.wait()
