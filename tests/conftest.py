@@ -35,6 +35,36 @@ def pytest_collection_finish(session):
     nbcourse.start_building(nbcourse.shared_folder(session.config))
 
 
+class _CheckedMonkeyPatch(pytest.MonkeyPatch):
+    """pytest's ``monkeypatch``, refusing a double of a project function that does not take the
+    function's parameters (``tests/doubles.py``)."""
+
+    def setattr(self, target, *name_and_value, raising=True):
+        from tests.doubles import differs, is_project_function
+
+        if isinstance(target, str) and len(name_and_value) == 1:  # ("package.module.attr", value)
+            import importlib
+
+            module, _, attr = target.rpartition(".")
+            old, new = getattr(importlib.import_module(module), attr, None), name_and_value[0]
+        else:
+            old, new = getattr(target, name_and_value[0], None), name_and_value[-1]
+        if is_project_function(old) and callable(new) and not isinstance(new, type):
+            problem = differs(new, old)
+            if problem:
+                raise TypeError(f"a test double must take the parameters of what it stands in "
+                                f"for: {problem}")
+        return super().setattr(target, *name_and_value, raising=raising)
+
+
+@pytest.fixture
+def monkeypatch():
+    """``monkeypatch``, with every double of a project function checked against it."""
+    patch = _CheckedMonkeyPatch()
+    yield patch
+    patch.undo()
+
+
 @pytest.fixture(scope="session")
 def secret_file(tmp_path_factory) -> Path:
     """A grading secret made for this test run (official grading, as a course grades)."""

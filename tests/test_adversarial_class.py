@@ -409,18 +409,18 @@ def test_a_timed_out_worker_gets_a_second_try(tmp_path):
         from grader import sandbox
         from grader.judge import Judge
         from grader.submission import load
-        real, limits = sandbox.run, []
-        def flaky(box, lim, requests, **kw):
-            limits.append(lim.timeout_s)
-            if len(limits) == 1:
-                return sandbox.Run(answers=[], returncode=None, timed_out=True, timeout_s=lim.timeout_s)
-            return real(box, lim, requests, **kw)
+        real, tried = sandbox.run, []
+        def flaky(box, limits, requests, *, gpu=False, hide=(), slot=0, device=None):
+            tried.append(limits.timeout_s)
+            if len(tried) == 1:
+                return sandbox.Run(answers=[], returncode=None, timed_out=True, timeout_s=limits.timeout_s)
+            return real(box, limits, requests, gpu=gpu, hide=hide, slot=slot, device=device)
         judge = Judge(gpu="off", exercises=("ex6",))
         judge.canary(False)
         sandbox.run = flaky
         result = judge.grade_exercise(load("solutions"), "ex6")
-        print("SCORE", result.score, result.max_score, "LIMITS", limits)
-        sys.exit(0 if result.score == result.max_score and limits[1] == 2 * limits[0] else 1)
+        print("SCORE", result.score, result.max_score, "LIMITS", tried)
+        sys.exit(0 if result.score == result.max_score and tried[1] == 2 * tried[0] else 1)
     """)
 
     def scenario(root: Path, tmp: Path) -> list[str]:

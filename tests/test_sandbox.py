@@ -90,7 +90,7 @@ def test_the_judge_asks_its_gpu_canary_whether_it_sees_cuda(monkeypatch):
     """The judge's GPU canary, answered by a worker that sees no CUDA: the judge stops."""
     from grader import judge as judge_module
 
-    def worker_without_cuda(box, limits, requests, **kwargs):
+    def worker_without_cuda(box, limits, requests, *, gpu=False, hide=(), slot=0, device=None):
         return sandbox.Run(answers=[wire.dumps({"cuda": False, "vm_peak_bytes": 0}).encode()],
                            returncode=0, wall_s=1.0)
 
@@ -217,7 +217,7 @@ def test_gpu_workers_are_spread_over_the_devices_one_at_a_time(monkeypatch):
     judge._device_leases = 2
     busy, seen, lock = {}, [], threading.Lock()
 
-    def fake_run(box, limits, frames, *, gpu, hide, slot, device):
+    def fake_run(box, limits, requests, *, gpu=False, hide=(), slot=0, device=None):
         with lock:
             busy[device] = busy.get(device, 0) + 1
             seen.append((device, busy[device]))
@@ -227,7 +227,7 @@ def test_gpu_workers_are_spread_over_the_devices_one_at_a_time(monkeypatch):
         return sandbox.Run(answers=[], returncode=0)
 
     monkeypatch.setattr(judge_module.sandbox, "run", fake_run)
-    monkeypatch.setattr(judge_module.sandbox, "gpu_memory", lambda: None)
+    monkeypatch.setattr(judge_module.sandbox, "gpu_memory", lambda smi=None: None)
     threads = [threading.Thread(target=judge._gpu_run, args=(None, sandbox.Limits(), [], i)) for i in range(4)]
     for t in threads:
         t.start()
@@ -297,7 +297,7 @@ def test_memory_other_processes_hold_is_never_the_workers(tmp_path, monkeypatch)
         started = sandbox.process_start(ended.pid)
         ended.wait()
 
-        def gpu_worker(box, limits, frames, *, gpu=False, hide=(), slot=0, device=None):
+        def gpu_worker(box, limits, requests, *, gpu=False, hide=(), slot=0, device=None):
             return sandbox.Run(answers=[], returncode=0, pids={ended.pid: started})
 
         monkeypatch.setattr(judge_module.sandbox, "run", gpu_worker)

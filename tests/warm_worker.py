@@ -24,6 +24,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from grader import sandbox
+from tests.doubles import stands_in_for
 
 SERVER = r"""
 import json, os, signal, socket, sys, time
@@ -94,12 +95,14 @@ class WarmWorker:
         theirs.close()
         self.lock = threading.Lock()
 
+    @stands_in_for(sandbox.run)
     def run(self, box: Path, limits: sandbox.Limits, requests: list[bytes], *, gpu: bool = False,
-            hide: tuple = (), slot: int = 0) -> sandbox.Run:
-        """``grader.sandbox.run``'s answer, from a forked child of the warm process."""
+            hide: tuple = (), slot: int = 0, device: str | None = None) -> sandbox.Run:
+        """``grader.sandbox.run``'s answer, from a forked child of the warm process (``device``:
+        the GPU a GPU worker may see, as ``sandbox.run`` pins it)."""
         log = box / "output.log"
         job = {"work": str(box / "work"), "log": str(log), "timeout_s": limits.timeout_s,
-               "env": sandbox.worker_environment(box, gpu)}
+               "env": sandbox.worker_environment(box, gpu, device)}
         with self.lock:  # one child at a time: the server answers in order
             start = time.monotonic()
             command_read, command_write = os.pipe()

@@ -23,68 +23,81 @@ import os
 import threading
 import time
 
+# The GPU's own clock, taken now: a test's fake clock (which replaces the ``time`` module's
+# functions) moves the CPU's time, never the GPU timeline's.
+_gpu_clock = time.perf_counter
+_OWNER: list[int] = []
+_LOCK = threading.Lock()
+
+
+def _device() -> None:
+    """The thread rule: the first thread that uses the device owns it."""
+    me = threading.get_ident()
+    with _LOCK:
+        if not _OWNER:
+            _OWNER.append(me)
+    if _OWNER[0] != me:
+        raise RuntimeError("External init callback must run in same thread as registerClient "
+                           f"({me % 10**9} != {_OWNER[0] % 10**9}) [fake CUDA, tests/fake_cuda]")
+
+
+def is_available() -> bool:
+    seen = os.environ.get("CUDA_VISIBLE_DEVICES") != ""
+    log = os.environ.get("LAUNCH_TAX_FAKE_CUDA_LOG")
+    if log:
+        with open(log, "a", encoding="ascii") as f:
+            f.write(f"{os.getpid()} {seen}\n")
+    return seen
+
+
+def device_count() -> int:
+    return 1 if os.environ.get("CUDA_VISIBLE_DEVICES") != "" else 0
+
+
+def synchronize(device=None) -> None:
+    _device()
+
+
+def get_device_name(device=None) -> str:
+    return "Fake GPU (tests/fake_cuda)"
+
+
+class Event:
+    """``torch.cuda.Event``: times in ms between two recorded points of the GPU's clock."""
+
+    def __new__(cls, enable_timing=False, blocking=False, interprocess=False, external=False):
+        _device()
+        event = super().__new__(cls)
+        event.enable_timing, event.at = enable_timing, None
+        return event
+
+    def record(self, stream=None) -> None:
+        _device()
+        self.at = _gpu_clock()
+
+    def wait(self, stream=None) -> None:
+        _device()
+
+    def synchronize(self) -> None:
+        _device()
+
+    def query(self) -> bool:
+        _device()
+        return True
+
+    def elapsed_time(self, end_event) -> float:
+        _device()
+        if not (self.enable_timing and end_event.enable_timing):
+            raise RuntimeError("Both events must be created with argument 'enable_timing=True'.")
+        return (end_event.at - self.at) * 1e3
+
+
+#: What stands in for what: ``torch.cuda``'s name -> the stand-in (tests/test_doubles.py).
+STAND_INS = {"is_available": is_available, "device_count": device_count, "synchronize": synchronize,
+             "get_device_name": get_device_name, "Event": Event}
+
 if os.environ.get("LAUNCH_TAX_FAKE_CUDA") == "1":
     import torch
 
-    # The GPU's own clock: taken now, so that a test's fake clock (which replaces the ``time``
-    # module's functions) moves the CPU's time, never the GPU timeline's.
-    _gpu_clock = time.perf_counter
-    _OWNER: list[int] = []
-    _LOCK = threading.Lock()
-
-    def _device() -> None:
-        """The thread rule: the first thread that uses the device owns it."""
-        me = threading.get_ident()
-        with _LOCK:
-            if not _OWNER:
-                _OWNER.append(me)
-        if _OWNER[0] != me:
-            raise RuntimeError("External init callback must run in same thread as registerClient "
-                               f"({me % 10**9} != {_OWNER[0] % 10**9}) [fake CUDA, tests/fake_cuda]")
-
-    def is_available() -> bool:
-        seen = os.environ.get("CUDA_VISIBLE_DEVICES") != ""
-        log = os.environ.get("LAUNCH_TAX_FAKE_CUDA_LOG")
-        if log:
-            with open(log, "a", encoding="ascii") as f:
-                f.write(f"{os.getpid()} {seen}\n")
-        return seen
-
-    def device_count() -> int:
-        return 1 if os.environ.get("CUDA_VISIBLE_DEVICES") != "" else 0
-
-    def synchronize(device=None) -> None:
-        _device()
-
-    def get_device_name(device=None) -> str:
-        return "Fake GPU (tests/fake_cuda)"
-
-    class Event:
-        """``torch.cuda.Event``: times in ms between two recorded points of this process."""
-
-        def __init__(self, enable_timing=False, blocking=False, interprocess=False, external=False):
-            _device()
-            self.enable_timing, self.at = enable_timing, None
-
-        def record(self, stream=None) -> None:
-            _device()
-            self.at = _gpu_clock()
-
-        def synchronize(self) -> None:
-            _device()
-
-        def query(self) -> bool:
-            _device()
-            return True
-
-        def elapsed_time(self, end_event) -> float:
-            _device()
-            if not (self.enable_timing and end_event.enable_timing):
-                raise RuntimeError("Both events must be created with argument 'enable_timing=True'.")
-            return (end_event.at - self.at) * 1e3
-
-    torch.cuda.is_available = is_available
-    torch.cuda.device_count = device_count
-    torch.cuda.synchronize = synchronize
-    torch.cuda.get_device_name = get_device_name
-    torch.cuda.Event = Event
+    for _name, _stand_in in STAND_INS.items():
+        setattr(torch.cuda, _name, _stand_in)
