@@ -4,6 +4,9 @@
     python -m tests.kill_matrix --write    # also rewrite README.md's table, tests/kill_matrix.md
                                            # and tests/kill_matrix.json (for tests/test_parity.py)
     python -m tests.kill_matrix --secrets 16   # official grading: every mutant under 16 fresh secrets
+    python -m tests.kill_matrix --gpu-record JUNIT --machine "..."
+                                           # the GPU-only mutants' record (tests/kill_matrix_gpu.json)
+                                           # from `bash .ci/gpu mutants`'s junit.xml
 
 Per exercise: how many mutants, how many the public tests reject (at least one test fails) and
 how many lose points in the grader (practice inputs, CPU checks; the GPU-only mutants need a
@@ -160,12 +163,65 @@ def readme_counts(readme: str) -> dict[str, tuple[int, int]]:
             for m in re.finditer(r"^\| (ex\d) \| (\d+) \+ (\d+) \|", block, re.MULTILINE)}
 
 
+GPU_RECORD = REPO_ROOT / "tests" / "kill_matrix_gpu.json"
+
+
+def gpu_outcomes(junit: Path) -> dict[str, dict[str, str]]:
+    """``{mutant id: {"public_tests": "rejected" | "not rejected", "grader": "loses points" |
+    "keeps every point"}}`` from the junit XML of ``pytest tests -m gpu`` (``.ci/gpu mutants``):
+    ``tests/test_corpus.py::test_mutant_loses_points[ID]`` passes when the public tests reject
+    the mutant, ``tests/test_grader_corpus.py::test_mutant_loses_points[ID]`` when it loses points.
+    A case that was skipped or did not run is left out."""
+    import xml.etree.ElementTree as ET
+
+    out: dict[str, dict[str, str]] = {}
+    for case in ET.parse(junit).iter("testcase"):
+        found = re.fullmatch(r"test_mutant_loses_points\[(.+)\]", case.get("name", ""))
+        side = {"tests.test_corpus": "public_tests", "tests.test_grader_corpus": "grader"}.get(case.get("classname", ""))
+        if not found or side is None or case.find("skipped") is not None:
+            continue
+        passed = case.find("failure") is None and case.find("error") is None
+        out.setdefault(found[1], {})[side] = (
+            ("rejected" if passed else "not rejected") if side == "public_tests"
+            else ("loses points" if passed else "keeps every point"))
+    return out
+
+
+def gpu_record(junit: Path, machine: str) -> dict:
+    """The record ``--gpu-record`` writes: what was measured where, per GPU-only mutant; notes
+    kept from the record it replaces only where the outcome is the same."""
+    old = json.loads(GPU_RECORD.read_text(encoding="utf-8")) if GPU_RECORD.exists() else {"mutants": {}}
+    found = gpu_outcomes(junit)
+    record = {"machine": machine, "mutants": {}}
+    for m in mutants.ALL:
+        if not m.gpu or m.id not in found:
+            continue
+        entry = dict(found[m.id])
+        before = old["mutants"].get(m.id, {})
+        if {k: before.get(k) for k in entry} == entry and "note" in before:
+            entry["note"] = before["note"]
+        record["mutants"][m.id] = entry
+    return record
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--write", action="store_true", help="rewrite README.md's table and tests/kill_matrix.md")
     parser.add_argument("--secrets", type=int, metavar="N",
                         help="official grading instead: every mutant under N fresh grading secrets")
+    parser.add_argument("--gpu-record", metavar="JUNIT", type=Path,
+                        help="rewrite tests/kill_matrix_gpu.json from the junit XML of `bash .ci/gpu "
+                             "mutants` (pytest tests -m gpu) on a CUDA machine")
+    parser.add_argument("--machine", default="", help="with --gpu-record: where it was measured "
+                        "(GPU, driver, torch, Python, commit, date)")
     args = parser.parse_args(argv)
+    if args.gpu_record:
+        if not args.machine:
+            parser.error("--gpu-record needs --machine: say where it was measured")
+        record = gpu_record(args.gpu_record, args.machine)
+        GPU_RECORD.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
+        print(f"wrote {GPU_RECORD} ({len(record['mutants'])} GPU-only mutants)")
+        return 0
     if args.secrets:
         wrong = official(args.secrets)
         print("\n".join(wrong) or f"every CPU mutant lost points under each of {args.secrets} secrets; "

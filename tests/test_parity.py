@@ -138,3 +138,34 @@ def test_a_disagreement_is_found_both_ways():
         "x:grader-only loses ex1.seed_report, but fails no public test named for it (it fails "
         "test_launch_model.py::test_nan_field_is_rejected)",
     ], found
+
+
+def test_every_gpu_mutant_has_a_measured_record_and_a_gap_says_why():
+    """tests/kill_matrix_gpu.json: for every GPU-only mutant, what a CUDA machine measured (the
+    public tests reject it; it loses grader points). A mutant the public tests reject but the
+    grader does not must carry a note: why it cannot lose points on that torch, or what changed
+    since and that it awaits a measurement (`bash .ci/gpu mutants`, then --gpu-record)."""
+    import json
+
+    from tests import mutants
+    from tests.kill_matrix import GPU_RECORD
+
+    record = json.loads(GPU_RECORD.read_text(encoding="utf-8"))
+    gpu = {m.id for m in mutants.ALL if m.gpu}
+    assert record["machine"] and set(record["mutants"]) == gpu, sorted(gpu ^ set(record["mutants"]))
+    for mutant, entry in record["mutants"].items():
+        assert entry["public_tests"] == "rejected", f"{mutant}: no public GPU test rejects it"
+        if entry["grader"] != "loses points":
+            assert entry.get("note"), f"{mutant}: rejected by the public tests, keeps its grader points, and no note says why"
+
+
+def test_the_gpu_record_is_read_from_pytests_junit_as_the_h200_wrote_it():
+    """--gpu-record reads the junit XML of `pytest tests -m gpu` (here the H200's of 2026-12-04,
+    paths shortened): 18 GPU-only mutants, all rejected by the public tests, one keeping its
+    grader points."""
+    from coursekit.impl import REPO_ROOT
+    from tests.kill_matrix import gpu_outcomes
+
+    found = gpu_outcomes(REPO_ROOT / "tests" / "platforms" / "h200-2026-12-04-gpu-corpus.xml")
+    assert len(found) == 18 and all(o["public_tests"] == "rejected" for o in found.values())
+    assert [m for m, o in found.items() if o["grader"] != "loses points"] == ["capture:failed-capture-pool-not-ended"]
