@@ -204,7 +204,7 @@ def test_a_student_whose_grading_hangs_is_not_graded_and_the_class_goes_on(tmp_p
     judge = HangsOnOne(gpu="off", exercises=("ex1",), jobs=1)
     try:
         code = classbook.grade_class(judge, tmp_path / "class", tmp_path / "out", jobs=2,
-                                     hidden_visibility="after_published", student_deadline_s=3)
+                                     hidden_visibility="after_published", student_deadline_s=8)
     finally:
         released.set()
     assert code == 0

@@ -1,6 +1,7 @@
 """grader/sandbox.py on its own: limits the adversarial corpus cannot reach safely."""
 
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -167,20 +168,20 @@ def test_without_root_the_process_cap_leaves_room_for_the_users_own_tasks():
     assert tasks >= 1 + len(os.listdir(f"/proc/{os.getpid()}/task")) - 1
 
 
-FAKE_SMI = """#!PYTHON
-import os, sys
-args = " ".join(sys.argv[1:])
-if "compute-apps" in args:  # every worker process holds 8000 MiB of device memory
-    for pid in os.listdir("/proc"):
-        try:
-            if pid.isdigit() and b"runtime/worker.py" in open(f"/proc/{pid}/cmdline", "rb").read():
-                print(f"{pid}, 8000")
-        except OSError:
-            pass
-elif "query-gpu" in args:
-    print("0, 24564, 300")
-    print("1, 24564, 300")
-"""
+def fake_nvidia_smi(folder: Path, gpus: str, apps: str, grow_mib: int = 0) -> Path:
+    """``tests/fake_smi/nvidia-smi`` in ``folder`` (put it first on PATH), answering ``gpus``
+    and ``apps`` (its docstring says how)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    tool = folder / "nvidia-smi"
+    script = (Path(__file__).parent / "fake_smi" / "nvidia-smi").read_text()
+    tool.write_text(f"#!{sys.executable}\n" + script.split("\n", 1)[1])  # this Python
+    tool.chmod(0o755)
+    (folder / "gpus.csv").write_text(gpus)
+    (folder / "apps.csv").write_text(apps)
+    if grow_mib:
+        (folder / "grow_mib").write_text(str(grow_mib))
+    return tool
+
 
 SLEEPER = b"import time\ntime.sleep(30)\n"
 
@@ -188,11 +189,7 @@ SLEEPER = b"import time\ntime.sleep(30)\n"
 def test_gpu_memory_is_watched_from_the_judge(tmp_path, monkeypatch):
     """A GPU worker whose processes hold more device memory than its share is killed by the
     judge, which asks nvidia-smi (here a stand-in reporting 8000 MiB for every worker process)."""
-    import sys
-
-    smi = tmp_path / "nvidia-smi"
-    smi.write_text(FAKE_SMI.replace("PYTHON", sys.executable))
-    smi.chmod(0o755)
+    fake_nvidia_smi(tmp_path, "0, 24564, 300\n1, 24564, 300\n", "worker, 8000\n")
     monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
     assert sandbox.gpu_memory() == {"0": {"total": 24564 << 20, "used": 300 << 20},
                                     "1": {"total": 24564 << 20, "used": 300 << 20}}
@@ -264,18 +261,6 @@ def test_fresh_state_never_kills_or_removes_as_root_or_unleased(tmp_path, monkey
     assert killed == [(-1, signal.SIGKILL)] and removed
 
 
-def fake_nvidia_smi(folder: Path, gpus: str, apps: str) -> Path:
-    """``tests/fake_smi/nvidia-smi`` in ``folder`` (put it first on PATH), answering ``gpus``
-    and ``apps`` (its docstring says how)."""
-    import shutil
-
-    folder.mkdir(parents=True, exist_ok=True)
-    tool = folder / "nvidia-smi"
-    shutil.copy(Path(__file__).parent / "fake_smi" / "nvidia-smi", tool)
-    tool.chmod(0o755)
-    (folder / "gpus.csv").write_text(gpus)
-    (folder / "apps.csv").write_text(apps)
-    return tool
 
 
 def test_memory_other_processes_hold_is_never_the_workers(tmp_path, monkeypatch):
@@ -285,13 +270,12 @@ def test_memory_other_processes_hold_is_never_the_workers(tmp_path, monkeypatch)
     holding 4250 MiB and the device's total grows at every question: a GPU worker that left
     nothing behind is charged with nothing."""
     import subprocess
-    import time
 
     from grader import judge as judge_module
 
     other = subprocess.Popen(["sleep", "60"])  # another process on the GPU: not the worker's
     try:
-        fake_nvidia_smi(tmp_path / "bin", "0, 143771, 4250\n", f"{other.pid}, 4250\n")
+        fake_nvidia_smi(tmp_path / "bin", "0, 143771, 4250\n", f"{other.pid}, 4250\n", grow_mib=512)
         monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}")
         ended = subprocess.Popen(["true"])  # the worker's own process, gone by now
         started = sandbox.process_start(ended.pid)
@@ -305,13 +289,11 @@ def test_memory_other_processes_hold_is_never_the_workers(tmp_path, monkeypatch)
         judge._devices.put("0")
         judge._device_leases = 1
         for worker in range(3):  # a submission's GPU exercises, one after another
-            begun = time.monotonic()
             run = judge._gpu_run(None, sandbox.Limits(), [], 0)
             assert run.leftovers == [], (
                 f"GPU worker {worker + 1} was charged with memory another process holds: "
                 f"{run.leftovers}\n  rule: only a worker's own processes' memory (nvidia-smi's "
                 "per-process list) is its fault")
-            assert time.monotonic() - begun < 3, "the device must be handed on at once"
     finally:
         other.kill()
         other.wait()
