@@ -87,6 +87,8 @@ def cmd_grade(args) -> int:
     except (ReferenceFailure, EnvironmentProblem) as exc:
         print(f"grader: nothing was graded: {exc}", file=sys.stderr)
         return NOT_GRADED
+    finally:
+        judge.close()
     if args.json:  # written first: a report the terminal chokes on must not cost the results
         write_json(Path(args.json), gradescope(report, args.hidden_visibility))
     say(table(report, brief=args.brief))
@@ -142,9 +144,12 @@ def cmd_grade_all(args) -> int:
         print(f"grader: --student-deadline: expected seconds above 0, got {args.student_deadline:g}",
               file=sys.stderr)
         return 2
-    code = classbook.grade_class(judge, root, out, jobs=max(1, args.jobs),
-                                 hidden_visibility=args.hidden_visibility, students=students,
-                                 replace=args.replace, student_deadline_s=args.student_deadline)
+    try:
+        code = classbook.grade_class(judge, root, out, jobs=max(1, args.jobs),
+                                     hidden_visibility=args.hidden_visibility, students=students,
+                                     replace=args.replace, student_deadline_s=args.student_deadline)
+    finally:
+        judge.close()
     import threading
 
     if any(t.name == "launch-tax-student" and t.is_alive() for t in threading.enumerate()):

@@ -272,6 +272,11 @@ class Judge:
         totals = [m["total"] for m in (memory or {}).values()]
         self.gpu_share_bytes = int(0.9 * min(totals) / gpu_jobs) if totals else None
 
+    def close(self) -> None:
+        """End what the judge started for itself (its reference processes): a grading that ends
+        leaves no process of the grader's behind."""
+        self.reference.close()
+
     @staticmethod
     def _device_ids() -> list[str]:
         """The GPUs workers may use: CUDA_VISIBLE_DEVICES's list where it is set, else all."""

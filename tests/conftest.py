@@ -65,6 +65,17 @@ def monkeypatch():
     patch.undo()
 
 
+@pytest.fixture(autouse=True)
+def _a_cpu_test_starts_processes_that_see_no_gpu(request, monkeypatch):
+    """A test not marked ``gpu`` is about the course without a GPU: the processes it starts (a
+    ``python -m grader``, a public test run, a release) see none (``CUDA_VISIBLE_DEVICES=""``),
+    on a TA's GPU box as on a laptop, so that they grade and print what the test expects. What a
+    GPU in sight does to the grader is tested on purpose (tests/test_judge_sees_cuda.py builds
+    its own environment)."""
+    if "gpu" not in request.keywords:
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+
+
 @pytest.fixture(scope="session")
 def secret_file(tmp_path_factory) -> Path:
     """A grading secret made for this test run (official grading, as a course grades)."""

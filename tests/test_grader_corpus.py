@@ -25,17 +25,28 @@ MODES = ["practice", "official"]
 
 
 @pytest.fixture(scope="module")
-def judges():
-    """Judges (practice, official) whose workers are forked from a warm one
-    (tests/warm_worker.py): the same checks, probes and frames, without the sandbox's cost of a
-    new interpreter per run."""
+def served():
+    """The workers of these judges are forked from a warm one (tests/warm_worker.py): the same
+    checks, probes and frames, without the sandbox's cost of a new interpreter per run."""
     with warm_worker.serve(runtime_files()):
-        yield {"practice": Judge(jobs=2), "official": Judge(jobs=2, secret=CORPUS_SECRET)}
+        yield
+
+
+@pytest.fixture(scope="module")
+def cpu_judges(served):
+    """Judges (practice, official) of the CPU checks, on any machine (a GPU box's too)."""
+    return {"practice": Judge(gpu="off", jobs=2), "official": Judge(gpu="off", jobs=2, secret=CORPUS_SECRET)}
+
+
+@pytest.fixture(scope="module")
+def gpu_judges(served):
+    """Judges of every check, the GPU's included: for the GPU-only mutants, on a CUDA machine."""
+    return {"practice": Judge(gpu="on", jobs=2), "official": Judge(gpu="on", jobs=2, secret=CORPUS_SECRET)}
 
 
 @pytest.fixture(params=MODES)
-def judge(request, judges):
-    return judges[request.param]
+def judge(request, cpu_judges):
+    return cpu_judges[request.param]
 
 
 def scores(report):
@@ -67,7 +78,8 @@ def test_untouched_stubs_get_nothing(judge):
 @pytest.mark.parametrize(
     "mutant", [pytest.param(m, marks=[pytest.mark.gpu] if m.gpu else [], id=m.id) for m in mutants.ALL]
 )
-def test_mutant_loses_points(judges, mutant, tmp_path):
+def test_mutant_loses_points(request, mutant, tmp_path):
+    judges = request.getfixturevalue("gpu_judges" if mutant.gpu else "cpu_judges")
     exercise = mutants.MARKERS[mutant.module]
     source = mutants.apply(mutant, (REPO_ROOT / "solutions" / f"{mutant.module}.py").read_text())
     folder = submission(tmp_path / "s", **{mutant.module: source})

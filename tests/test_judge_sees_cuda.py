@@ -45,7 +45,13 @@ def cuda_in_sight(log: Path) -> dict[str, str]:
 
 def seen(log: Path) -> dict[str, bool]:
     """``{pid: saw a GPU}`` of every process that asked."""
-    return {pid: answer == "True" for pid, answer in (line.split() for line in log.read_text().splitlines())}
+    return {pid: answer == "True" for pid, answer in (line.split() for line in log.read_text().splitlines())
+            if answer != "exit"}
+
+
+def ended(log: Path) -> list[str]:
+    """The pids of the processes that ended, in the order they ended."""
+    return [pid for pid, what in (line.split() for line in log.read_text().splitlines()) if what == "exit"]
 
 
 def test_the_fake_gpu_is_seen_and_hidden_as_the_driver_would(tmp_path):
@@ -86,6 +92,11 @@ def test_a_cpu_check_means_the_same_where_the_judge_sees_a_gpu(tmp_path, secret_
     answers = seen(log)
     assert True in answers.values() and False in answers.values(), (
         f"the judge must see the fake GPU and its CPU reference must not: {answers}")
+    judge = next(pid for pid, gpu in answers.items() if gpu)
+    order = ended(log)
+    assert judge in order and all(pid in order[:order.index(judge)] for pid in answers if pid != judge), (
+        f"the judge ({judge}) must end its reference process before it ends itself; ended in the "
+        f"order {order}\n  rule: a grading that ends leaves no process of the grader's behind")
 
 
 def test_grade_all_with_a_gpu_in_sight_grades_everyone(tmp_path, secret_file):

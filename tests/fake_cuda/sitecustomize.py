@@ -15,7 +15,8 @@ environment) finds, at start-up, a ``torch.cuda`` good enough to take code down 
 
 Each stand-in takes exactly the parameters of the torch function it stands in for
 (``tests/test_doubles.py`` compares them). ``LAUNCH_TAX_FAKE_CUDA_LOG=PATH``: every
-``is_available()`` appends ``pid answer`` there, so a test can tell which processes saw a GPU.
+``is_available()`` appends ``pid answer`` there, and every process ``pid exit`` as it ends, so a
+test can tell which processes saw a GPU and which ended first.
 A sandboxed worker never loads this file: it runs ``python -I`` in an environment of its own.
 """
 
@@ -96,8 +97,19 @@ class Event:
 STAND_INS = {"is_available": is_available, "device_count": device_count, "synchronize": synchronize,
              "get_device_name": get_device_name, "Event": Event}
 
+def _log_exit() -> None:
+    """``pid exit``, as the process ends: the log then says which process ended first."""
+    with open(os.environ["LAUNCH_TAX_FAKE_CUDA_LOG"], "a", encoding="ascii") as f:
+        f.write(f"{os.getpid()} exit\n")
+
+
 if os.environ.get("LAUNCH_TAX_FAKE_CUDA") == "1":
+    import atexit
+
     import torch
+
+    if os.environ.get("LAUNCH_TAX_FAKE_CUDA_LOG"):
+        atexit.register(_log_exit)
 
     for _name, _stand_in in STAND_INS.items():
         setattr(torch.cuda, _name, _stand_in)
