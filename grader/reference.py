@@ -14,7 +14,7 @@ process sees CUDA, in processes of its own:
   nothing to hide); else in a reference process started with CUDA hidden, as the worker is.
 * GPU checks: in a reference process that sees the GPUs this process sees.
 
-A reference process is trusted code (``solutions/``), started once per ``Reference`` and reused:
+A reference process runs trusted code (the staff repository's reference), started once per ``Reference`` and reused:
 one request frame per exercise (the probes), one answer frame back (``grader/wire.py``'s framing
 on two pipes of its own, so nothing it prints can mix with the answers). A probe that raises,
 a process that dies or does not answer within ``ANSWER_TIMEOUT_S`` is ``ReferenceFailure``: a
@@ -193,11 +193,11 @@ def _stop(proc: subprocess.Popen, *fds: int) -> None:
 
 
 class Reference:
-    """The reference's answers to probes: computed from solutions/ (see the module docstring for
-    where), or read from the recording a release ships for its practice inputs. Practice answers
-    are cached for the whole run; official ones (drawn per submission) are not. A probe the
-    reference cannot answer raises ``ReferenceFailure``: it is never cached and never charged to
-    a student. Safe to call from any thread; the work itself runs on one."""
+    """The reference's answers to probes: computed by the reference, where there is one (the
+    module docstring says where), or read from the recording a release ships for its practice
+    inputs. Practice answers are cached for the whole run; official ones (drawn per submission)
+    are not. A probe the reference cannot answer raises ``ReferenceFailure``: it is never cached
+    and never charged to a student. Safe to call from any thread; the work itself runs on one."""
 
     def __init__(self, cuda_visible: bool | None = None):
         """``cuda_visible``: whether this process sees CUDA (default: ``torch.cuda.is_available()``)."""

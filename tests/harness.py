@@ -20,6 +20,19 @@ def submission(folder: Path, **sources: str) -> Path:
     return folder
 
 
+def released(out: Path) -> Path:
+    """``python -m grader release OUT`` as on a machine without a GPU (its recorded answers are
+    then the CPU checks', wherever the suite runs); the release's folder."""
+    import subprocess
+    import sys
+
+    run = subprocess.run([sys.executable, "-m", "grader", "release", str(out)], cwd=REPO_ROOT,
+                         env={**os.environ, "CUDA_VISIBLE_DEVICES": ""}, capture_output=True, text=True,
+                         timeout=300)
+    assert run.returncode == 0, run.stderr
+    return out
+
+
 def gradescope_shell(command: list[str]) -> list[str]:
     """``command`` in a mount namespace where the Python under /root can be run by other users,
     as on Gradescope's images (Python in /usr): the workers run as other uids there."""

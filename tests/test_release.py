@@ -12,15 +12,12 @@ import pytest
 
 from coursekit.impl import REPO_ROOT
 from grader.exercises import hidden_checks
+from tests import harness
 
 
 @pytest.fixture(scope="module")
 def released(tmp_path_factory):
-    out = tmp_path_factory.mktemp("release") / "student"
-    run = subprocess.run([sys.executable, "-m", "grader", "release", str(out)], cwd=REPO_ROOT,
-                         capture_output=True, text=True, timeout=300)
-    assert run.returncode == 0, run.stderr
-    return out
+    return harness.released(tmp_path_factory.mktemp("release") / "student")
 
 
 def release_text(root):
