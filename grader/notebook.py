@@ -335,18 +335,29 @@ SELF_TEST = (
         "quantized_model",
         "You quantize the weights and decode compute drops from 15 ms to 6 ms per step. Do CUDA "
         "graphs matter more or less now? Give numbers.",
-        "More. The launch tax N * tau (about 2.15 ms) does not shrink with the weights, so it "
-        "grows against the compute from 2.15 / 15 = 14% to 2.15 / 6 = 36% (the lesson's figures; "
-        "against the whole eager step, 2.15 / 17.15 = 13% to 2.15 / 8.15 = 26%), and the graph "
+        "It depends on how launches and kernels overlap, so say which model you use (exercises 1 "
+        "and 9).\n"
+        "Additive model (every launch adds tau to the step, T_eager = T_compute + N * tau, the "
+        "lesson's): more. The launch tax N * tau (about 430 x 5 us = 2.15 ms) does not shrink with "
+        "the weights, so it grows against the compute from 2.15 / 15 = 14% to 2.15 / 6 = 36% "
+        "(against the whole eager step, 2.15 / 17.15 = 13% to 2.15 / 8.15 = 26%), and the graph "
         "speedup (T_compute + N tau) / (T_compute + tau) grows from about 1.14x to about 1.36x "
-        "(the lesson's table: BF16 vs AWQ).\n\n"
+        "(the lesson's table: BF16 vs AWQ).\n"
+        "Pipeline model (the CPU launches while the GPU runs; a launch hides behind any kernel "
+        "longer than tau, exercise 9): not yet. The 430 kernels average 15 ms / 430 = 35 us and "
+        "6 ms / 430 = 14 us, both longer than tau = 5 us, so the launches hide and the graph "
+        "gains about 1.00x in both cases; but 6 ms is much nearer the CPU-bound turn (N * tau = "
+        "2.15 ms, below which the GPU waits for the CPU and graphs pay off).\n\n"
         "Marking guide (2 points):\n"
-        "- 1 point: more, because N * tau is fixed while the compute shrinks, so the tax is a "
-        "larger share of the step.\n"
-        "- 1 point: numbers that show it. Either denominator earns the point when it is said: "
-        "the tax against the compute (14% -> 36%, as the lesson says) or against the eager step "
-        "(13% -> 26%); or the speedup 1.14x -> 1.36x; or the same with another N * tau that is "
-        "stated (about 2 ms).",
+        "- 1 point: the direction, with the model it follows from: more, because N * tau is fixed "
+        "while the compute shrinks (additive); or no change yet, because each kernel is still "
+        "longer than tau, though nearer the turn (pipeline). Either earns the point when the "
+        "assumption is said.\n"
+        "- 1 point: numbers that fit that model. Additive: the tax against the compute "
+        "(14% -> 36%) or against the eager step (13% -> 26%), or the speedup 1.14x -> 1.36x, or "
+        "the same with another stated N * tau (about 2 ms). Pipeline: the mean kernel (35 us -> "
+        "14 us) against tau = 5 us, a speedup of about 1.00x, and where it turns (N * tau = "
+        "2.15 ms).",
     ),
 )
 

@@ -145,6 +145,9 @@ def test_padded_size_reads_a_generator_once(buckets):
 def test_padded_size_rejects_bad_input(buckets):
     check_rejects(lambda: buckets.padded_size(0, [1, 2]), "n", "a batch has at least one row")
     check_rejects(lambda: buckets.padded_size(3, []), "capture_sizes", "no buckets to choose from")
+    # An empty generator is still no sizes (a generator object is truthy until it is read).
+    check_rejects(lambda: buckets.padded_size(3, iter([])), "capture_sizes",
+                  "no buckets to choose from, whatever iterable brings none")
 
 
 # ------------------------------------------------------------------------------- pad_rows

@@ -305,7 +305,10 @@ def checks(draw: Draw) -> list[Check]:
               + [P("padded", f"padded_size({n}, a generator of {s})", n=n, sizes=s, generator=True)
                  for s in size_lists[3:5] for n in (s[0], min(s), max(s))]  # s[0]: read once
               + [P("padded", "padded_size(0, [1, 2])", "n", n=0, sizes=[1, 2]),
-                               P("padded", "padded_size(3, [])", "capture_sizes", n=3, sizes=[])], points=2),
+                               P("padded", "padded_size(3, [])", "capture_sizes", n=3, sizes=[]),
+                               # an empty generator is no sizes too (a generator object is truthy)
+                               P("padded", "padded_size(3, an empty generator)", "capture_sizes", n=3,
+                                 sizes=[], generator=True)], points=2),
         Check("ex5", "pad_rows",
               "size rows: x first, then value (0 when not given); x untouched, no shared memory",
               [P("pad", f"pad_rows(x of {n} rows, {n + e}" + ("" if v is None else f", {v}") + ")",

@@ -132,4 +132,9 @@ MUTANTS = [
     K("issue23-indep", "buckets", "runner-default-sizes-below-max", "default sizes only below len(max_example)",
       ("        sizes = default_capture_sizes(max_rows) if capture_sizes is None else list(capture_sizes)",
        "        sizes = [s for s in default_capture_sizes(max_rows) if s < max_rows] if capture_sizes is None else list(capture_sizes)")),
+    # Issue 33: a stated rule no test asked (a held-out wrong answer found it).
+    K("issue33", "buckets", "padded-empty-generator-none",
+      "capture_sizes used as given: an empty generator is truthy, so padded_size(1, iter([])) is None, not a ValueError",
+      ("    sizes = list(capture_sizes)\n    if not sizes:", "    sizes = capture_sizes\n    if not sizes:"),
+      ("    fitting = [s for s in sizes if s >= n]", "    fitting = [s for s in list(sizes) if s >= n]")),
 ]
