@@ -14,9 +14,10 @@ process sees CUDA, in processes of its own:
   nothing to hide); else in a reference process started with CUDA hidden, as the worker is.
 * GPU checks: in a reference process that sees the GPUs this process sees.
 
-A reference process runs trusted code (the staff repository's reference), started once per ``Reference`` and reused:
-one request frame per exercise (the probes), one answer frame back (``grader/wire.py``'s framing
-on two pipes of its own, so nothing it prints can mix with the answers). A probe that raises,
+A reference process runs trusted code (the staff repository's reference). It is started once
+per ``Reference`` and reused: one request frame per exercise (the probes), one answer frame back
+(``grader/wire.py``'s framing on two pipes of its own, so nothing it prints can mix with the
+answers). A probe that raises,
 a process that dies or does not answer within ``ANSWER_TIMEOUT_S`` is ``ReferenceFailure``: a
 fault of the grader, never charged to a student.
 
@@ -112,9 +113,9 @@ class ReferenceProcess:
 
     def environment(self) -> dict[str, str]:
         """The judge's environment, one thread for OpenMP (as a worker has), and for a CPU
-        reference CUDA hidden exactly as from a CPU worker (``CUDA_VISIBLE_DEVICES=""``)."""
-        env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
-               "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])}
+        reference CUDA hidden exactly as from a CPU worker (``CUDA_VISIBLE_DEVICES=""``). It runs
+        in the repository's root (``python -m`` puts it first on the path)."""
+        env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
         if not self.cuda:
             env["CUDA_VISIBLE_DEVICES"] = ""
         return env
@@ -149,9 +150,7 @@ class ReferenceProcess:
             self._start()
         payload = json.dumps({"module": module_name, "probes": requests}).encode()
         try:
-            data = memoryview(wire.frame(payload))
-            while data:
-                data = data[os.write(self._command, data):]
+            wire.write_frame(self._command, payload)
             deadline = time.monotonic() + self.timeout_s
             while not self._reader.frames:
                 left = deadline - time.monotonic()
@@ -274,10 +273,7 @@ def _serve(command_fd: int, result_fd: int) -> None:
                 return
             reader.feed(chunk)
         request = json.loads(reader.frames.pop(0))
-        answer = wire.frame(json.dumps({"answers": compute(request["module"], request["probes"])}).encode())
-        view = memoryview(answer)
-        while view:
-            view = view[os.write(result_fd, view):]
+        wire.write_frame(result_fd, json.dumps({"answers": compute(request["module"], request["probes"])}).encode())
 
 
 if __name__ == "__main__":

@@ -21,6 +21,7 @@ from __future__ import annotations
 import base64
 import json
 import math
+import os
 from typing import Any
 
 TENSOR, TUPLE, OBJECT = "__tensor__", "__tuple__", "__object__"
@@ -120,6 +121,13 @@ def loads(text: str | bytes) -> Any:
 
 def frame(payload: bytes) -> bytes:
     return b"%d\n" % len(payload) + payload
+
+
+def write_frame(fd: int, payload: bytes) -> None:
+    """``payload`` as one frame on the pipe ``fd``, all of it (a pipe takes a large frame in parts)."""
+    view = memoryview(frame(payload))
+    while view:
+        view = view[os.write(fd, view):]
 
 
 class FrameReader:
