@@ -27,7 +27,7 @@ import pytest
 from coursekit.impl import REPO_ROOT
 from tests.adversarial.cases import FULL, reference, stub
 from tests.adversarial.defences import DEFENCES, off
-from tests.harness import submission
+from tests.harness import cuda_in_sight, ended, fake_nvidia_smi, gpu_seen, submission
 
 ROOT = os.geteuid() == 0
 
@@ -45,6 +45,11 @@ DEFENDED = {
     "timeout-retry": "load",
     "load-scaled-limits": "load",
     "grading-deadline": "deadline",
+    "reference-sees-what-the-worker-sees": "gpu_in_sight_class",
+    "reference-on-one-thread": "reference_thread",
+    "judge-ends-its-reference": "reference_ends",
+    "student-deadline": "hanging_student",
+    "gpu-memory-per-process": "gpu_memory_of_others",
 }
 
 
@@ -465,3 +470,200 @@ def test_grading_ends_within_its_deadline(tmp_path, secret_file):
         return problems
 
     both_ways("grading-deadline", tmp_path, scenario)
+
+
+# ----------------------------------------------------------------------------- what the first GPU broke
+# On an H200 (2026-12-04, ../shared/reference/h200-2026-12-04.md) the grader failed on CUDA behaviour
+# no CPU test had modelled. Each case puts that behaviour on this machine (a GPU in sight of the
+# judge: tests/fake_cuda; a thread-bound stand-in; a hang; a fake nvidia-smi) and runs with its
+# defence on and off.
+
+
+def run_python(root: Path, code: str, *args: str, env: dict | None = None,
+               timeout: float = 300) -> subprocess.CompletedProcess:
+    """``python -c code args`` with the grader at ``root`` (its working folder)."""
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code), *map(str, args)], cwd=root,
+                          capture_output=True, text=True, timeout=timeout, env=env)
+
+
+def test_gpu_in_sight_class(tmp_path, secret_file):
+    """``grade-all`` officially, two students side by side, the judge seeing a GPU whose state
+    belongs to one thread: both graded, every CPU point of exercise 2 kept (the H200 lost
+    ``ex2.time_ms_exact_mean`` for every correct student, and stopped its GPU pass with
+    "External init callback must run in same thread as registerClient")."""
+    def scenario(root: Path, tmp: Path) -> list[str]:
+        folder, log = tmp / "class", tmp / "seen.log"
+        for name in ("ana", "bo"):
+            submission(folder / name)
+        run = subprocess.run([sys.executable, "-m", "grader", "grade-all", str(folder), "--out",
+                              str(tmp / "out"), "--gpu", "off", "--only", "ex2", "--jobs", "2",
+                              "--secret-file", str(secret_file), "--allow-unisolated"],
+                             cwd=root, capture_output=True, text=True, timeout=300, env=cuda_in_sight(log))
+        if run.returncode != 0:
+            return [f"grade-all failed (exit {run.returncode}): {run.stderr[-1500:]}"]
+        if True not in gpu_seen(log).values():
+            return ["the judge never saw the fake GPU: the case proves nothing"]
+        rows = book(tmp / "out")
+        got = {s: (r["status"], float(r["score"])) for s, r in rows.items()}
+        want = {s: ("graded", FULL["ex2"]) for s in ("ana", "bo")}
+        return [] if got == want else [f"with a GPU in sight of the judge: {got}, expected {want}"]
+
+    both_ways("reference-sees-what-the-worker-sees", tmp_path, scenario)
+
+
+THREAD_BOUND = """
+import csv, pathlib, shutil, sys, threading
+from grader import classbook, probes
+from grader.exercises import load_probes
+from grader.judge import Judge
+from grader.secret import load
+
+# A stand-in for state that belongs to the thread that first used it (CUDA's profiler on the
+# H200): every probe raises when a second thread runs one.
+load_probes()
+owner = []
+def bind(fn):
+    def bound(*args, **kwargs):
+        owner[:] = owner or [threading.get_ident()]
+        if owner[0] != threading.get_ident():
+            raise RuntimeError("External init callback must run in same thread as registerClient [stand-in]")
+        return fn(*args, **kwargs)
+    return bound
+probes.PROBES = {name: bind(fn) for name, fn in probes.PROBES.items()}
+folder, out, secret = map(pathlib.Path, sys.argv[1:4])
+for name in ("ana", "bo", "cy"):
+    (folder / name).mkdir(parents=True)
+    for path in pathlib.Path("solutions").glob("[a-z]*.py"):
+        shutil.copy(path, folder / name / path.name)
+judge = Judge(gpu="off", exercises=("ex2",), jobs=1, secret=load(str(secret)))
+code = classbook.grade_class(judge, folder, out, jobs=3, hidden_visibility="after_published")
+judge.close()
+print("EXIT", code)
+for row in csv.DictReader((out / "gradebook.csv").open()) if code == 0 else []:
+    print("ROW", row["student"], row["status"], row["score"])
+"""
+
+
+def test_reference_thread(tmp_path, secret_file):
+    """No GPU in sight: the reference answers in the judge's process on one thread, however many
+    students ``grade-all`` grades at once (official: each student's own inputs)."""
+    def scenario(root: Path, tmp: Path) -> list[str]:
+        run = run_python(root, THREAD_BOUND, tmp / "class", tmp / "out", secret_file)
+        rows = sorted((s, status, float(score)) for s, status, score in
+                      (line.split()[1:] for line in run.stdout.splitlines() if line.startswith("ROW ")))
+        if "EXIT 0" in run.stdout and rows == [(s, "graded", FULL["ex2"]) for s in ("ana", "bo", "cy")]:
+            return []
+        return [f"the class was not graded whole: {run.stdout[-800:]}{run.stderr[-800:]}"]
+
+    both_ways("reference-on-one-thread", tmp_path, scenario)
+
+
+def test_reference_ends(tmp_path):
+    """``python -m grader grade`` on a machine whose judge sees a GPU: the reference process it
+    started has ended before the judge ends (the adversarial corpus found it outliving the judge)."""
+    def scenario(root: Path, tmp: Path) -> list[str]:
+        tmp.mkdir(parents=True, exist_ok=True)
+        log = tmp / "seen.log"
+        run = subprocess.run([sys.executable, "-m", "grader", "grade", "solutions", "--gpu", "off",
+                              "--only", "ex2"], cwd=root, capture_output=True, text=True, timeout=300,
+                             env=cuda_in_sight(log))
+        if run.returncode != 0:
+            return [f"grade failed: {run.stderr[-1500:]}"]
+        seen, order = gpu_seen(log), ended(log)
+        judge = [pid for pid, gpu in seen.items() if gpu]
+        others = [pid for pid in seen if pid not in judge]
+        if len(judge) != 1 or not others:
+            return [f"expected the judge and its reference process in the log, got {seen}"]
+        if judge[0] in order and all(pid in order[:order.index(judge[0])] for pid in others):
+            return []
+        return [f"the judge {judge[0]} ended before its reference process: ended in the order {order}"]
+
+    both_ways("judge-ends-its-reference", tmp_path, scenario)
+
+
+HANGS_ON_ONE = """
+import csv, pathlib, sys, threading
+from grader import classbook
+from grader.judge import Judge, Report
+
+released = threading.Event()
+
+class HangsOnOne(Judge):
+    # The judge, except that grading "stuck" never ends (for 40 s) and everyone else's grading
+    # is an empty report at once.
+    def grade(self, submission):
+        if submission.label == "stuck":
+            released.wait(40)
+        return Report(submission.label, [], [])
+
+folder, out = map(pathlib.Path, sys.argv[1:3])
+for name in ("ana", "stuck", "bo"):
+    (folder / name).mkdir(parents=True)
+    (folder / name / "launch_model.py").write_text("X = 1")
+code = classbook.grade_class(HangsOnOne(gpu="off", exercises=("ex1",), jobs=1), folder, out, jobs=2,
+                             hidden_visibility="after_published", student_deadline_s=8)
+released.set()
+for row in csv.DictReader((out / "gradebook.csv").open()):
+    print("ROW", row["student"], row["status"].replace(" ", "_"))
+print("STUCK", (out / "students" / "stuck" / "results.json").read_text().count("not graded: timed out"))
+"""
+
+
+def test_hanging_student(tmp_path):
+    """A grading step that never ends (on the H200 the class's GPU pass hung on the judge's own
+    profiler and wrote no gradebook) costs that student a "not graded: timed out" row once
+    ``--student-deadline`` has passed; everyone else is graded and the gradebook is written."""
+    def scenario(root: Path, tmp: Path) -> list[str]:
+        run = run_python(root, HANGS_ON_ONE, tmp / "class", tmp / "out")
+        rows = sorted(line.split()[1:] for line in run.stdout.splitlines() if line.startswith("ROW "))
+        want = [["ana", "graded"], ["bo", "graded"], ["stuck", "not_gradable"]]
+        if rows == want and "STUCK 1" in run.stdout:
+            return []
+        return [f"expected {want} and a timed-out row, got {rows}: {run.stdout[-500:]}{run.stderr[-800:]}"]
+
+    both_ways("student-deadline", tmp_path, scenario)
+
+
+OTHERS_MEMORY = """
+import os, subprocess, sys
+from grader import sandbox
+from grader.judge import Judge
+
+# Another process holds 4250 MiB of the GPU (nvidia-smi lists it) and the device's total grows at
+# every question; the GPU worker's own process is gone.
+other = int(sys.argv[1])
+ended = subprocess.Popen(["true"])
+started = sandbox.process_start(ended.pid)
+ended.wait()
+
+def gpu_worker(box, limits, requests, *, gpu=False, hide=(), slot=0, device=None):
+    return sandbox.Run(answers=[], returncode=0, pids={ended.pid: started})
+
+sandbox.run = gpu_worker
+judge = Judge(gpu="off")
+judge._devices.put("0")
+judge._device_leases = 1
+for worker in range(3):  # a submission's GPU exercises, one after another
+    print("LEFT", judge._gpu_run(None, sandbox.Limits(), [], 0).leftovers)
+"""
+
+
+def test_gpu_memory_of_others(tmp_path):
+    """On the H200 the judge flagged the reference itself, "GPU 0 still has 1936 / 2863 / 4250 MiB
+    in use after the worker": it compared the device's whole used memory with a baseline while
+    another job used the GPU. A GPU worker that left nothing behind is charged with nothing."""
+    def scenario(root: Path, tmp: Path) -> list[str]:
+        other = subprocess.Popen(["sleep", "120"])
+        try:
+            fake_nvidia_smi(tmp / "bin", "0, 143771, 4250\n", f"{other.pid}, 4250\n", grow_mib=512)
+            env = {**os.environ, "PATH": f"{tmp / 'bin'}{os.pathsep}{os.environ['PATH']}"}
+            run = run_python(root, OTHERS_MEMORY, other.pid, env=env)
+        finally:
+            other.kill()
+            other.wait()
+        left = [line for line in run.stdout.splitlines() if line.startswith("LEFT ")]
+        if len(left) == 3 and all(line == "LEFT []" for line in left):
+            return []
+        return [f"GPU workers charged with memory another process holds: {left} {run.stderr[-800:]}"]
+
+    both_ways("gpu-memory-per-process", tmp_path, scenario)

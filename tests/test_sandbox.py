@@ -1,13 +1,12 @@
 """grader/sandbox.py on its own: limits the adversarial corpus cannot reach safely."""
 
 import os
-import sys
-from pathlib import Path
 
 import pytest
 
 from grader import sandbox, wire
 from grader.judge import runtime_files
+from tests.harness import fake_nvidia_smi
 
 HOG = b"""
 import time
@@ -168,21 +167,6 @@ def test_without_root_the_process_cap_leaves_room_for_the_users_own_tasks():
     assert tasks >= 1 + len(os.listdir(f"/proc/{os.getpid()}/task")) - 1
 
 
-def fake_nvidia_smi(folder: Path, gpus: str, apps: str, grow_mib: int = 0) -> Path:
-    """``tests/fake_smi/nvidia-smi`` in ``folder`` (put it first on PATH), answering ``gpus``
-    and ``apps`` (its docstring says how)."""
-    folder.mkdir(parents=True, exist_ok=True)
-    tool = folder / "nvidia-smi"
-    script = (Path(__file__).parent / "fake_smi" / "nvidia-smi").read_text()
-    tool.write_text(f"#!{sys.executable}\n" + script.split("\n", 1)[1])  # this Python
-    tool.chmod(0o755)
-    (folder / "gpus.csv").write_text(gpus)
-    (folder / "apps.csv").write_text(apps)
-    if grow_mib:
-        (folder / "grow_mib").write_text(str(grow_mib))
-    return tool
-
-
 SLEEPER = b"import time\ntime.sleep(30)\n"
 
 
@@ -263,46 +247,11 @@ def test_fresh_state_never_kills_or_removes_as_root_or_unleased(tmp_path, monkey
 
 
 
-def test_memory_other_processes_hold_is_never_the_workers(tmp_path, monkeypatch):
-    """On the H200 the judge flagged the reference itself, "GPU 0 still has 1936 / 2863 / 4250
-    MiB in use after the worker", because it compared the device's whole used memory with a
-    baseline while another job used the GPU. Here nvidia-smi (a stand-in) lists another process
-    holding 4250 MiB and the device's total grows at every question: a GPU worker that left
-    nothing behind is charged with nothing."""
-    import subprocess
-
-    from grader import judge as judge_module
-
-    other = subprocess.Popen(["sleep", "60"])  # another process on the GPU: not the worker's
-    try:
-        fake_nvidia_smi(tmp_path / "bin", "0, 143771, 4250\n", f"{other.pid}, 4250\n", grow_mib=512)
-        monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}")
-        ended = subprocess.Popen(["true"])  # the worker's own process, gone by now
-        started = sandbox.process_start(ended.pid)
-        ended.wait()
-
-        def gpu_worker(box, limits, requests, *, gpu=False, hide=(), slot=0, device=None):
-            return sandbox.Run(answers=[], returncode=0, pids={ended.pid: started})
-
-        monkeypatch.setattr(judge_module.sandbox, "run", gpu_worker)
-        judge = judge_module.Judge(gpu="off")
-        judge._devices.put("0")
-        judge._device_leases = 1
-        for worker in range(3):  # a submission's GPU exercises, one after another
-            run = judge._gpu_run(None, sandbox.Limits(), [], 0)
-            assert run.leftovers == [], (
-                f"GPU worker {worker + 1} was charged with memory another process holds: "
-                f"{run.leftovers}\n  rule: only a worker's own processes' memory (nvidia-smi's "
-                "per-process list) is its fault")
-    finally:
-        other.kill()
-        other.wait()
-
-
 def test_memory_a_workers_own_process_still_holds_is_reported(tmp_path):
-    """The other side: a process of the worker's still alive and holding device memory after the
-    run is named, with what it holds; a pid now used by another process (not the one the worker
-    had: another start time) is not the worker's."""
+    """A process of the worker's still alive and holding device memory after the run is named,
+    with what it holds; a pid now used by another process (not the one the worker had: another
+    start time) is not the worker's. (That another process's memory is never the worker's:
+    tests/test_adversarial_class.py, defence gpu-memory-per-process.)"""
     import subprocess
 
     stayed = subprocess.Popen(["sleep", "60"])
