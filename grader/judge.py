@@ -49,7 +49,7 @@ from pathlib import Path
 from coursekit.course import EXERCISES
 from coursekit.impl import REPO_ROOT
 from grader import rubric, sandbox, wire
-from grader.checks import Answer, Check, Probe, same
+from grader.checks import Answer, Check, same
 from grader.reference import Reference, ReferenceFailure, answer_from, has_reference  # noqa: F401 - judge's API
 from grader.secret import Draw, GradingSecret
 from grader.submission import Submission
