@@ -473,8 +473,8 @@ def test_grading_ends_within_its_deadline(tmp_path, secret_file):
 
 
 # ----------------------------------------------------------------------------- what the first GPU broke
-# On an H200 (2026-12-04, ../shared/reference/h200-2026-12-04.md) the grader failed on CUDA behaviour
-# no CPU test had modelled. Each case puts that behaviour on this machine (a GPU in sight of the
+# On its first H200 (2026-12-04; junit XML in tests/platforms/h200-2026-12-04-gpu-corpus.xml) the
+# grader failed on CUDA behaviour no CPU test had modelled. Each case puts that behaviour on this machine (a GPU in sight of the
 # judge: tests/fake_cuda; a thread-bound stand-in; a hang; a fake nvidia-smi) and runs with its
 # defence on and off.
 
