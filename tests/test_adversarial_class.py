@@ -474,9 +474,9 @@ def test_grading_ends_within_its_deadline(tmp_path, secret_file):
 
 # ----------------------------------------------------------------------------- what the first GPU broke
 # On its first H200 (2026-12-04; junit XML in tests/platforms/h200-2026-12-04-gpu-corpus.xml) the
-# grader failed on CUDA behaviour no CPU test had modelled. Each case puts that behaviour on this machine (a GPU in sight of the
-# judge: tests/fake_cuda; a thread-bound stand-in; a hang; a fake nvidia-smi) and runs with its
-# defence on and off.
+# grader failed on CUDA behaviour no CPU test had modelled. Each case puts that behaviour on this
+# machine (a GPU in sight of the judge: tests/fake_cuda; a thread-bound stand-in; a hang; a fake
+# nvidia-smi) and runs with its defence on and off.
 
 
 def run_python(root: Path, code: str, *args: str, env: dict | None = None,
