@@ -3,12 +3,14 @@
 A decode step launches N small kernels. In eager mode the CPU pays tau (``launch_us``) to launch
 each one, and the GPU waits for the CPU between tiny kernels:
 
-    T_eager = T_compute + N * tau
-    T_graph = T_compute + tau + N * gpu_node_us      (one submission replays all N kernels)
+    T_eager = T_compute + N * tau + N * gpu_node_us
+    T_graph = T_compute + tau     + N * gpu_node_us    (one submission replays all N kernels)
 
-With ``gpu_node_us = 0`` this is the lesson's model. On a real GPU each kernel node in a graph still
-costs a little GPU time (about 1.1 us on an H200, see coursekit/data/), which is why fusion
-matters even after capture.
+``gpu_node_us`` (nu) is what each kernel costs the GPU beyond moving its bytes (starting it,
+finishing it), eager or in a graph alike: a graph removes the N launches, not the kernels. With
+``gpu_node_us = 0`` this is the lesson's model. On a real GPU nu is about 1.1 us on an H200 (the
+graph's cost per kernel node, see coursekit/data/), which is why fusion matters even after
+capture: fewer kernels, fewer nu.
 
 Run ``python -m exercises.launch_model`` to print the lesson's table once you are done, and
 ``python -m pytest exercises -m ex1`` to check your work.
@@ -29,11 +31,12 @@ class DecodeStep:
 
     Fields: ``weight_gib`` (GiB read per step, weights dominate), ``n_layers``,
     ``kernels_per_layer``, ``launch_us`` (CPU cost to launch one kernel, tau),
-    ``bandwidth_bps`` (HBM bytes per second), ``gpu_node_us`` (GPU cost per kernel node in a graph).
+    ``bandwidth_bps`` (HBM bytes per second), ``gpu_node_us`` (GPU cost of each kernel beyond
+    its bytes, nu: paid eager and in a graph alike).
 
-    Rule: every field is a number >= 0 (zero is fine; NaN is not) and ``bandwidth_bps`` > 0,
-    checked when the step is built (``__post_init__``): otherwise ``ValueError`` whose message
-    names the field, e.g. ``DecodeStep(-1.0)`` ->
+    Rule: every field is a finite number >= 0 (zero is fine; NaN, inf and bool are not) and
+    ``bandwidth_bps`` > 0, checked when the step is built (``__post_init__``): otherwise
+    ``ValueError`` whose message names the field, e.g. ``DecodeStep(-1.0)`` ->
     ``ValueError("weight_gib: expected a value >= 0, got -1.0")``.
     """
 
@@ -66,12 +69,13 @@ class DecodeStep:
         raise NotImplementedError("exercise 1: DecodeStep.launch_ms")
 
     def eager_ms(self) -> float:
-        """``compute_ms + launch_ms``."""
+        """``compute_ms + launch_ms + n_kernels * gpu_node_us / 1e3``: every kernel launched by
+        the CPU, and every kernel's GPU cost."""
         raise NotImplementedError("exercise 1: DecodeStep.eager_ms")
 
     def graph_ms(self) -> float:
         """``compute_ms + launch_us / 1e3 + n_kernels * gpu_node_us / 1e3``: one submission for
-        the whole graph, plus the GPU-side cost of each node."""
+        the whole graph, and still every kernel's GPU cost."""
         raise NotImplementedError("exercise 1: DecodeStep.graph_ms")
 
     def speedup(self) -> float:
@@ -100,8 +104,9 @@ def simulate_eager_ms(kernel_us: Sequence[float], launch_us: float) -> float:
 
     The CPU finishes launching kernel k (k = 1, 2, ...) at ``k * launch_us``. Kernel k starts at
     ``max(k * launch_us, end of kernel k-1)`` and runs for ``kernel_us[k-1]`` microseconds.
-    No kernels -> 0.0. Negative ``launch_us`` or kernel times -> ValueError naming the argument
-    (``launch_us``, or ``kernel_us[i]`` for kernel i).
+    No kernels -> 0.0. A negative or non-finite (NaN, inf) ``launch_us`` or kernel time, or one
+    that is not a number (bool included) -> ValueError naming the argument (``launch_us``, or
+    ``kernel_us[i]`` for kernel i).
     """
     raise NotImplementedError("exercise 1: simulate_eager_ms")
 

@@ -48,7 +48,7 @@ class DecodeStep:
         return self.n_kernels * self.launch_us / 1e3
 
     def eager_ms(self) -> float:
-        return self.compute_ms + self.launch_ms
+        return self.compute_ms + self.launch_ms + self.n_kernels * self.gpu_node_us / 1e3
 
     def graph_ms(self) -> float:
         return self.compute_ms + self.launch_us / 1e3 + self.n_kernels * self.gpu_node_us / 1e3

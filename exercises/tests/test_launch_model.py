@@ -67,13 +67,15 @@ def test_eager_graph_and_speedup(launch_model, kw):
     step = launch_model.DecodeStep(**kw)
     n = kw["n_layers"] * kw["kernels_per_layer"] + 10
     compute = kw["weight_gib"] * 1024**3 / kw["bandwidth_bps"] * 1e3
-    eager = compute + n * kw["launch_us"] / 1e3
+    eager = compute + n * kw["launch_us"] / 1e3 + n * kw["gpu_node_us"] / 1e3
     graph = compute + kw["launch_us"] / 1e3 + n * kw["gpu_node_us"] / 1e3
-    check_close(step.eager_ms(), eager, f"{show(kw)}.eager_ms()", "compute_ms + launch_ms")
+    check_close(step.eager_ms(), eager, f"{show(kw)}.eager_ms()",
+                "compute_ms + launch_ms + n_kernels * gpu_node_us / 1e3 (eager kernels pay the "
+                "GPU cost of each kernel too)")
     check_close(
         step.graph_ms(), graph, f"{show(kw)}.graph_ms()",
         "compute_ms + launch_us / 1e3 + n_kernels * gpu_node_us / 1e3 "
-        "(one submission, plus the GPU cost of each node)",
+        "(one submission, plus the GPU cost of each kernel)",
     )
     assume(graph > 0)
     check_close(step.speedup(), eager / graph, f"{show(kw)}.speedup()", "eager_ms() / graph_ms()")
@@ -105,6 +107,24 @@ def test_nan_field_is_rejected(launch_model, field):
     kwargs = {"weight_gib": 1.0, field: float("nan")}
     check_rejects(lambda: launch_model.DecodeStep(**kwargs), field,
                   f"DecodeStep({field}=nan): every field is a number >= 0, and NaN is not")
+
+
+@pytest.mark.parametrize("field", ["weight_gib", "n_layers", "kernels_per_layer", "launch_us",
+                                   "bandwidth_bps", "gpu_node_us"])
+@pytest.mark.parametrize("value", [float("inf"), True], ids=["inf", "True"])
+def test_inf_and_bool_fields_are_rejected(launch_model, field, value):
+    # inf >= 0 holds and True == 1: both pass a plain `value >= 0` check.
+    kwargs = {"weight_gib": 1.0, field: value}
+    check_rejects(lambda: launch_model.DecodeStep(**kwargs), field,
+                  f"DecodeStep({field}={value!r}): every field is a finite number, and a bool is not "
+                  "a number here")
+
+
+def test_simulate_rejects_non_finite_times(launch_model):
+    check_rejects(lambda: launch_model.simulate_eager_ms([1.0, 2.0], float("inf")), "launch_us",
+                  "simulate_eager_ms([1, 2], launch_us=inf): a non-finite launch_us is refused")
+    check_rejects(lambda: launch_model.simulate_eager_ms([1.0, float("nan")], 5.0), "kernel_us",
+                  "simulate_eager_ms([1, nan], 5): a non-finite kernel time is refused")
 
 
 def test_zero_fields_are_accepted_and_kept(launch_model):

@@ -28,11 +28,15 @@ def decode_step(mod, kwargs: dict, attr: str):
 FIELDS = ("weight_gib", "n_layers", "kernels_per_layer", "launch_us", "bandwidth_bps", "gpu_node_us")
 
 
+#: Values the wire cannot carry, by name.
+SPECIAL = {"nan": float("nan"), "inf": float("inf")}
+
+
 @probe
-def make_decode_step(mod, kwargs: dict, nan: str = ""):
-    """``DecodeStep(**kwargs)``, with field ``nan`` set to NaN (the wire carries no NaN): the
-    fields it holds (or the error it raises)."""
-    kwargs = {**kwargs, nan: float("nan")} if nan else kwargs
+def make_decode_step(mod, kwargs: dict, nan: str = "", kind: str = "nan"):
+    """``DecodeStep(**kwargs)``, with field ``nan`` set to NaN or inf (``kind``; the wire carries
+    neither): the fields it holds (or the error it raises)."""
+    kwargs = {**kwargs, nan: SPECIAL[kind]} if nan else kwargs
     step = call(mod.DecodeStep, **kwargs)
     return [_attr(step, f) for f in FIELDS]
 
@@ -53,8 +57,15 @@ def report(mod, rows: list):
 
 
 @probe
-def simulate(mod, kernel_us: list, launch_us: float):
-    return call(mod.simulate_eager_ms, list(kernel_us), launch_us)
+def simulate(mod, kernel_us: list, launch_us: float, nan: str = "", kind: str = "nan"):
+    """``simulate_eager_ms(kernel_us, launch_us)``; ``nan``, ``"launch_us"`` or ``"kernel_us[i]"``,
+    is set to NaN or inf (``kind``) first."""
+    kernel_us = list(kernel_us)
+    if nan == "launch_us":
+        launch_us = SPECIAL[kind]
+    elif nan:
+        kernel_us[int(nan.removeprefix("kernel_us[").removesuffix("]"))] = SPECIAL[kind]
+    return call(mod.simulate_eager_ms, kernel_us, launch_us)
 
 
 @probe
@@ -108,6 +119,8 @@ def checks(draw: Draw) -> list[Check]:
                                          bandwidth_bps=round(r.uniform(1, 1e12), 1), gpu_node_us=0.0),
              dict(weight_gib=1.0, bandwidth_bps=round(r.uniform(0.05, 0.95), 2))]  # > 0 is enough
     small_negative = -round(r.uniform(0.05, 0.95), 2)  # between -1 and 0: still negative
+    r = draw.rng("ex1.refused_kinds")
+    infinite, boolean = r.choice(FIELDS), r.choice(FIELDS)
     r = draw.rng("ex1.simulate_eager_ms")
     kernels = [[float(r.randint(0, 50)) for _ in range(r.randint(0, 30))] for _ in range(25)]
     # Kernel times in fractions of a microsecond: nothing may round them.
@@ -125,13 +138,17 @@ def checks(draw: Draw) -> list[Check]:
               "and speedup follow the lesson's formulas",
               [P("decode_step", step_label(kw, a), kwargs=kw, attr=a) for kw in steps for a in ATTRS], points=3),
         Check("ex1", "rejects_bad_arguments",
-              "a negative or NaN field or a non-positive bandwidth is a ValueError naming the field; "
-              "fields >= 0 (zero included) are accepted; simulate_eager_ms: a negative "
-              "launch_us or kernel time is a ValueError naming it",
+              "a negative, NaN, inf or bool field or a non-positive bandwidth is a ValueError "
+              "naming the field; fields >= 0 (zero included) are accepted; simulate_eager_ms: a "
+              "negative or non-finite launch_us or kernel time is a ValueError naming it",
               [P("make_decode_step", f"DecodeStep({f}={v})", f, kwargs={"weight_gib": 1.0, f: v})
                for f, v in negative.items()]
               + [P("make_decode_step", f"DecodeStep({f}=nan)", f, kwargs={"weight_gib": 1.0}, nan=f)
                  for f in not_a_number]
+              + [P("make_decode_step", f"DecodeStep({infinite}=inf)", infinite,
+                   kwargs={"weight_gib": 1.0}, nan=infinite, kind="inf"),
+                 P("make_decode_step", f"DecodeStep({boolean}=True)", boolean,
+                   kwargs={"weight_gib": 1.0, boolean: True})]
               + [P("make_decode_step", "DecodeStep(1.0, bandwidth_bps=0)", "bandwidth_bps",
                    kwargs={"weight_gib": 1.0, "bandwidth_bps": 0})]
               + [P("make_decode_step", f"DecodeStep(**{kw})", kwargs=kw) for kw in valid]
@@ -145,6 +162,10 @@ def checks(draw: Draw) -> list[Check]:
                  P("simulate", f"simulate_eager_ms(kernel {bad_kernel} = {small_negative}, 5.0)", "kernel_us",
                    kernel_us=[small_negative if i == bad_kernel else t for i, t in enumerate(slow_kernels)],
                    launch_us=5.0),
+                 P("simulate", f"simulate_eager_ms({slow_kernels}, inf)", "launch_us",
+                   kernel_us=slow_kernels, launch_us=5.0, nan="launch_us", kind="inf"),
+                 P("simulate", f"simulate_eager_ms(kernel {bad_kernel} = nan, 5.0)", "kernel_us",
+                   kernel_us=slow_kernels, launch_us=5.0, nan=f"kernel_us[{bad_kernel}]"),
                  P("simulate", f"simulate_eager_ms({slow_kernels}, 0.0)", kernel_us=slow_kernels,
                    launch_us=0.0)],
               compare=acceptance(), idea=ARGUMENTS, points=1),

@@ -18,7 +18,7 @@ class DecodeStep:
 
     def __post_init__(self):
         for name, value in dataclasses.asdict(self).items():
-            if not value >= 0:
+            if type(value) not in (int, float) or not 0 <= value < float("inf"):
                 raise ValueError("DecodeStep.%s must be non-negative (got %r)" % (name, value))
         if not self.bandwidth_bps > 0:
             raise ValueError("DecodeStep.bandwidth_bps must be positive (got %r)" % self.bandwidth_bps)
@@ -36,7 +36,7 @@ class DecodeStep:
         return self.launch_us * self.n_kernels * 1e-3
 
     def eager_ms(self):
-        return self.launch_ms + self.compute_ms
+        return self.launch_ms + self.compute_ms + self.gpu_node_us * self.n_kernels / 1000
 
     def graph_ms(self):
         return self.compute_ms + (self.launch_us + self.gpu_node_us * self.n_kernels) / 1000
@@ -62,11 +62,11 @@ def report(rows):
 
 def simulate_eager_ms(kernel_us, launch_us):
     """Closed form: the last kernel ends at max over j of (j * launch + t_j + ... + t_N)."""
-    if launch_us < 0:
-        raise ValueError(f"launch_us={launch_us} is negative")
+    if type(launch_us) not in (int, float) or not 0 <= launch_us < float("inf"):
+        raise ValueError(f"launch_us={launch_us!r} is not a finite duration >= 0")
     times = list(kernel_us)
-    if any(t < 0 for t in times):
-        raise ValueError(f"kernel_us has a negative duration: {times}")
+    if any(type(t) not in (int, float) or not 0 <= t < float("inf") for t in times):
+        raise ValueError(f"kernel_us has a duration that is not finite and >= 0: {times}")
     best, tail = 0.0, 0.0
     for j in range(len(times), 0, -1):
         tail += times[j - 1]

@@ -15,7 +15,8 @@ MUTANTS = [
     M("launch_model", "launch-in-us", "launch_ms left in microseconds",
       ("return self.n_kernels * self.launch_us / 1e3", "return self.n_kernels * self.launch_us")),
     M("launch_model", "graph-ignores-node-cost", "graph_ms without the per-node GPU cost",
-      (" + self.n_kernels * self.gpu_node_us / 1e3", "")),
+      ("return self.compute_ms + self.launch_us / 1e3 + self.n_kernels * self.gpu_node_us / 1e3",
+       "return self.compute_ms + self.launch_us / 1e3")),
     M("launch_model", "graph-without-submission", "graph_ms without the one launch",
       ("return self.compute_ms + self.launch_us / 1e3 + ", "return self.compute_ms + ")),
     M("launch_model", "speedup-inverted", "graph over eager",
@@ -78,4 +79,20 @@ MUTANTS = [
       ("        end_us = max(k * launch_us, end_us) + t\n", "        end_us = max(k * launch_us, end_us) + int(t)\n")),
     K("issue23-indep", "launch_model", "report-trailing-newline", "the report ends with a newline",
       ("    return \"\\n\".join(lines)", "    return \"\\n\".join(lines) + \"\\n\"")),
+    K("issue33", "launch_model", "eager-without-node-cost",
+      "the GPU cost per kernel charged to graphs only (eager kernels pay it too): graphs look "
+      "slower than eager for long kernels",
+      ("return self.compute_ms + self.launch_ms + self.n_kernels * self.gpu_node_us / 1e3",
+       "return self.compute_ms + self.launch_ms")),
+    K("issue33", "launch_model", "inf-field-accepted", "a field check that lets inf through "
+      "(NaN refused with `not value >= 0`, but inf >= 0)",
+      ("            value = _finite_number(f.name, getattr(self, f.name))\n",
+       "            value = getattr(self, f.name)\n            if not value >= 0:\n"
+       "                raise ValueError(f\"{f.name}: expected a value >= 0, got {value!r}\")\n")),
+    K("issue33", "launch_model", "bool-field-accepted", "a field check that takes True for 1",
+      ("    if isinstance(value, bool) or not isinstance(value, (int, float))",
+       "    if not isinstance(value, (int, float))")),
+    K("issue33", "launch_model", "simulate-inf-launch-accepted",
+      "launch_us checked with `not launch_us >= 0`: NaN refused, inf simulated",
+      ("    if _finite_number(\"launch_us\", launch_us) < 0:\n", "    if not launch_us >= 0:\n")),
 ]
