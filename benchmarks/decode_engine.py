@@ -275,11 +275,14 @@ def print_graph_memory(memory: dict) -> None:
 
 def predict(impl: Implementation, fitted: dict, kernels: int) -> dict:
     """Exercise 1's extended launch model for a step of ``kernels`` kernels, with the sweep's
-    slopes (tau per eager launch, gpu_node_us per graph node) and its graph intercept as the
-    compute time (the per-layer memory traffic is in the slopes, so no floor is added)."""
+    slopes and its graph intercept as the compute time (the per-layer memory traffic is in the
+    slopes, so no floor is added). The graph slope is nu, what every kernel costs the GPU; the
+    model charges nu to eager kernels too, so the eager slope is launch_us + nu and launch_us is
+    the eager slope less nu."""
+    nu = max(fitted["gpu_node_us"], 0.0)
     step = impl.module("launch_model").DecodeStep(
         weight_gib=0.0, n_layers=1, kernels_per_layer=max(kernels - 10, 0),  # n_kernels = L*k + 10
-        launch_us=max(fitted["tau_us"], 0.0), gpu_node_us=max(fitted["gpu_node_us"], 0.0))
+        launch_us=max(fitted["tau_us"] - nu, 0.0), gpu_node_us=nu)
     compute_ms = max(fitted["graph_intercept_ms"], 0.0)
     eager, graph = compute_ms + step.eager_ms(), compute_ms + step.graph_ms()
     return {"eager_ms": eager, "graph_ms": graph, "speedup": eager / graph}

@@ -67,3 +67,16 @@ def test_a_row_that_fails_is_skipped_in_one_line(capsys):
     bench.optional("compile peer (batch 1)", compile_fails)
     assert capsys.readouterr().out == ("compile peer (batch 1): skipped (RuntimeError: Failed to find C "
                                        "compiler. Please specify via CC environment variable.)\n")
+
+
+def test_the_prediction_charges_nu_to_eager_and_graph_alike():
+    """The sweep's eager slope is what one eager kernel costs in all (its launch and its GPU
+    time nu); the prediction must give back that slope for eager and nu for the graph, not
+    count nu twice in eager (exercise 1: eager_ms = compute + N*tau + N*nu)."""
+    from coursekit.impl import Implementation
+
+    bench = load_benchmark()
+    fitted = {"tau_us": 8.0, "gpu_node_us": 1.1, "graph_intercept_ms": 0.5}
+    got = bench.predict(Implementation("solutions"), fitted, kernels=430)
+    assert abs(got["eager_ms"] - (0.5 + 430 * 8.0 / 1e3)) < 1e-9, got
+    assert abs(got["graph_ms"] - (0.5 + (8.0 - 1.1) / 1e3 + 430 * 1.1 / 1e3)) < 1e-9, got
