@@ -299,20 +299,30 @@ class SelfTestQuestion:
 SELF_TEST = (
     SelfTestQuestion(
         "why_launch_tax_hurts_decode",
-        "Why does the kernel launch overhead hurt decode but barely touch prefill?",
+        "Why does the kernel launch overhead hurt decode but barely touch prefill? Use the sweep "
+        "of chapter 2 (a chain of 200 kernels, each given more and more values): where does the "
+        "graph's gain vanish, and why there?",
         "The launch cost tau is a fixed CPU cost per kernel; what matters is how it compares with "
-        "each kernel's GPU time. A decode step (batch 1, one new token, memory-bound) launches "
-        "hundreds of tiny kernels that finish before the CPU has launched the next one, so the "
-        "step is launch-bound and N * tau (about 430 x 5 us = 2.15 ms for a 7B model) is a real "
-        "share of it. A prefill kernel works on many tokens at once (large, compute-bound), so "
-        "N * tau is far below T_compute and the launches hide behind real work.\n\n"
+        "each kernel's GPU time (its bytes over the bandwidth, plus nu, about 1.1 us on an H200, "
+        "which every kernel pays, eager or in a graph). A decode step (one new token per "
+        "sequence, memory-bound) launches hundreds of tiny kernels that finish before the CPU "
+        "has launched the next one, so the step is launch-bound and N * tau (about 430 x 5 us = "
+        "2.15 ms for a 7B model) is a real share of it. A prefill runs the same kernels over the "
+        "whole prompt, each thousands of times larger, so the CPU runs ahead and the launches "
+        "hide behind real work.\n"
+        "The sweep shows it at fixed N = 200 with the H200's tau = 7.99 us and nu = 1.10 us: the "
+        "graph gains about 7x (7.01x, pipeline) on 1,024-value kernels, and 1.00x once a kernel's "
+        "own time plus nu reaches tau (about 3.7 million float32 values, 7.85 us of bytes): "
+        "exercise 9's tau*. N does not decide; tau against each kernel's time does.\n\n"
         "Marking guide (2 points):\n"
         "- 1 point: tau is a fixed CPU cost per launch, and what counts is tau against each "
-        "kernel's GPU time (the launches hide behind kernels longer than tau).\n"
+        "kernel's GPU time: the gain vanishes where a kernel (its own time plus nu) outlasts a "
+        "launch, tau* (the launches hide behind kernels longer than tau).\n"
         "- 1 point: decode kernels are tiny (one token, memory-bound), so the GPU waits on the "
-        "CPU and N * tau is a real share of the step; prefill kernels are large (many tokens, "
-        "compute-bound), so N * tau << T_compute. A number (e.g. 430 x 5 us = 2.15 ms) is welcome, "
-        "not required.",
+        "CPU and the graph gains much (about tau / nu, 7x in the sweep; or N * tau a real share "
+        "of the step); prefill kernels are large (many tokens), past the turn, so the graph "
+        "gains about nothing (1.00x; N * tau << T_compute). Numbers are welcome, not required; "
+        "the additive model's figures (7.97x -> 1.06x) are right too when it is named.",
     ),
     SelfTestQuestion(
         "what_graphs_remove_and_need",

@@ -816,3 +816,62 @@ def test_svgplot_timeline_lanes_and_rules(tmp_path):
     bad = [{"name": "s", "lanes": [{"name": "l", "boxes": [{"start": 3, "end": 1}]}]}]
     with pytest.raises(ValueError, match=r"scenarios\[0\]\.lanes\[0\]\.boxes\[0\]"):
         timeline(tmp_path / "u.svg", bad, "t")
+
+
+# --- the prefill lab: decode vs prefill, the graph's gain against the size of each kernel -------
+
+
+def test_prefill_models_decode_paying_the_tax_and_prefill_hiding_it(tmp_path, capsys):
+    """Through exercise 1's models: at N = 200 the graph wins about N·τ ÷ N·ν on decode-sized
+    kernels and nothing once each kernel (its bytes plus ν) outlasts a launch: exercise 9's τ*."""
+    code, out, err = run_lab(capsys, "prefill", "--impl", "solutions", "--model-only",
+                             "--out", tmp_path)
+    assert code == 0 and err == "", err
+    assert "modelled, not measured: --model-only" in out.splitlines()[0], out
+    record = json.loads((tmp_path / "prefill.json").read_text(encoding="utf-8"))
+    tau, nu, n = lesson.H200_TAU_EAGER_US, lesson.H200_TAU_GRAPH_US, record["n_ops"]
+    assert record["measured"] is None and n == 200
+    bandwidth = lesson.h200_anchor()["copy_TBps"] * 1e12
+    for r in record["rows"]:
+        kernel = 8 * r["numel"] / bandwidth * 1e6  # x + 1 on float32: 4 bytes read, 4 written
+        assert r["kernel_us"] == pytest.approx(kernel)
+        assert r["graph_us"] == pytest.approx(tau + n * (kernel + nu))
+        assert r["eager_additive_us"] == pytest.approx(n * (tau + kernel + nu))
+        assert r["eager_pipeline_us"] == pytest.approx(max(n * tau + kernel + nu, tau + n * (kernel + nu)))
+        assert r["tau_star_us"] == pytest.approx(kernel + nu)  # exercise 9: equal kernels
+        assert r["graph_us"] <= r["eager_pipeline_us"] + 1e-9 <= r["eager_additive_us"] + 2e-9
+    first, last = record["rows"][0], record["rows"][-1]
+    assert first["eager_pipeline_us"] / first["graph_us"] > 5  # decode-sized: launch-bound
+    assert last["eager_pipeline_us"] / last["graph_us"] == pytest.approx(1.0)  # prefill-sized
+    turn = record["turn_numel"]
+    assert 8 * turn / bandwidth * 1e6 + nu == pytest.approx(tau)  # the size where kernel + ν = τ
+    for r in record["rows"]:  # left of the turn CPU-bound (τ above τ*), right of it not
+        assert (r["numel"] < turn) == (tau > r["tau_star_us"])
+    assert "1.00x" in out and "(tau > " not in out
+    assert "<svg" in (tmp_path / "prefill.svg").read_text(encoding="utf-8")
+
+
+def test_prefill_needs_exercises_1_and_9(tmp_path, capsys):
+    code, out, err = run_lab(capsys, "prefill", "--impl", "exercises", "--model-only",
+                             "--out", tmp_path)
+    assert code == 1 and "exercise 1 is not finished: DecodeStep" in err, err
+    assert "Traceback" not in err and not (tmp_path / "prefill.svg").exists()
+
+
+def test_prefill_measures_every_size_with_exercise_2_where_there_is_cuda(tmp_path, capsys,
+                                                                         monkeypatch):
+    pretend_cuda(monkeypatch)
+    submission = tmp_path / "submission"
+    submission.mkdir()
+    (submission / "launch_tax.py").write_text(FAKE_LAUNCH_TAX)
+    for module in ("launch_model", "tradeoffs"):
+        (submission / f"{module}.py").write_text((REPO_ROOT / f"solutions/{module}.py").read_text())
+    code, out, err = run_lab(capsys, "prefill", "--impl", submission, "--iters", 2,
+                             "--out", tmp_path / "out")
+    assert code == 0, err
+    assert out.startswith("prefill lab: measured on Fake GPU with your measure_launch_tax"), out
+    record = json.loads((tmp_path / "out/prefill.json").read_text(encoding="utf-8"))
+    assert [m["numel"] for m in record["measured"]] == [r["numel"] for r in record["rows"]]
+    assert {(m["eager_us"], m["graph_us"]) for m in record["measured"]} == {(1625.0, 201.0)}
+    assert "measured eager" in out and "8.08x" in out, out
+    assert "Measured points" in (tmp_path / "out/prefill.svg").read_text(encoding="utf-8")
