@@ -46,11 +46,15 @@ def capture(
     5. Some functions cannot be captured: ``.item()``, ``.cpu()`` or ``print(tensor)`` make the
        CPU wait for the GPU (a host sync), and ``torch.tensor(..., device="cuda")`` copies from
        CPU memory; a graph can do neither, and ``torch.cuda.graph`` raises. Then ``capture`` raises
-       a RuntimeError that says which of these causes it looks like (a sync such as ``.item()``,
-       or a copy from the CPU), chained to the original error (``raise ... from exc``); the
-       stream that was current before the capture is current again; and capturing a good
-       function afterwards must still work. (torch 2.4 to 2.13 leave the allocator sending
-       allocations to the failed capture's pool until ``end_failed_capture(pool)``, given, is
-       called: ``coursekit/allocator.py`` says why.)
+       a RuntimeError chained to the original error (``raise ... from exc``) whose message names
+       the cause it looks like, told by the messages along the exception chain: "synchroniz" or
+       "not permitted when stream is capturing" is a host sync, "pinned" or "between cpu and
+       cuda" a copy from the CPU. The message names a host sync with a word starting with
+       "item", "sync", "host" or "wait" (".item()", "host sync"), a copy with one starting with
+       "cpu", "host" or "copy" ("copy from the CPU"). The stream that was current before the
+       capture is current again, and capturing a good function afterwards must still work.
+       (torch 2.4.1 to 2.12.0, the releases whose bindings ``coursekit/allocator.py`` read,
+       leave the allocator sending allocations to the failed capture's pool until
+       ``end_failed_capture(pool)``, given, is called: that file says why.)
     """
     raise NotImplementedError("exercise 3: capture")

@@ -20,18 +20,20 @@ from .buckets import padded_size  # noqa: F401  (you will need it)
 
 class CUDAGraphMode(enum.Enum):
     """Which graphs to use, with vLLM 0.26.0's values (``vllm/config/compilation.py``). NONE,
-    PIECEWISE and FULL are also the *runtime* modes ``dispatch`` returns. The two-routine modes
-    are pairs (mode for uniform-decode batches, mode for mixed batches):
+    PIECEWISE and FULL are also the *runtime* modes ``dispatch`` returns. A two-routine mode's
+    value is the tuple of two runtime modes' values, (mode for uniform-decode batches, mode for
+    mixed batches): ``FULL_DECODE_ONLY.value == (2, 0)``, FULL graphs for uniform decode and none
+    for mixed batches.
 
-    ====================  =====================  ==================
-    mode                  value                  (decode, mixed)
-    ====================  =====================  ==================
-    NONE                  0                      (NONE, NONE)
-    PIECEWISE             1                      (PIECEWISE, PIECEWISE)
-    FULL                  2                      (FULL, FULL)
-    FULL_DECODE_ONLY      (FULL, NONE)           (FULL, NONE)
-    FULL_AND_PIECEWISE    (FULL, PIECEWISE)      (FULL, PIECEWISE)
-    ====================  =====================  ==================
+    ====================  ======  ======================
+    mode                  value   (decode, mixed)
+    ====================  ======  ======================
+    NONE                  0       (NONE, NONE)
+    PIECEWISE             1       (PIECEWISE, PIECEWISE)
+    FULL                  2       (FULL, FULL)
+    FULL_DECODE_ONLY      (2, 0)  (FULL, NONE)
+    FULL_AND_PIECEWISE    (2, 1)  (FULL, PIECEWISE)
+    ====================  ======  ======================
 
     A mode is falsy only when it is NONE (``if mode:`` reads "graphs are on"), as in vLLM.
     """
@@ -124,8 +126,9 @@ class CudagraphDispatcher:
         ``(PIECEWISE, BatchDescriptor(p))``. Else ``(NONE, BatchDescriptor(num_tokens))``.
     It never returns FULL or PIECEWISE with a descriptor that is not a key.
 
-    Errors (ValueError naming the argument): ``mode`` not a ``CUDAGraphMode``; a size that is not
-    an int >= 1 (a float such as 2.5 is not an int), or no size with a mode other than NONE
+    Errors (ValueError naming the argument; a bool is not an int here, though ``True == 1``):
+    ``mode`` not a ``CUDAGraphMode``; a size that is not an int >= 1 (a float such as 2.5 is not
+    an int), or no size with a mode other than NONE
     (``capture_sizes``; NONE with no sizes is fine); ``max_num_seqs`` or
     ``uniform_decode_query_len`` not an int >= 1 (1 is fine); ``num_tokens`` not an int >= 1.
 

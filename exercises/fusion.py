@@ -24,8 +24,9 @@ def chain_hbm_bytes(n_ops: int, numel: int, dtype_bytes: int, fused: bool) -> in
 
     Unfused, every op reads its input and writes its output: ``2 * n_ops * numel * dtype_bytes``.
     Fused, the chain reads the input once and writes the result once: ``2 * numel * dtype_bytes``.
-    No ops move nothing: 0. Returns an int. A negative count or size, or ``dtype_bytes < 1`` ->
-    ValueError naming the argument (zero ops, zero elements and ``dtype_bytes = 1`` are fine).
+    No ops move nothing: 0. Returns an int. A count or size that is not an int (a bool is not) or
+    is negative, or ``dtype_bytes < 1`` -> ValueError naming the argument (zero ops, zero elements
+    and ``dtype_bytes = 1`` are fine).
     """
     raise NotImplementedError("exercise 7: chain_hbm_bytes")
 
@@ -45,7 +46,8 @@ def fused_add_rms_norm(
     * On CUDA: one kernel per call (as ``count_kernels`` counts), every call after the first.
     * On CPU: the same results (plain PyTorch is fine there).
     * ``x`` must be a tensor with at least one dimension (a 1-d ``x`` is one row); ``residual`` a
-      tensor with the same shape, dtype and device; ``weight`` a tensor of exactly the shape
+      tensor matching ``x`` (the same shape, dtype and device: a mismatch names ``residual``, not
+      ``x``); ``weight`` a tensor of exactly the shape
       ``x.shape[-1:]`` (as many elements in another shape, such as ``(1, hidden)``, is refused),
       with ``x``'s dtype, on the same device: ValueError naming the argument otherwise.
     """

@@ -35,7 +35,8 @@ class GraphRunner:
       * ``num_captures``: how many captures the runner has done; it stays 1.
 
     Calling ``runner(*inputs)``:
-      * The number of inputs must match the example inputs: TypeError otherwise.
+      * The number of inputs must match the example inputs: TypeError otherwise, naming
+        ``inputs`` and how many the runner takes (``"expected 2 inputs, got 1"``).
       * Each input must be a tensor with its buffer's shape (the same shape: ``(3, 2)`` is not
         ``(2, 3)`` nor ``(6,)``, though they hold as many elements), dtype and device: ValueError
         naming the position as ``inputs[i]`` otherwise (a graph replays fixed shapes at fixed

@@ -84,7 +84,8 @@ def graph_memory_bytes(per_graph_bytes: Iterable[int], shared_pool: bool = True)
 
     ``shared_pool=True`` (one pool, captured largest first, as vLLM and exercise 5 do): the smaller
     graphs reuse the largest one's memory, so the largest footprint; ``shared_pool=False`` (a pool
-    per graph): the sum. No graphs -> 0. An int.
+    per graph): the sum. No graphs -> 0. An int. ``per_graph_bytes`` may be any iterable (a
+    generator too: read it once).
 
     Errors: a footprint that is not an int (a bool is not) or is negative -> ``ValueError`` naming
     ``per_graph_bytes``; ``shared_pool`` not a bool -> ``ValueError`` naming it.
