@@ -66,7 +66,9 @@ class DecodeEngine:
 
     ``step(tokens, positions, slots, uniform_decode=None) -> logits``, one row per token:
       * ``tokens``, ``positions``, ``slots``: 1-D int64 tensors of one length ``n >= 1`` on the
-        model's device (ValueError naming the argument otherwise). The model's device is
+        model's device (ValueError naming the argument otherwise). ``tokens`` sets ``n``: a
+        ``positions`` or ``slots`` of another length -> ValueError naming ``positions`` or
+        ``slots``, whichever differs (``positions`` is checked first). The model's device is
         ``model.device``, named as its tensors name it (``cuda:0``, ``cpu``): a tensor made with
         ``device="cuda"`` or ``"cuda:0"`` is on a model built with either name. On a CPU the values are
         checked too (ValueError naming ``tokens`` for a token outside ``0..vocab_size - 1``;

@@ -30,6 +30,8 @@ ENFORCED_BY: dict[str, tuple[str, ...] | Reason] = {
     "test_launch_model.py::test_lesson_numbers": ("ex1.decode_step_formulas",),
     "test_launch_model.py::test_negative_field_is_rejected": ("ex1.rejects_bad_arguments",),
     "test_launch_model.py::test_nan_field_is_rejected": ("ex1.rejects_bad_arguments",),
+    "test_launch_model.py::test_inf_and_bool_fields_are_rejected": ("ex1.rejects_bad_arguments",),
+    "test_launch_model.py::test_simulate_rejects_non_finite_times": ("ex1.rejects_bad_arguments",),
     "test_launch_model.py::test_zero_fields_are_accepted_and_kept": ("ex1.rejects_bad_arguments", "ex1.decode_step_formulas"),
     "test_launch_model.py::test_zero_bandwidth_is_rejected": ("ex1.rejects_bad_arguments",),
     "test_launch_model.py::test_report_prints_the_lesson_table_byte_for_byte": ("ex1.seed_report",),

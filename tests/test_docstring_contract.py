@@ -572,17 +572,7 @@ def _innermost(function: ast.AST, node: ast.AST) -> bool:
 
 #: Findings in files this test's owner may not edit: ``(exercise module, the finding's start)``
 #: -> the fix. Fixing one makes ``test_pending_findings_are_pending`` fail: then delete its line.
-PENDING = {
-    ("engine", "ex8.engine_rejects (step-lengths)"):
-        "exercises/engine.py, step's first bullet, after '(ValueError naming the argument "
-        "otherwise).': add '``tokens`` sets ``n``: a ``positions`` or ``slots`` of another length "
-        "-> ValueError naming ``positions`` or ``slots``, whichever differs (``positions`` is "
-        "checked first).'",
-    ("engine", "ex8.engine_rejects (step-more-positions)"): "the same fix",
-    ("engine", "exercises/tests/test_engine.py test_step_rejects_bad_rows[lengths]"): "the same fix",
-    ("engine", "exercises/tests/test_engine.py test_step_rejects_bad_rows[more-positions-than-tokens]"):
-        "the same fix",
-}
+PENDING: dict[tuple[str, str], str] = {}
 
 
 def _unnumbered(problem: str) -> str:
