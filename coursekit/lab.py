@@ -912,13 +912,6 @@ def prefill_record(step_cls, simulate, cpu_bound, launch_us: float, node_us: flo
             "bandwidth_bps": bandwidth_bps, "turn_numel": turn, "rows": rows, "measured": None}
 
 
-def _size(numel: float) -> str:
-    for unit, scale in (("M", 1024**2), ("K", 1024)):
-        if numel >= scale:
-            return f"{numel / scale:.3g}{unit}"
-    return f"{numel:.3g}"
-
-
 def prefill_report(record: dict) -> str:
     """The prefill lab's text: the model's table (and the measured columns when there are)."""
     n, tau, nu = record["n_ops"], record["launch_us"], record["gpu_node_us"]
@@ -927,10 +920,10 @@ def prefill_report(record: dict) -> str:
              f"ν = {nu:.2f} µs of GPU time per kernel,",
              f"each kernel its bytes (8 per value) over {record['bandwidth_bps'] / 1e12:.2f} TB/s. "
              "Times per run of the chain, µs.", "",
-             f"{'numel':>7} | kernel | eager pipeline | eager additive |    graph | speedup "
+             f"{'numel':>10} | kernel | eager pipeline | eager additive |    graph | speedup "
              "pipeline | additive" + (" | measured eager | graph | speedup" if measured else "")]
     for r in record["rows"]:
-        line = (f"{_size(r['numel']):>7} | {r['kernel_us']:6.2f} | {r['eager_pipeline_us']:14.1f} | "
+        line = (f"{r['numel']:>10,} | {r['kernel_us']:6.2f} | {r['eager_pipeline_us']:14.1f} | "
                 f"{r['eager_additive_us']:14.1f} | {r['graph_us']:8.1f} | "
                 f"{r['eager_pipeline_us'] / r['graph_us']:15.2f}x | "
                 f"{r['eager_additive_us'] / r['graph_us']:7.2f}x")
@@ -942,10 +935,10 @@ def prefill_report(record: dict) -> str:
     turn = record["turn_numel"]
     lines += ["",
               f"The turn (exercise 9's τ*): the chain is CPU-bound while τ > τ* = kernel + ν, "
-              f"i.e. below {_size(turn)} values per kernel.",
+              f"i.e. below {turn / 1e6:.2f} million values per kernel.",
               "Decode's kernels sit far left of it: one token's elementwise "
               "ops are a few thousand values, and the graph",
-              "wins almost N·τ ÷ N·ν. A prefill over a long prompt makes every kernel thousands "
+              "wins about τ ÷ ν. A prefill over a long prompt makes every kernel thousands "
               "of times larger: past the turn",
               "the launches hide behind the kernels, eager ends one launch after the GPU starts, "
               "and the graph gains nothing."]
@@ -969,7 +962,7 @@ def prefill_panels(record: dict) -> tuple[list[dict], list[str]]:
                                     for m in record["measured"]]})
     panels = [{"name": "speedup of the CUDA graph, eager ÷ graph", "y_label": "speedup",
                "height": 300, "series": speedups,
-               "marks": [{"x": turn, "label": f"τ* = kernel + ν: {_size(turn)} values"}],
+               "marks": [{"x": turn, "label": f"τ* = kernel + ν: {turn / 1e6:.2f} million values"}],
                "notes": [f"N = {record['n_ops']} kernels, τ = {record['launch_us']:.2f} µs,",
                          f"ν = {record['gpu_node_us']:.2f} µs per kernel (H200).",
                          "Left: decode-sized kernels, launch-bound.",

@@ -101,11 +101,25 @@ def short(value: Any, limit: int = 160) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+def string_difference(got: str, expected: str, context: int = 30) -> str:
+    """Where two different strings part: the first character that differs (or where the shorter
+    ends), its line, and both strings around it, so that a long text's difference is shown, not
+    a shared beginning cut short."""
+    at = next((i for i, (g, e) in enumerate(zip(got, expected)) if g != e), min(len(got), len(expected)))
+    start = max(0, at - context)
+    dots = "..." if start else ""
+    return (f"the text differs from character {at} (line {expected.count(chr(10), 0, at) + 1}): "
+            f"expected {dots}{expected[start:at + context]!r}, got {dots}{got[start:at + context]!r} "
+            f"({len(expected)} and {len(got)} characters)")
+
+
 def differs(got: Any, expected: Any, rel: float, abs_: float, rtol: float, atol: float) -> str | None:
     """Why ``got`` is not ``expected`` (types must match exactly), or None."""
     if type(got) is not type(expected):
         return f"expected {short(expected)} ({type(expected).__name__}), got {short(got)} " \
                f"({type(got).__name__})"
+    if isinstance(expected, str) and got != expected and len(short(expected)) + len(short(got)) > 80:
+        return string_difference(got, expected)
     if isinstance(expected, float):
         if math.isnan(expected) and math.isnan(got):
             return None

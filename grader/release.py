@@ -108,8 +108,8 @@ def answers_markdown(rubric_text: str | None = None) -> str:
         "T_eager = T_compute + N·tau, T_graph = T_compute + tau.\n\n"
         f"**How they are graded**: by hand, by the course staff{_each(points.questions)} "
         f"({points.manual:g} in all).\n"
-        f"They are not part of the {points.total:g} points of the checks, and "
-        "`python -m grader grade` does not see them.\n"
+        f"They are not part of the {points.total:g} points of the checks: "
+        "`python -m grader grade` only counts how many you answered.\n"
         "Hand in this file as your course asks. In the nbgrader version of the course the same\n"
         "questions are the notebook's answer cells: answer them there.\n"]
     for i, question in enumerate(SELF_TEST, 1):

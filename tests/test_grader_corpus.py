@@ -88,3 +88,16 @@ def test_mutant_loses_points(request, mutant, tmp_path):
         assert result.score < result.max_score, (
             f"mutant {mutant.id} ({mutant.why}) kept all {result.max_score:g} points of {exercise} "
             f"in {mode} grading")
+
+
+def test_a_long_text_that_differs_is_shown_where_it_differs(cpu_judges, tmp_path):
+    """The report that ends with a newline: the two texts share their first 160 characters, so a
+    message that cuts both short there shows no difference; the grader's shows where they part
+    (found by an independent student read: 'expected ..., got ...' with the same prefix twice)."""
+    mutant = next(m for m in mutants.ALL if m.id == "launch_model:report-trailing-newline")
+    source = mutants.apply(mutant, (REPO_ROOT / "solutions/launch_model.py").read_text())
+    folder = submission(tmp_path / "s", launch_model=source)
+    result = cpu_judges["practice"].grade_exercise(load(folder), "ex1")
+    reasons = [c.reason for c in result.checks if c.check.name == "seed_report"]
+    assert reasons and "the text differs from character 274 (line 4)" in reasons[0], reasons
+    assert "1.14x\\n'" in reasons[0] and "(274 and 275 characters)" in reasons[0], reasons
