@@ -1354,6 +1354,12 @@ def main(argv=None) -> int:
         return 1
 
 
+def wrote(paths: tuple[Path, Path]) -> None:
+    """Say where a lab's JSON and SVG went."""
+    json_path, svg_path = paths
+    print(f"\nwrote {json_path}\nwrote {svg_path}")
+
+
 def _speedup(args, impl: Implementation) -> int:
     if args.reference:
         record = speedup_record(pipeline_eager_ms_equal, "closed form")
@@ -1373,8 +1379,7 @@ def _speedup(args, impl: Implementation) -> int:
         for warning in (step_disagreements(record), pipeline_disagreements(record)):
             if warning:
                 print(f"\n{warning}")
-    json_path, svg_path = write_speedup(record, args.out)
-    print(f"\nwrote {json_path}\nwrote {svg_path}")
+    wrote(write_speedup(record, args.out))
     return 0
 
 
@@ -1395,8 +1400,7 @@ def _timeline(args, impl: Implementation) -> int:
           f"every kernel costs the H200's ν = {lesson.H200_TAU_GRAPH_US:.2f} µs beyond its bytes; "
           "nothing measured\n")
     print(timeline_report(record, tau_stars))
-    json_path, svg_path = write_timeline(record, args.out)
-    print(f"\nwrote {json_path}\nwrote {svg_path}")
+    wrote(write_timeline(record, args.out))
     return 0
 
 
@@ -1431,8 +1435,7 @@ def _prefill(args, impl: Implementation) -> int:
                   "measured sweep is bundled yet")
     print(f"prefill lab: {source}\n")
     print(prefill_report(record))
-    json_path, svg_path = write_prefill(record, args.out)
-    print(f"\nwrote {json_path}\nwrote {svg_path}")
+    wrote(write_prefill(record, args.out))
     return 0
 
 
@@ -1469,8 +1472,7 @@ def _fusion(args, impl: Implementation) -> int:
                       "exists")
     print(f"fusion lab: {source}\n")
     print(fusion_report(record))
-    json_path, svg_path = write_fusion(record, args.out)
-    print(f"\nwrote {json_path}\nwrote {svg_path}")
+    wrote(write_fusion(record, args.out))
     return 0
 
 
@@ -1521,8 +1523,7 @@ def _launch_tax(args, impl: Implementation) -> int:
     for section in (part_a_vs_sweep(record), against_the_real_step(record)):
         if section:
             print(f"\n{section}")
-    json_path, svg_path = write_outputs(record, args.out)
-    print(f"\nwrote {json_path}\nwrote {svg_path}")
+    wrote(write_outputs(record, args.out))
     return 0
 
 

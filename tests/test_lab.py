@@ -193,6 +193,17 @@ def sweep_launch_tax(n_ops_list, numel=1024, iters=100):
 """
 
 
+def measuring_submission(tmp_path, **modules):
+    """A submission folder whose launch_tax.py measures on two exact lines (FAKE_LAUNCH_TAX) and
+    whose other modules are copied from a folder: ``launch_model="solutions"``."""
+    submission = tmp_path / "submission"
+    submission.mkdir()
+    (submission / "launch_tax.py").write_text(FAKE_LAUNCH_TAX)
+    for module, folder in modules.items():
+        (submission / f"{module}.py").write_text((REPO_ROOT / folder / f"{module}.py").read_text())
+    return submission
+
+
 def pretend_cuda(monkeypatch):
     """The measuring path on the CPU: CUDA 'is available' and the lab's torch calls are faked."""
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
@@ -201,11 +212,7 @@ def pretend_cuda(monkeypatch):
 
 def test_measuring_fits_exercise_2_results_with_exercise_1(tmp_path, capsys, monkeypatch):
     pretend_cuda(monkeypatch)
-    submission = tmp_path / "submission"
-    submission.mkdir()
-    (submission / "launch_tax.py").write_text(FAKE_LAUNCH_TAX)
-    reference_model = (REPO_ROOT / "solutions/launch_model.py").read_text()
-    (submission / "launch_model.py").write_text(reference_model)
+    submission = measuring_submission(tmp_path, launch_model="solutions")
     code, out, err = lab(capsys, "--impl", submission, "--sizes", 40, 10, 20, "--iters", 3,
                          "--out", tmp_path / "out")
     assert code == 0, err
@@ -270,11 +277,7 @@ def test_an_unfitted_file_is_fitted_once_exercise_1_is_done(tmp_path, capsys):
 def test_measuring_with_exercise_1_unfinished_reports_without_fits(tmp_path, capsys,
                                                                    monkeypatch):
     pretend_cuda(monkeypatch)
-    submission = tmp_path / "submission"
-    submission.mkdir()
-    (submission / "launch_tax.py").write_text(FAKE_LAUNCH_TAX)
-    stub = (REPO_ROOT / "exercises/launch_model.py").read_text()
-    (submission / "launch_model.py").write_text(stub)
+    submission = measuring_submission(tmp_path, launch_model="exercises")
     code, out, err = lab(capsys, "--impl", submission, "--sizes", 40, 10, 20, "--iters", 3,
                          "--out", tmp_path / "out")
     assert code == 0, err
@@ -861,11 +864,7 @@ def test_prefill_needs_exercises_1_and_9(tmp_path, capsys):
 def test_prefill_measures_every_size_with_exercise_2_where_there_is_cuda(tmp_path, capsys,
                                                                          monkeypatch):
     pretend_cuda(monkeypatch)
-    submission = tmp_path / "submission"
-    submission.mkdir()
-    (submission / "launch_tax.py").write_text(FAKE_LAUNCH_TAX)
-    for module in ("launch_model", "tradeoffs"):
-        (submission / f"{module}.py").write_text((REPO_ROOT / f"solutions/{module}.py").read_text())
+    submission = measuring_submission(tmp_path, launch_model="solutions", tradeoffs="solutions")
     code, out, err = run_lab(capsys, "prefill", "--impl", submission, "--iters", 2,
                              "--out", tmp_path / "out")
     assert code == 0, err
