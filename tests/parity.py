@@ -68,6 +68,7 @@ ENFORCED_BY: dict[str, tuple[str, ...] | Reason] = {
     "test_launch_tax.py::test_sweep_launch_tax_rejects_an_empty_sweep_on_any_machine": ("ex2.rejects_bad_arguments",),
     "test_launch_tax.py::test_time_ms_on_cuda_waits_for_the_gpu_work": ("ex2.gpu_time_ms_includes_gpu_work",),
     "test_launch_tax.py::test_measure_launch_tax_part_a": ("ex2.gpu_measure_launch_tax",),
+    "test_launch_tax.py::test_measure_launch_tax_warms_up_on_a_side_stream": ("ex2.gpu_measure_launch_tax",),
     # On a GPU: the sweep's order (the CPU check, with a stand-in) and a replay that matches.
     "test_launch_tax.py::test_sweep_launch_tax_measures_each_length_in_order": ("ex2.sweep_launch_tax", "ex2.gpu_measure_launch_tax"),
     "test_launch_tax.py::test_sweep_measures_each_length_with_its_arguments": ("ex2.sweep_launch_tax",),

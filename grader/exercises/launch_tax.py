@@ -88,11 +88,36 @@ def time_ms_args(mod, kwargs: dict):
 
 @probe
 def measure(mod, kwargs: dict):
-    result = call(mod.measure_launch_tax, **kwargs)
+    """``measure_launch_tax(**kwargs)`` with the module's ``tiny_op_chain`` watched: what the
+    result holds, how many calls of the chain were captured, and whether one ran on a side stream
+    (not the caller's), outside a capture, before the first captured one: the warm-up."""
+    import torch
+
+    from coursekit import measurements
+
+    caller, calls, real = torch.cuda.current_stream(), [], measurements.tiny_op_chain
+
+    def tiny_op_chain(x, n_ops):
+        calls.append((torch.cuda.current_stream() != caller, torch.cuda.is_current_stream_capturing()))
+        return real(x, n_ops)
+
+    # the chain as the stub imports it, and where it comes from (an import inside the function)
+    homes = [m for m in (mod, measurements) if getattr(m, "tiny_op_chain", None) is real]
+    for home in homes:
+        home.tiny_op_chain = tiny_op_chain
+    try:
+        result = call(mod.measure_launch_tax, **kwargs)
+    finally:
+        for home in homes:
+            home.tiny_op_chain = real
+    captured = [i for i, (_, capturing) in enumerate(calls) if capturing]
+    before = calls[:captured[0]] if captured else []
     return {"type": type(result).__name__, "n_ops": result.n_ops, "numel": result.numel,
             "eager_positive": isinstance(result.eager_us, float) and result.eager_us > 0,
             "graph_positive": isinstance(result.graph_us, float) and result.graph_us > 0,
-            "replay_matches_eager": result.replay_matches_eager}
+            "replay_matches_eager": result.replay_matches_eager,
+            "captured_calls": len(captured),
+            "side_stream_warmup": any(side and not capturing for side, capturing in before)}
 
 
 @probe
@@ -249,7 +274,7 @@ def checks(draw: Draw) -> list[Check]:
               compare=_gpu_timer, gpu=True, points=1),
         Check("ex2", "gpu_measure_launch_tax",
               "measure_launch_tax returns a LaunchTax recording the chain, with positive times and a "
-              "replay equal to eager",
+              "replay equal to eager; the chain is warmed up on a side stream, then captured once",
               [P("measure", f"measure_launch_tax(n_ops={measured}, numel=1024, iters=10)",
                  kwargs={"n_ops": measured, "numel": 1024, "iters": 10}),
                P("measure", "measure_launch_tax(n_ops=0, ...)", "n_ops",
