@@ -156,6 +156,49 @@ class TimedCalls:
         return lower, upper
 
 
+class ChainWatch:
+    """Exercise 2's chain watched, for its warm-up rule (its public test and the grader's probe
+    alike; CUDA only): inside ``with ChainWatch(module) as watch:``, every call of
+    ``tiny_op_chain``, where ``coursekit.measurements`` holds it and where ``module`` imported it,
+    records ``(side, capturing)``: on a stream other than the one current when the block began,
+    and inside a CUDA graph capture."""
+
+    def __init__(self, module: Any):
+        from coursekit import measurements
+
+        self.calls: list[tuple[bool, bool]] = []
+        self._real = measurements.tiny_op_chain
+        self._homes = [m for m in (module, measurements) if getattr(m, "tiny_op_chain", None) is self._real]
+
+    def __enter__(self) -> "ChainWatch":
+        import torch
+
+        caller, real, calls = torch.cuda.current_stream(), self._real, self.calls
+
+        def tiny_op_chain(x, n_ops):
+            calls.append((torch.cuda.current_stream() != caller, torch.cuda.is_current_stream_capturing()))
+            return real(x, n_ops)
+
+        for home in self._homes:
+            home.tiny_op_chain = tiny_op_chain
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        for home in self._homes:
+            home.tiny_op_chain = self._real
+
+    @property
+    def captured(self) -> int:
+        """How many calls of the chain were captured."""
+        return sum(capturing for _, capturing in self.calls)
+
+    @property
+    def warmed_up_on_a_side_stream(self) -> bool:
+        """Whether a call ran on a side stream, outside a capture, before the first captured one."""
+        before = self.calls[:next((i for i, (_, c) in enumerate(self.calls) if c), 0)]
+        return any(side and not capturing for side, capturing in before)
+
+
 class FakeClock:
     """A monotonic clock that moves only when a call says so, for exercise 2's timer (its public
     tests and the grader's probe alike): while active (``with FakeClock(module):``) it stands in

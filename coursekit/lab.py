@@ -34,8 +34,8 @@ and GPU lanes for tiny kernels, long kernels and a Qwen2.5-7B layer, each agains
 ``prefill``: the graph's gain against the size of each kernel at N = 200 (Part A's chain), through
 exercise 1's models and exercise 9's turn, with the H200's τ and ν; with CUDA your exercise 2
 ``measure_launch_tax`` measures each size too: decode's tiny kernels pay the launch tax,
-prefill's large ones hide it. ``fusion``: exercise 7's HBM-traffic model of the unfused and the fused add + RMS norm as the
-rows grow, and with CUDA the two timed (your ``fused_add_rms_norm``); without CUDA, or with
+prefill's large ones hide it. ``fusion``: exercise 7's HBM-traffic model of the unfused and the
+fused add + RMS norm as the rows grow, and with CUDA the two timed (your ``fused_add_rms_norm``); without CUDA, or with
 ``--reference`` (the model by arithmetic), it says the figures are modelled, not measured.
 
 Exit status: 0 done (launch-tax: without the fits when exercise 1 is unfinished); 1 an exercise
@@ -920,10 +920,11 @@ def prefill_report(record: dict) -> str:
              f"ν = {nu:.2f} µs of GPU time per kernel,",
              f"each kernel its bytes (8 per value) over {record['bandwidth_bps'] / 1e12:.2f} TB/s. "
              "Times per run of the chain, µs.", "",
-             f"{'numel':>10} | kernel | eager pipeline | eager additive |    graph | speedup "
+             f"{'numel':>10} | kernel |     τ* | eager pipeline | eager additive |    graph | speedup "
              "pipeline | additive" + (" | measured eager | graph | speedup" if measured else "")]
     for r in record["rows"]:
-        line = (f"{r['numel']:>10,} | {r['kernel_us']:6.2f} | {r['eager_pipeline_us']:14.1f} | "
+        line = (f"{r['numel']:>10,} | {r['kernel_us']:6.2f} | {r['tau_star_us']:6.2f} | "
+                f"{r['eager_pipeline_us']:14.1f} | "
                 f"{r['eager_additive_us']:14.1f} | {r['graph_us']:8.1f} | "
                 f"{r['eager_pipeline_us'] / r['graph_us']:15.2f}x | "
                 f"{r['eager_additive_us'] / r['graph_us']:7.2f}x")
@@ -934,14 +935,18 @@ def prefill_report(record: dict) -> str:
         lines.append(line)
     turn = record["turn_numel"]
     lines += ["",
-              f"The turn (exercise 9's τ*): the chain is CPU-bound while τ > τ* = kernel + ν, "
-              f"i.e. below {turn / 1e6:.2f} million values per kernel.",
+              f"τ*: exercise 9's cpu_bound_launch_us of the chain (kernel + ν). The chain is "
+              f"CPU-bound while τ > τ*, i.e. below {turn / 1e6:.2f} million values per kernel.",
               "Decode's kernels sit far left of it: one token's elementwise "
               "ops are a few thousand values, and the graph",
               "wins about τ ÷ ν. A prefill over a long prompt makes every kernel thousands "
               "of times larger: past the turn",
               "the launches hide behind the kernels, eager ends one launch after the GPU starts, "
               "and the graph gains nothing."]
+    wrong = [f"{m['numel']:,}" for m in record["measured"] or [] if not m["replay_matches_eager"]]
+    if wrong:
+        lines.append(f"Measured at {', '.join(wrong)} values: the replay did not match eager "
+                     "(exercise 2's measure_launch_tax), so those times are not of the same work.")
     return "\n".join(lines)
 
 

@@ -118,8 +118,8 @@ def differs(got: Any, expected: Any, rel: float, abs_: float, rtol: float, atol:
     if type(got) is not type(expected):
         return f"expected {short(expected)} ({type(expected).__name__}), got {short(got)} " \
                f"({type(got).__name__})"
-    if isinstance(expected, str) and got != expected and len(short(expected)) + len(short(got)) > 80:
-        return string_difference(got, expected)
+    if isinstance(expected, str) and got != expected and repr(expected) != short(expected):
+        return string_difference(got, expected)  # a cut-short text might show no difference
     if isinstance(expected, float):
         if math.isnan(expected) and math.isnan(got):
             return None

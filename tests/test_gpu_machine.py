@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 from coursekit.impl import REPO_ROOT
 
@@ -161,3 +162,61 @@ def test_compile_checks_are_pending_where_triton_cannot_build():
     assert "no C compiler" in states["gpu_fused_norm_is_one_kernel"][1]
     assert states["gpu_count_kernels"][0] == "failed"  # graded: no compiler needed (module missing here)
     assert [c.name for c in checks if c.triton] == ["gpu_fused_norm_is_one_kernel"]
+
+
+class FakeStreams:
+    """What ``torch.cuda`` reports while exercise 2's measurement runs on a GPU: the current
+    stream (the caller's, or a side stream) and whether a graph capture is under way. Its methods
+    take the parameters of ``torch.cuda.current_stream`` and ``is_current_stream_capturing``."""
+
+    def __init__(self):
+        self.stream, self.capturing = "caller", False
+
+    def current_stream(self, device=None):
+        return self.stream
+
+    def is_current_stream_capturing(self):
+        return self.capturing
+
+
+def fake_measurement(streams: FakeStreams, warmup_stream: str):
+    """A measure_launch_tax that times the chain eagerly, warms it up on ``warmup_stream``,
+    captures one call (on a stream of its own, as torch.cuda.graph does) and compares."""
+    from types import SimpleNamespace
+
+    from coursekit import measurements
+
+    def measure_launch_tax(n_ops=200, numel=1024, iters=100):
+        x = torch.ones(numel)
+        module.tiny_op_chain(x, n_ops)  # eager timing
+        streams.stream = warmup_stream
+        module.tiny_op_chain(x, n_ops)
+        streams.stream, streams.capturing = "capture", True
+        module.tiny_op_chain(x, n_ops)
+        streams.stream, streams.capturing = "caller", False
+        return measurements.LaunchTax(n_ops, numel, 10.0, 1.0, True)
+
+    module = SimpleNamespace(tiny_op_chain=measurements.tiny_op_chain,
+                             measure_launch_tax=measure_launch_tax)
+    return module
+
+
+@pytest.mark.parametrize("warmup_stream, warmed_up", [("side", True), ("caller", False)])
+def test_the_measure_probe_sees_where_the_warm_up_ran(monkeypatch, warmup_stream, warmed_up):
+    """The warm-up rule of exercise 2 is graded only on a GPU, from the streams CUDA reports
+    (``torch.cuda.current_stream()``, ``is_current_stream_capturing()``). Here CUDA reports them
+    through doubles: a warm-up on a side stream is seen, one on the caller's stream is not, one
+    call is captured either way, and the chain is given back afterwards."""
+    from coursekit import measurements
+    from grader.exercises import load_probes
+    from grader.probes import PROBES
+
+    load_probes()
+    streams, chain = FakeStreams(), measurements.tiny_op_chain
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "current_stream", streams.current_stream)
+    monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", streams.is_current_stream_capturing)
+    module = fake_measurement(streams, warmup_stream)
+    got = PROBES["measure"](module, {"n_ops": 4, "numel": 8, "iters": 1})
+    assert (got["captured_calls"], got["side_stream_warmup"]) == (1, warmed_up), got
+    assert module.tiny_op_chain is chain and measurements.tiny_op_chain is chain

@@ -12,7 +12,7 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from coursekit.checks import (FakeClock, TimedCalls, check_rejects, check_says_cuda_is_needed,
+from coursekit.checks import (ChainWatch, FakeClock, TimedCalls, check_rejects, check_says_cuda_is_needed,
                               check_timer_mean, without_cuda)
 from coursekit.measurements import LaunchTax
 
@@ -233,28 +233,16 @@ def test_sweep_launch_tax_measures_each_length_in_order(launch_tax):
 
 
 @pytest.mark.gpu
-def test_measure_launch_tax_warms_up_on_a_side_stream(launch_tax, monkeypatch):
+def test_measure_launch_tax_warms_up_on_a_side_stream(launch_tax):
     """The docstring's rule: the captured call comes after a warm-up call on a side stream (a new
     stream, not the caller's), as exercise 3's ``capture`` does and PyTorch's graph docs ask."""
     caller = torch.cuda.current_stream()
-    calls = []
-    real = launch_tax.tiny_op_chain  # the given chain (coursekit.measurements')
-
-    def tiny_op_chain(x, n_ops):  # the given chain, watched: which stream, capturing or not
-        calls.append((torch.cuda.current_stream() != caller, torch.cuda.is_current_stream_capturing()))
-        return real(x, n_ops)
-
-    from coursekit import measurements
-
-    for home in (launch_tax, measurements):  # the stub's import, and the chain's own module
-        monkeypatch.setattr(home, "tiny_op_chain", tiny_op_chain)
-    launch_tax.measure_launch_tax(n_ops=8, numel=1024, iters=2)
-    captured = [i for i, (_, capturing) in enumerate(calls) if capturing]
-    assert len(captured) == 1, (
-        f"measure_launch_tax called tiny_op_chain {len(captured)} times inside a capture, expected "
-        "exactly one captured call (use the module's tiny_op_chain, the given one)")
-    side_warmups = [i for i, (side, capturing) in enumerate(calls[:captured[0]]) if side and not capturing]
-    assert side_warmups, (
+    with ChainWatch(launch_tax) as watch:  # the given chain, watched: which stream, captured or not
+        launch_tax.measure_launch_tax(n_ops=8, numel=1024, iters=2)
+    assert watch.captured == 1, (
+        f"measure_launch_tax called tiny_op_chain {watch.captured} times inside a capture, "
+        "expected exactly one captured call (use the module's tiny_op_chain, the given one)")
+    assert watch.warmed_up_on_a_side_stream, (
         "no warm-up call of the chain ran on a side stream before the capture: run one on a new "
         "torch.cuda.Stream() that waits for the current stream (and have the current stream wait "
         "for it), then capture"

@@ -91,36 +91,19 @@ def measure(mod, kwargs: dict):
     """``measure_launch_tax(**kwargs)`` with the module's ``tiny_op_chain`` watched: what the
     result holds, how many calls of the chain were captured, and whether one ran on a side stream
     (not the caller's), outside a capture, before the first captured one: the warm-up."""
-    import torch
-
-    from coursekit import measurements
+    from coursekit.checks import ChainWatch
 
     if not torch.cuda.is_available():  # the arguments' and the no-CUDA checks: nothing to watch
         result = call(mod.measure_launch_tax, **kwargs)
         return {"type": type(result).__name__}
-    caller, calls, real = torch.cuda.current_stream(), [], measurements.tiny_op_chain
-
-    def tiny_op_chain(x, n_ops):
-        calls.append((torch.cuda.current_stream() != caller, torch.cuda.is_current_stream_capturing()))
-        return real(x, n_ops)
-
-    # the chain as the stub imports it, and where it comes from (an import inside the function)
-    homes = [m for m in (mod, measurements) if getattr(m, "tiny_op_chain", None) is real]
-    for home in homes:
-        home.tiny_op_chain = tiny_op_chain
-    try:
+    with ChainWatch(mod) as watch:
         result = call(mod.measure_launch_tax, **kwargs)
-    finally:
-        for home in homes:
-            home.tiny_op_chain = real
-    captured = [i for i, (_, capturing) in enumerate(calls) if capturing]
-    before = calls[:captured[0]] if captured else []
     return {"type": type(result).__name__, "n_ops": result.n_ops, "numel": result.numel,
             "eager_positive": isinstance(result.eager_us, float) and result.eager_us > 0,
             "graph_positive": isinstance(result.graph_us, float) and result.graph_us > 0,
             "replay_matches_eager": result.replay_matches_eager,
-            "captured_calls": len(captured),
-            "side_stream_warmup": any(side and not capturing for side, capturing in before)}
+            "captured_calls": watch.captured,
+            "side_stream_warmup": watch.warmed_up_on_a_side_stream}
 
 
 @probe
