@@ -5,30 +5,16 @@ from __future__ import annotations
 import math
 from typing import Iterable, Sequence
 
+from coursekit import args
 from coursekit.cli import run_exercise
 from coursekit.lesson import tradeoff_figures
 
 
-def _duration(name: str, value) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise ValueError(f"{name}: expected a finite number, got {value!r}")
-    if value < 0:
-        raise ValueError(f"{name}: expected a value >= 0, got {value!r}")
-    return float(value)
-
-
-def _count(name: str, value, least: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < least:
-        raise ValueError(f"{name}: expected an int >= {least}, got {value!r}")
-    return value
-
-
 def eager_timeline(kernel_us: Sequence[float], launch_us: float) -> list[tuple[float, float, float]]:
-    tau = _duration("launch_us", launch_us)
+    kernel_us, launch_us = args.numbers("kernel_us", kernel_us), args.number("launch_us", launch_us)  # given
     timeline, end = [], 0.0
     for k, t in enumerate(kernel_us, start=1):
-        t = _duration(f"kernel_us[{k - 1}]", t)
-        launched = k * tau
+        launched = k * launch_us
         start = max(launched, end)
         end = start + t
         timeline.append((launched, start, end))
@@ -36,40 +22,42 @@ def eager_timeline(kernel_us: Sequence[float], launch_us: float) -> list[tuple[f
 
 
 def cpu_bound_launch_us(kernel_us: Sequence[float]) -> float:
-    times = [_duration(f"kernel_us[{i}]", t) for i, t in enumerate(kernel_us)]
+    kernel_us = args.numbers("kernel_us", kernel_us)  # given
     # Kernel m+1 is launched in time iff (m+1)*tau <= tau + t_1 + ... + t_m, i.e. tau <= mean(t_1..t_m).
     tau_star, prefix = math.inf, 0.0
-    for m, t in enumerate(times[:-1], start=1):
+    for m, t in enumerate(kernel_us[:-1], start=1):
         prefix += t
         tau_star = min(tau_star, prefix / m)
     return tau_star
 
 
 def implied_launch_us(eager_ms: float, compute_ms: float, n_kernels: int) -> tuple[float, float]:
-    eager = _duration("eager_ms", eager_ms)
-    compute = _duration("compute_ms", compute_ms)
-    n = _count("n_kernels", n_kernels, 1)
-    if compute > eager:
+    eager_ms, compute_ms = args.number("eager_ms", eager_ms), args.number("compute_ms", compute_ms)  # given
+    n_kernels = args.count("n_kernels", n_kernels, at_least=1)  # given
+    if compute_ms > eager_ms:
         raise ValueError(f"compute_ms: expected at most eager_ms ({eager_ms!r}), got {compute_ms!r}")
-    return (eager - compute) * 1e3 / n, eager * 1e3 / n
+    return (eager_ms - compute_ms) * 1e3 / n_kernels, eager_ms * 1e3 / n_kernels
 
 
 def kv_bytes_per_token(n_layers: int, n_kv_heads: int, head_dim: int, dtype_bytes: int = 2) -> int:
-    return (2 * _count("n_layers", n_layers, 1) * _count("n_kv_heads", n_kv_heads, 1)
-            * _count("head_dim", head_dim, 1) * _count("dtype_bytes", dtype_bytes, 1))
+    n_layers, n_kv_heads, head_dim, dtype_bytes = (  # given
+        args.count(name, value, at_least=1) for name, value in (
+            ("n_layers", n_layers), ("n_kv_heads", n_kv_heads), ("head_dim", head_dim), ("dtype_bytes", dtype_bytes)))
+    return 2 * n_layers * n_kv_heads * head_dim * dtype_bytes
 
 
 def graph_memory_bytes(per_graph_bytes: Iterable[int], shared_pool: bool = True) -> int:
-    if not isinstance(shared_pool, bool):
-        raise ValueError(f"shared_pool: expected a bool, got {shared_pool!r}")
-    sizes = [_count("per_graph_bytes", b, 0) for b in per_graph_bytes]
-    if not sizes:
+    per_graph_bytes = args.counts("per_graph_bytes", per_graph_bytes, at_least=0)  # given: a list now
+    shared_pool = args.flag("shared_pool", shared_pool)  # given
+    if not per_graph_bytes:
         return 0
-    return max(sizes) if shared_pool else sum(sizes)
+    return max(per_graph_bytes) if shared_pool else sum(per_graph_bytes)
 
 
 def kv_tokens_forgone(graph_bytes: int, bytes_per_token: int) -> int:
-    return _count("graph_bytes", graph_bytes, 0) // _count("bytes_per_token", bytes_per_token, 1)
+    graph_bytes = args.count("graph_bytes", graph_bytes, at_least=0)  # given
+    bytes_per_token = args.count("bytes_per_token", bytes_per_token, at_least=1)  # given
+    return graph_bytes // bytes_per_token
 
 
 if __name__ == "__main__":

@@ -19,6 +19,12 @@ class Reason(str):
     """Why no grader check can enforce a public test's rule."""
 
 
+#: A public test marked ``given``: it tests the argument checks the stub already makes with
+#: ``coursekit.args`` (given code, not the student's work), so no check grades it.
+GIVEN = Reason("given code: the argument checks of coursekit/args.py that the stub already calls; "
+               "tested (marker given), never graded")
+
+
 ENFORCED_BY: dict[str, tuple[str, ...] | Reason] = {
     # ---------------------------------------------------------------- ex1 launch_model
     "test_launch_model.py::test_n_kernels_is_layers_times_kernels_plus_ten": ("ex1.decode_step_formulas",),
@@ -201,27 +207,28 @@ ENFORCED_BY: dict[str, tuple[str, ...] | Reason] = {
     "test_tradeoffs.py::test_timeline_keeps_fractions_of_a_microsecond": ('ex9.eager_timeline',),
     "test_tradeoffs.py::test_timeline_times_are_floats_for_int_inputs": ('ex9.eager_timeline',),
     "test_tradeoffs.py::test_timeline_follows_the_pipeline": ('ex9.eager_timeline', 'ex9.long_profiles'),
-    "test_tradeoffs.py::test_timeline_rejects_a_bad_launch_time": ('ex9.rejects_bad_arguments',),
-    "test_tradeoffs.py::test_timeline_rejects_a_bad_kernel_time": ('ex9.rejects_bad_arguments',),
+    "test_tradeoffs.py::test_timeline_rejects_a_bad_launch_time": GIVEN,
+    "test_tradeoffs.py::test_timeline_rejects_a_bad_kernel_time": GIVEN,
     "test_tradeoffs.py::test_tau_star_worked_example": ('ex9.cpu_bound_launch_us',),
     "test_tradeoffs.py::test_tau_star_ignores_the_last_kernel": ('ex9.cpu_bound_launch_us', 'ex9.long_profiles'),
     "test_tradeoffs.py::test_tau_star_of_fewer_than_two_kernels_is_infinite": ('ex9.cpu_bound_launch_us',),
     "test_tradeoffs.py::test_tau_star_is_the_smallest_running_mean": ('ex9.cpu_bound_launch_us', 'ex9.long_profiles'),
     "test_tradeoffs.py::test_tau_star_is_where_the_step_turns_cpu_bound": ('ex9.cpu_bound_launch_us', 'ex9.long_profiles'),
-    "test_tradeoffs.py::test_tau_star_rejects_a_bad_kernel_time": ('ex9.rejects_bad_arguments',),
+    "test_tradeoffs.py::test_tau_star_rejects_a_bad_kernel_time": GIVEN,
     "test_tradeoffs.py::test_implied_tau_of_the_h200_7b_step": ('ex9.implied_launch_us',),
     "test_tradeoffs.py::test_implied_tau_follows_both_models": ('ex9.implied_launch_us',),
-    "test_tradeoffs.py::test_implied_tau_rejects_bad_input": ('ex9.rejects_bad_arguments',),
+    "test_tradeoffs.py::test_implied_tau_refuses_a_step_shorter_than_its_compute": ('ex9.implied_launch_us',),
+    "test_tradeoffs.py::test_implied_tau_rejects_bad_input": GIVEN,
     "test_tradeoffs.py::test_kv_bytes_of_qwen25_7b": ('ex9.kv_bytes_per_token',),
     "test_tradeoffs.py::test_kv_bytes_per_token": ('ex9.kv_bytes_per_token',),
-    "test_tradeoffs.py::test_kv_bytes_rejects_bad_input": ('ex9.rejects_bad_arguments',),
+    "test_tradeoffs.py::test_kv_bytes_rejects_bad_input": GIVEN,
     "test_tradeoffs.py::test_graph_memory_is_max_shared_and_sum_separate": ('ex9.graph_memory_bytes',),
     "test_tradeoffs.py::test_graph_memory_shares_one_pool_by_default": ('ex9.graph_memory_bytes',),
-    "test_tradeoffs.py::test_graph_memory_rejects_a_bad_footprint": ('ex9.rejects_bad_arguments',),
-    "test_tradeoffs.py::test_graph_memory_rejects_a_flag_that_is_no_bool": ('ex9.rejects_bad_arguments',),
+    "test_tradeoffs.py::test_graph_memory_rejects_a_bad_footprint": GIVEN,
+    "test_tradeoffs.py::test_graph_memory_rejects_a_flag_that_is_no_bool": GIVEN,
     "test_tradeoffs.py::test_kv_tokens_forgone_examples": ('ex9.kv_tokens_forgone',),
     "test_tradeoffs.py::test_kv_tokens_forgone_is_whole_tokens": ('ex9.kv_tokens_forgone',),
-    "test_tradeoffs.py::test_kv_tokens_forgone_rejects_bad_input": ('ex9.rejects_bad_arguments',),
+    "test_tradeoffs.py::test_kv_tokens_forgone_rejects_bad_input": GIVEN,
     # `python -m` prints the figures through implied_launch_us, cpu_bound_launch_us, kv_bytes_per_token
     # and kv_tokens_forgone: a wrong one costs its own check.
     "test_tradeoffs.py::test_running_the_module_prints_the_figures": ("ex9.implied_launch_us", "ex9.cpu_bound_launch_us", "ex9.kv_bytes_per_token", "ex9.kv_tokens_forgone"),

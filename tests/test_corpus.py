@@ -22,12 +22,24 @@ def test_reference_passes_every_public_test():
 
 
 def test_untouched_stubs_pass_no_public_test():
-    outcome = run_public_tests("exercises", CPU)
+    outcome = run_public_tests("exercises", f"{CPU} and not given")
     assert outcome.failed, outcome.summary()
     assert outcome.passed == [], (
         "these public tests pass on the untouched stubs, so they cannot tell a finished exercise "
         f"from an empty one: {outcome.passed}"
     )
+
+
+def test_the_stubs_call_the_given_argument_checks():
+    """The argument checks are given (coursekit/args.py): the stubs make them before the part the
+    student writes, so every test of them (marker ``given``) that needs nothing the student
+    builds passes on the untouched stubs. Those that call a method of an object the student's
+    constructor builds fail there with "exercise N: ..." and nothing else."""
+    outcome = run_public_tests("exercises", f"{CPU} and given")
+    assert outcome.passed, outcome.summary()
+    unexpected = [t for t in outcome.failed if "NotImplementedError" not in outcome.reasons.get(t, "")]
+    assert not unexpected, ("given tests that fail on the untouched stubs for another reason than "
+                            f"an unwritten constructor: {unexpected}\n{outcome.summary()}")
 
 
 def test_every_public_test_has_an_exercise_marker():

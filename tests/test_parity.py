@@ -15,7 +15,7 @@ from coursekit.course import EXERCISES, MARKERS
 from coursekit.impl import REPO_ROOT
 from grader.judge import all_checks
 from tests import mutants
-from tests.parity import ENFORCED_BY, Reason
+from tests.parity import ENFORCED_BY, GIVEN, Reason
 
 NOT_MAPPED = {"test_examples.py"}  # see tests/parity.py (test_checks.py names its check in its id)
 RECORD = REPO_ROOT / "tests" / "kill_matrix.json"
@@ -33,7 +33,8 @@ def public_tests() -> dict[str, dict]:
             if isinstance(node, ast.FunctionDef) and node.name.startswith("test_"):
                 marks = {ast.unparse(d) for d in node.decorator_list}
                 found[f"{path.name}::{node.name}"] = {"exercise": e.marker,
-                                                      "gpu": any(m == "gpu" or "mark.gpu" in m for m in marks)}
+                                                      "gpu": any(m == "gpu" or "mark.gpu" in m for m in marks),
+                                                      "given": "pytest.mark.given" in marks}
     return found
 
 
@@ -61,6 +62,15 @@ def test_every_public_test_names_what_enforces_its_rule():
     assert not missing, ("public tests whose rule no grader check is named for (tests/parity.py): "
                          + ", ".join(missing))
     assert not stale, "tests/parity.py names public tests that do not exist: " + ", ".join(stale)
+
+
+def test_given_tests_and_only_they_are_ungraded_as_given():
+    """A test marked ``given`` checks given code (coursekit/args.py), which carries no points: it
+    is mapped to GIVEN, and GIVEN is for nothing else (a graded rule cannot hide there)."""
+    tests = public_tests()
+    wrong = sorted(t for t, about in tests.items() if about["given"] != (ENFORCED_BY.get(t) is GIVEN))
+    assert not wrong, ("tests marked given must map to GIVEN in tests/parity.py, and only they: "
+                       + ", ".join(wrong))
 
 
 @pytest.mark.parametrize("test", sorted(ENFORCED_BY))

@@ -8,10 +8,9 @@ import math
 import random
 from typing import TYPE_CHECKING
 
-from coursekit.course import ARGUMENTS
 from coursekit import lesson
 from coursekit.lesson import QWEN25_7B_KV
-from grader.checks import Check, P, acceptance
+from grader.checks import Check, P
 from grader.probes import _as_list, call, probe
 
 if TYPE_CHECKING:
@@ -117,16 +116,7 @@ def checks(draw: Draw) -> list[Check]:
     forgone = [(1024**3, per_token), (per_token * r.randint(1, 999), per_token),
                (per_token * r.randint(1, 999) - 1, per_token), (0, per_token), (per_token - 1, per_token)]
     forgone += [(r.randint(0, 2**40), r.randint(1, 2**22)) for _ in range(8)]
-    r = draw.rng("ex9.rejects_bad_arguments")
-    kernels = [float(r.randint(1, 50)) for _ in range(r.randint(2, 6))]
-    bad_at = r.randrange(len(kernels))
-    negative = -round(r.uniform(0.05, 50), 2)
-
-    def with_bad(bad):
-        return [bad if i == bad_at else k for i, k in enumerate(kernels)]
-
-    eager = round(r.uniform(1, 50), 3)
-    kv_args = ("n_layers", "n_kv_heads", "head_dim", "dtype_bytes")
+    longer, extra = round(r.uniform(1, 50), 3), round(r.uniform(0.001, 5), 3)
     return [
         Check("ex9", "eager_timeline",
               "one (launched, start, end) per kernel: launched at k*launch_us, started at max(k*launch_us, "
@@ -135,11 +125,14 @@ def checks(draw: Draw) -> list[Check]:
                for k, l in zip(profiles, launches)], points=1),
         Check("ex9", "cpu_bound_launch_us",
               "tau* = the smallest mean of the first m kernels, m = 1 .. N-1; fewer than two kernels -> math.inf",
-              [P("tau_star", f"cpu_bound_launch_us({k})", kernel_us=k) for k in star], points=1),
+              [P("tau_star", f"cpu_bound_launch_us({k})", kernel_us=k) for k in star], points=2),
         Check("ex9", "implied_launch_us",
-              "(additive, cpu_bound) = ((eager_ms - compute_ms) * 1e3 / n_kernels, eager_ms * 1e3 / n_kernels)",
+              "(additive, cpu_bound) = ((eager_ms - compute_ms) * 1e3 / n_kernels, eager_ms * 1e3 / n_kernels); "
+              "compute_ms > eager_ms is a ValueError naming compute_ms (no model explains it)",
               [P("implied", f"implied_launch_us({e}, {c}, {n})", eager_ms=e, compute_ms=c, n_kernels=n)
-               for e, c, n in implied], points=1),
+               for e, c, n in implied]
+              + [P("implied", f"implied_launch_us({longer}, {longer + extra}, 10)", "compute_ms", eager_ms=longer,
+                   compute_ms=longer + extra, n_kernels=10)], points=1),
         Check("ex9", "kv_bytes_per_token",
               "2 * n_layers * n_kv_heads * head_dim * dtype_bytes, an int (dtype_bytes defaults to 2)",
               [P("kv_bytes", f"kv_bytes_per_token(**{kw})", kwargs=kw) for kw in configs], points=1),
@@ -153,50 +146,4 @@ def checks(draw: Draw) -> list[Check]:
         Check("ex9", "kv_tokens_forgone", "whole tokens: graph_bytes // bytes_per_token, an int",
               [P("tokens", f"kv_tokens_forgone({g}, {b})", graph_bytes=g, bytes_per_token=b)
                for g, b in forgone], points=1),
-        Check("ex9", "rejects_bad_arguments",
-              "a negative, NaN, infinite or non-number time is a ValueError naming launch_us, kernel_us, "
-              "eager_ms or compute_ms; compute_ms > eager_ms names compute_ms; a count or byte size that "
-              "is not an int, or an int below its least value (1, or 0 for bytes), names its argument; shared_pool not a "
-              "bool names shared_pool; valid arguments are accepted",
-              [P("timeline", f"eager_timeline({kernels}, {negative})", "launch_us", kernel_us=kernels,
-                 launch_us=negative),
-               P("timeline", f"eager_timeline({kernels}, nan)", "launch_us", kernel_us=kernels, launch_us=math.nan),
-               P("timeline", f"eager_timeline({kernels}, '3')", "launch_us", kernel_us=kernels, launch_us="3"),
-               P("timeline", f"eager_timeline(kernel {bad_at} = '3', 5.0)", "kernel_us",
-                 kernel_us=with_bad("3"), launch_us=5.0),
-               P("timeline", f"eager_timeline(kernel {bad_at} = {negative}, 5.0)", "kernel_us",
-                 kernel_us=with_bad(negative), launch_us=5.0),
-               P("timeline", f"eager_timeline(kernel {bad_at} = inf, 5.0)", "kernel_us",
-                 kernel_us=with_bad(math.inf), launch_us=5.0),
-               P("timeline", f"eager_timeline({kernels}, 0.0)", kernel_us=kernels, launch_us=0.0),
-               P("tau_star", f"cpu_bound_launch_us(kernel {bad_at} = {negative})", "kernel_us",
-                 kernel_us=with_bad(negative)),
-               P("tau_star", f"cpu_bound_launch_us(kernel {bad_at} = nan)", "kernel_us", kernel_us=with_bad(math.nan)),
-               P("tau_star", f"cpu_bound_launch_us(kernel {bad_at} = True)", "kernel_us", kernel_us=with_bad(True)),
-               P("implied", f"implied_launch_us({eager}, {eager + 1}, 10)", "compute_ms", eager_ms=eager,
-                 compute_ms=eager + 1, n_kernels=10),
-               P("implied", f"implied_launch_us({negative}, 0.0, 10)", "eager_ms", eager_ms=negative,
-                 compute_ms=0.0, n_kernels=10),
-               P("implied", "implied_launch_us(nan, 1.0, 10)", "eager_ms", eager_ms=math.nan, compute_ms=1.0,
-                 n_kernels=10),
-               P("implied", f"implied_launch_us({eager}, 0.0, 0)", "n_kernels", eager_ms=eager, compute_ms=0.0,
-                 n_kernels=0),
-               P("implied", f"implied_launch_us({eager}, 0.0, 2.0)", "n_kernels", eager_ms=eager,
-                 compute_ms=0.0, n_kernels=2.0),
-               P("implied", f"implied_launch_us({eager}, 0.0, 1)", eager_ms=eager, compute_ms=0.0, n_kernels=1),
-               *[P("kv_bytes", f"kv_bytes_per_token({name}={bad!r})", name, kwargs={**QWEN, name: bad})
-                 for name in kv_args for bad in (0, True)],
-               P("kv_bytes", "kv_bytes_per_token(1, 1, 1, 1)", kwargs=dict(n_layers=1, n_kv_heads=1, head_dim=1,
-                                                                            dtype_bytes=1)),
-               P("graph_memory", "graph_memory_bytes([5, -1])", "per_graph_bytes", per_graph_bytes=[5, -1]),
-               P("graph_memory", "graph_memory_bytes([5, 2.0])", "per_graph_bytes", per_graph_bytes=[5, 2.0]),
-               P("graph_memory", "graph_memory_bytes([5, 2], shared_pool=1)", "shared_pool",
-                 per_graph_bytes=[5, 2], kwargs={"shared_pool": 1}),
-               P("graph_memory", "graph_memory_bytes([0], shared_pool=False)", per_graph_bytes=[0],
-                 kwargs={"shared_pool": False}),
-               P("tokens", "kv_tokens_forgone(-1, 10)", "graph_bytes", graph_bytes=-1, bytes_per_token=10),
-               P("tokens", "kv_tokens_forgone(100, 0)", "bytes_per_token", graph_bytes=100, bytes_per_token=0),
-               P("tokens", "kv_tokens_forgone(100, 2.0)", "bytes_per_token", graph_bytes=100, bytes_per_token=2.0),
-               P("tokens", "kv_tokens_forgone(0, 1)", graph_bytes=0, bytes_per_token=1)],
-              compare=acceptance(), idea=ARGUMENTS, points=1),
     ]
