@@ -28,7 +28,7 @@ from typing import Iterable
 
 import torch
 
-__all__ = ["count", "counts", "flag", "index_rows", "inputs_like", "need_cuda", "number", "numbers", "tensor",
+__all__ = ["count", "counts", "flag", "function", "index_rows", "inputs_like", "need_cuda", "number", "numbers", "tensor",
            "tensors"]
 
 
@@ -97,6 +97,14 @@ def flag(name: str, value: object) -> bool:
     ``ValueError`` naming ``name``."""
     if not isinstance(value, bool):
         raise ValueError(f"{name}: expected a bool (True or False), got {value!r}")
+    return value
+
+
+def function(name: str, value: object) -> object:
+    """``value`` itself when it can be called. Otherwise ``TypeError`` naming ``name`` (not a
+    ``ValueError``: the call itself would fail with a TypeError)."""
+    if not callable(value):
+        raise TypeError(f"{name}: expected a callable, got {type(value).__name__}")
     return value
 
 

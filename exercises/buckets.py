@@ -4,9 +4,11 @@ A CUDA graph replays fixed shapes at fixed addresses, so a server captures one g
 size in a short list (the *buckets*, vLLM's ``cudagraph_capture_sizes``), pads each real batch up
 to the nearest captured size, and runs eagerly when a batch is larger than every bucket.
 
-Check your work with ``python -m pytest exercises -m ex5``. On a CPU the runner is tested with the
-course's stand-in for a captured graph (``coursekit.standin.capture_on_cpu``), which keeps what
-matters here: static inputs, outputs overwritten by every replay, and memory pools.
+The lines marked ``# given`` check the arguments (``coursekit/args.py``); keep them, and write
+the rest. Check your work with ``python -m pytest exercises -m ex5``. On a CPU the runner is
+tested with the course's stand-in for a captured graph (``coursekit.standin.capture_on_cpu``),
+which keeps what matters here: static inputs, outputs overwritten by every replay, and memory
+pools.
 """
 
 from __future__ import annotations
@@ -15,13 +17,14 @@ from typing import Callable, Iterable
 
 import torch
 
+from coursekit import args
 from coursekit.standin import capture_on_cpu  # noqa: F401  (the CPU default for `capture`)
 
 
 def default_capture_sizes(max_size: int = 512) -> list[int]:
     """vLLM's default buckets: [1, 2, 4], then the multiples of 8 below 256, then the multiples
     of 16 from 256 on, keeping only sizes ``<= max_size``, ascending.
-    ``max_size < 1`` -> ValueError naming ``max_size``.
+    ``max_size`` not an int (a bool is not) or ``< 1`` -> ValueError naming ``max_size``.
 
     >>> len(default_capture_sizes(512))
     51
@@ -30,6 +33,7 @@ def default_capture_sizes(max_size: int = 512) -> list[int]:
     >>> default_capture_sizes(300)[-4:]
     [248, 256, 272, 288]
     """
+    max_size = args.count("max_size", max_size, at_least=1)  # given
     raise NotImplementedError("exercise 5: default_capture_sizes")
 
 
@@ -47,8 +51,9 @@ def engine_capture_sizes(max_num_seqs: int = 256, num_speculative_tokens: int = 
     The sizes are ``default_capture_sizes`` of that largest size, plus ``max_num_batched_tokens`` itself
     when it is ``<= largest`` and not yet a size (so the largest possible batch has its own
     graph even off the stride), ascending. The defaults are vLLM's for the ``LLM`` class on a
-    GPU under 70 GiB, such as an RTX 4090. ``max_num_seqs < 1``, ``num_speculative_tokens < 0``
-    or ``max_num_batched_tokens < 1`` -> ValueError naming the argument.
+    GPU under 70 GiB, such as an RTX 4090. An argument that is not an int (a bool is not),
+    ``max_num_seqs < 1``, ``num_speculative_tokens < 0`` or ``max_num_batched_tokens < 1`` ->
+    ValueError naming the argument.
 
     >>> engine_capture_sizes(max_num_seqs=3)
     [1, 2, 4]
@@ -61,6 +66,9 @@ def engine_capture_sizes(max_num_seqs: int = 256, num_speculative_tokens: int = 
     >>> len(engine_capture_sizes())
     51
     """
+    max_num_seqs = args.count("max_num_seqs", max_num_seqs, at_least=1)  # given
+    num_speculative_tokens = args.count("num_speculative_tokens", num_speculative_tokens, at_least=0)  # given
+    max_num_batched_tokens = args.count("max_num_batched_tokens", max_num_batched_tokens, at_least=1)  # given
     raise NotImplementedError("exercise 5: engine_capture_sizes")
 
 
@@ -69,18 +77,24 @@ def padded_size(n: int, capture_sizes: Iterable[int]) -> int | None:
     ``None`` when ``n`` is larger than every size (the batch runs eagerly).
 
     Sizes may come in any order and repeated, in any iterable (a list, a set, a generator: read
-    it once). ``n < 1`` -> ValueError naming ``n``; no sizes -> ValueError naming
+    it once; the given line reads it into a list). ``n`` not an int (a bool is not) or ``< 1`` ->
+    ValueError naming ``n``; no sizes, or a size that is not an int ``>= 1`` -> ValueError naming
     ``capture_sizes``.
     """
+    n = args.count("n", n, at_least=1)  # given
+    capture_sizes = args.counts("capture_sizes", capture_sizes, at_least=1, nonempty=True)  # given: a list now
     raise NotImplementedError("exercise 5: padded_size")
 
 
 def pad_rows(x: torch.Tensor, size: int, value: float = 0) -> torch.Tensor:
     """A new tensor of ``size`` rows (same dtype, device and row shape as ``x``): the first
     ``len(x)`` rows are ``x``, the rest are filled with ``value`` (0 when not given). ``x`` itself
-    is not modified. ``size == len(x)`` pads nothing (still a new tensor); ``size < len(x)`` ->
-    ValueError naming ``size`` (never truncate: that would drop real rows).
+    is not modified. ``size == len(x)`` pads nothing (still a new tensor); ``size < len(x)``, or
+    ``size`` not an int -> ValueError naming ``size`` (never truncate: that would drop real rows);
+    ``x`` not a tensor of at least one dimension -> ValueError naming ``x``.
     """
+    x = args.tensor("x", x, min_dim=1)  # given
+    size = args.count("size", size, at_least=len(x))  # given: never truncate
     raise NotImplementedError("exercise 5: pad_rows")
 
 
@@ -89,11 +103,13 @@ class BucketedGraphRunner:
 
     Construction (defaults: ``capture_sizes=None``, ``warmup_iters=3``, ``pad_value=0``,
     ``capture=None``):
-      * One static input buffer shaped like ``max_example`` (``len(max_example)`` rows, each of
-        ``max_example``'s row shape, not flattened; a 1-D ``max_example`` has scalar rows), owned
-        by the runner (a copy of ``max_example``, never the caller's tensor itself).
-      * ``capture_sizes`` defaults to ``default_capture_sizes(len(max_example))``; a size outside
-        ``1..len(max_example)`` -> ValueError naming ``capture_sizes``.
+      * ``max_example`` not a tensor with at least one row -> ValueError naming ``max_example``.
+      * One static input buffer, the attribute ``buffer`` (the given line of ``__call__`` reads
+        it), shaped like ``max_example`` (``len(max_example)`` rows, each of ``max_example``'s row
+        shape, not flattened; a 1-D ``max_example`` has scalar rows), owned by the runner (a copy
+        of ``max_example``, never the caller's tensor itself).
+      * ``capture_sizes`` defaults to ``default_capture_sizes(len(max_example))``; no sizes, or a
+        size that is not an int in ``1..len(max_example)`` -> ValueError naming ``capture_sizes``.
       * One capture per size, of ``fn`` over the prefix ``buffer[:size]``:
         ``capture(fn, buffer[:size], warmup_iters=warmup_iters, pool=pool)``, largest size first,
         all graphs in one memory pool (the first graph's ``graph.pool()`` is the ``pool`` of every
@@ -103,7 +119,7 @@ class BucketedGraphRunner:
       * ``stats``: a dict counting the calls that replayed each size (key: the size) and the
         calls that ran eagerly (key: ``"eager"``).
 
-    Calling ``runner(x)``:
+    Calling ``runner(x)`` (the given line checks ``x`` against ``buffer``):
       * ``x`` must have the buffer's row shape (the same shape: rows of ``(3, 2)`` are not rows
         of ``(2, 3)`` nor of ``(6,)``, though they hold as many elements), dtype and device, and
         at least one row (ValueError naming ``x`` otherwise).
@@ -123,7 +139,13 @@ class BucketedGraphRunner:
         pad_value: float = 0,
         capture: Callable | None = None,
     ):
+        max_example = args.tensor("max_example", max_example, min_dim=1, min_rows=1)  # given
+        if capture_sizes is not None:  # given: then a list of sizes in 1..len(max_example)
+            capture_sizes = args.counts("capture_sizes", capture_sizes, at_least=1, at_most=len(max_example),
+                                        nonempty=True)  # given
         raise NotImplementedError("exercise 5: BucketedGraphRunner.__init__")
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        x = args.tensor("x", x, row_shape=self.buffer.shape[1:], dtype=self.buffer.dtype, device=self.buffer.device,
+                        min_rows=1)  # given: reads your self.buffer
         raise NotImplementedError("exercise 5: BucketedGraphRunner.__call__")

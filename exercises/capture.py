@@ -7,8 +7,9 @@ record it), runs that warm-up on a side stream ordered after the caller's work (
 PyTorch's CUDA graphs documentation), lets graphs that never run at the same time share one
 memory pool, and leaves the GPU usable when a function cannot be captured.
 
-Check your work with ``python -m pytest exercises -m ex3`` (most checks need a GPU:
-``python -m pytest exercises -m "ex3 and gpu"``).
+The lines marked ``# given`` check the arguments (``coursekit/args.py``) and look for a CUDA
+device; keep them, and write the rest. Check your work with ``python -m pytest exercises -m ex3``
+(most checks need a GPU: ``python -m pytest exercises -m "ex3 and gpu"``).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any, Callable
 
 import torch
 
+from coursekit import args
 from coursekit.allocator import end_failed_capture  # noqa: F401  (given: see step 5)
 from coursekit.standin import CapturedGraph  # noqa: F401  (given: what capture returns)
 
@@ -26,11 +28,13 @@ def capture(
 ) -> CapturedGraph:
     """Warm up ``fn(*static_inputs)`` and capture one call of it into a CUDA graph.
 
-    1. Arguments: ``warmup_iters < 1`` -> ValueError naming ``warmup_iters`` (capturing cold work
-       records allocator and autotune side effects), checked first, so on any machine. No CUDA ->
-       a plain RuntimeError (not a ValueError: no argument is wrong) saying a CUDA device is
-       needed. An input that is not a CUDA tensor (a CPU tensor, or no tensor at all) ->
-       ValueError naming it (``static_inputs[i]``): a CPU tensor has no place in a captured graph.
+    1. Arguments (the given lines check them): ``fn`` not callable -> TypeError naming ``fn``;
+       ``warmup_iters`` not an int (a bool is not) or ``< 1`` -> ValueError naming
+       ``warmup_iters`` (capturing cold work records allocator and autotune side effects); both
+       checked first, so on any machine. No CUDA -> a plain RuntimeError
+       (not a ValueError: no argument is wrong) saying a CUDA device is needed. An input that is
+       not a CUDA tensor (a CPU tensor, or no tensor at all) -> ValueError naming it
+       (``static_inputs[i]``): a CPU tensor has no place in a captured graph.
     2. Warm-up: exactly ``warmup_iters`` calls of ``fn(*static_inputs)`` (3 when left out), none
        on the caller's current stream: they run on a side stream (a new ``torch.cuda.Stream()``)
        that first waits for the work already queued on the current stream (the inputs the caller
@@ -57,4 +61,8 @@ def capture(
        leave the allocator sending allocations to the failed capture's pool until
        ``end_failed_capture(pool)``, given, is called: that file says why.)
     """
+    fn = args.function("fn", fn)  # given: a TypeError, on any machine
+    warmup_iters = args.count("warmup_iters", warmup_iters, at_least=1)  # given: on any machine
+    args.need_cuda("capture")  # given: a plain RuntimeError
+    static_inputs = args.tensors("static_inputs", static_inputs, cuda=True)  # given: a tuple now
     raise NotImplementedError("exercise 3: capture")

@@ -6,7 +6,8 @@ PIECEWISE graph (everything between attention calls; attention runs eagerly) or 
 one token) and which for mixed prefill/decode batches; the dispatcher captures the matching
 ``(mode, BatchDescriptor)`` keys and, at run time, picks the best captured key for a batch.
 
-Check your work with ``python -m pytest exercises -m ex6``.
+The lines marked ``# given`` check the arguments (``coursekit/args.py``); keep them, and write
+the rest. Check your work with ``python -m pytest exercises -m ex6``.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 from typing import AbstractSet, Iterable
+
+from coursekit import args
 
 from .buckets import padded_size  # noqa: F401  (you will need it)
 
@@ -138,6 +141,12 @@ class CudagraphDispatcher:
 
     def __init__(self, mode: CUDAGraphMode, capture_sizes: Iterable[int], max_num_seqs: int,
                  uniform_decode_query_len: int = 1):
+        if not isinstance(mode, CUDAGraphMode):  # given
+            raise ValueError(f"mode: expected a CUDAGraphMode, got {mode!r}")  # given
+        capture_sizes = args.counts("capture_sizes", capture_sizes, at_least=1)  # given: a list now
+        max_num_seqs = args.count("max_num_seqs", max_num_seqs, at_least=1)  # given
+        uniform_decode_query_len = args.count(  # given
+            "uniform_decode_query_len", uniform_decode_query_len, at_least=1)
         raise NotImplementedError("exercise 6: CudagraphDispatcher.__init__")
 
     def keys(self) -> dict[CUDAGraphMode, set[BatchDescriptor]]:
@@ -151,4 +160,5 @@ class CudagraphDispatcher:
         valid_modes: AbstractSet[CUDAGraphMode] | None = None,
         invalid_modes: AbstractSet[CUDAGraphMode] | None = None,
     ) -> tuple[CUDAGraphMode, BatchDescriptor]:
+        num_tokens = args.count("num_tokens", num_tokens, at_least=1)  # given
         raise NotImplementedError("exercise 6: CudagraphDispatcher.dispatch")

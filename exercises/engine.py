@@ -7,6 +7,9 @@ and graphs are captured with a warm-up (exercise 3). The model is given
 KV cache indexed by ``[slot, position]`` and one reserved ``padding_slot``, and a forward pass cut
 into segments at its attention calls.
 
+The lines marked ``# given`` check the arguments (with ``coursekit/args.py``, or plain lines where
+it has no such check: the model, ``generate``'s requests); keep them, and write the rest.
+
 Check your work with ``python -m pytest exercises -m ex8``. On a CPU the graphs are the course's
 stand-in (``coursekit.standin.capture_on_cpu``); ``python -m pytest exercises -m "ex8 and gpu"``
 runs real CUDA graphs.
@@ -18,8 +21,9 @@ from typing import Callable, Sequence
 
 import torch
 
+from coursekit import args
 from coursekit.standin import capture_on_cpu  # noqa: F401  (the CPU default for `capture`)
-from coursekit.toymodel import ToyModel  # noqa: F401  (given: the model)
+from coursekit.toymodel import ToyModel  # given: the model
 
 from .buckets import engine_capture_sizes  # noqa: F401  (you will need them)
 from .dispatch import BatchDescriptor, CUDAGraphMode, CudagraphDispatcher  # noqa: F401
@@ -30,7 +34,9 @@ class DecodeEngine:
 
     Construction ``DecodeEngine(model, mode=CUDAGraphMode.FULL, capture_sizes=None,
     warmup_iters=1, capture=None)``, each default as written (an engine built without ``mode``
-    captures FULL graphs; without ``warmup_iters``, each capture warms up once):
+    captures FULL graphs; without ``warmup_iters``, each capture warms up once); a ``model``
+    that is not a ``ToyModel`` -> ValueError naming ``model``:
+      * ``model``: the model, kept as ``self.model`` (``step`` reads its device and config).
       * ``dispatcher``: a ``CudagraphDispatcher(mode, capture_sizes, model.config.max_seqs)``
         (one token per request: ``q = 1``); ``capture_sizes`` defaults
         to ``engine_capture_sizes(model.config.max_seqs)``, vLLM's plan for ``max_seqs`` requests
@@ -116,6 +122,8 @@ class DecodeEngine:
         warmup_iters: int = 1,
         capture: Callable | None = None,
     ):
+        if not isinstance(model, ToyModel):  # given
+            raise ValueError(f"model: expected a coursekit.toymodel.ToyModel, got {type(model).__name__}")  # given
         raise NotImplementedError("exercise 8: DecodeEngine.__init__")
 
     def capture_model(self) -> None:
@@ -123,7 +131,28 @@ class DecodeEngine:
 
     def step(self, tokens: torch.Tensor, positions: torch.Tensor, slots: torch.Tensor,
              uniform_decode: bool | None = None) -> torch.Tensor:
+        c, device = self.model.config, self.model.device  # given
+        n = args.index_rows("tokens", tokens, device=device, high=c.vocab_size - 1)  # given: n rows
+        args.index_rows("positions", positions, device=device, rows=n, high=c.max_seq_len - 1)  # given
+        args.index_rows("slots", slots, device=device, rows=n, high=c.max_seqs - 1)  # given: not the padding slot
         raise NotImplementedError("exercise 8: DecodeEngine.step")
 
     def generate(self, prompts: Sequence[Sequence[int]], max_new_tokens: int | Sequence[int]) -> list[list[int]]:
+        c = self.model.config  # given
+        prompts = [list(p) for p in prompts]  # given: a list of lists now
+        if not 1 <= len(prompts) <= c.max_seqs:  # given
+            raise ValueError(f"prompts: expected 1..{c.max_seqs} prompts (one KV-cache slot each), "
+                             f"got {len(prompts)}")  # given
+        if not all(prompts):  # given
+            raise ValueError("prompts: every prompt needs at least one token, got an empty one")  # given
+        if isinstance(max_new_tokens, int):  # given: an int is every sequence's count
+            max_new_tokens = [max_new_tokens] * len(prompts)  # given
+        max_new_tokens = args.counts("max_new_tokens", max_new_tokens, at_least=1)  # given: a list now
+        if len(max_new_tokens) != len(prompts):  # given
+            raise ValueError(f"max_new_tokens: expected an int or one count per prompt ({len(prompts)}), "
+                             f"got {len(max_new_tokens)} counts")  # given
+        for i, (p, m) in enumerate(zip(prompts, max_new_tokens)):  # given: the last new token is never fed back
+            if len(p) + m - 1 > c.max_seq_len:  # given
+                raise ValueError(f"max_new_tokens: prompt {i} ({len(p)} tokens) plus {m} new tokens does "
+                                 f"not fit max_seq_len = {c.max_seq_len}")  # given
         raise NotImplementedError("exercise 8: DecodeEngine.generate")

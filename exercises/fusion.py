@@ -6,8 +6,9 @@ fused kernel launches once and keeps the intermediates in registers. vLLM fuses 
 around its big GEMMs for both reasons; its ``fused_add_rms_norm`` adds the residual and
 normalizes in one kernel, which is what you build here.
 
-Check your work with ``python -m pytest exercises -m ex7`` (the kernel counts need a GPU:
-``python -m pytest exercises -m "ex7 and gpu"``).
+The lines marked ``# given`` check the arguments (``coursekit/args.py``); keep them, and write
+the rest. Check your work with ``python -m pytest exercises -m ex7`` (the kernel counts need a
+GPU: ``python -m pytest exercises -m "ex7 and gpu"``).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Callable
 
 import torch
 
+from coursekit import args
 from coursekit.fusion import add_rms_norm_reference  # noqa: F401  (given: the eager version)
 
 
@@ -28,6 +30,8 @@ def chain_hbm_bytes(n_ops: int, numel: int, dtype_bytes: int, fused: bool) -> in
     is negative, or ``dtype_bytes < 1`` -> ValueError naming the argument (zero ops, zero elements
     and ``dtype_bytes = 1`` are fine).
     """
+    n_ops, numel = args.count("n_ops", n_ops, at_least=0), args.count("numel", numel, at_least=0)  # given
+    dtype_bytes = args.count("dtype_bytes", dtype_bytes, at_least=1)  # given
     raise NotImplementedError("exercise 7: chain_hbm_bytes")
 
 
@@ -51,16 +55,20 @@ def fused_add_rms_norm(
       ``x.shape[-1:]`` (as many elements in another shape, such as ``(1, hidden)``, is refused),
       with ``x``'s dtype, on the same device: ValueError naming the argument otherwise.
     """
+    x = args.tensor("x", x, min_dim=1)  # given
+    residual = args.tensor("residual", residual, shape=tuple(x.shape), dtype=x.dtype, device=x.device)  # given
+    weight = args.tensor("weight", weight, shape=tuple(x.shape[-1:]), dtype=x.dtype, device=x.device)  # given
     raise NotImplementedError("exercise 7: fused_add_rms_norm")
 
 
-def count_kernels(fn: Callable[..., object], *args: object) -> int:
-    """How many GPU kernels one call ``fn(*args)`` launches, an int.
+def count_kernels(fn: Callable[..., object], *fn_args: object) -> int:
+    """How many GPU kernels one call ``fn(*fn_args)`` launches, an int.
 
-    The call counted is never the first: ``fn(*args)`` runs once uncounted (compilation and
+    The call counted is never the first: ``fn(*fn_args)`` runs once uncounted (compilation and
     caching happen there), then one call is profiled on the GPU (``torch.profiler``) and its CUDA
     kernels are counted, leaving out memory copies and sets (names containing ``"Memcpy"`` or
     ``"Memset"``). No CUDA -> a plain RuntimeError (not a ValueError: no argument is wrong)
     saying a CUDA device is needed.
     """
+    args.need_cuda("count_kernels")  # given
     raise NotImplementedError("exercise 7: count_kernels")

@@ -12,15 +12,17 @@ finishing it), eager or in a graph alike: a graph removes the N launches, not th
 graph's cost per kernel node, see coursekit/data/), which is why fusion matters even after
 capture: fewer kernels, fewer nu.
 
-Run ``python -m exercises.launch_model`` to print the lesson's table once you are done, and
-``python -m pytest exercises -m ex1`` to check your work.
+The lines marked ``# given`` check the arguments (``coursekit/args.py``); keep them, and write
+the rest. Run ``python -m exercises.launch_model`` to print the lesson's table once you are done,
+and ``python -m pytest exercises -m ex1`` to check your work.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Iterable, Sequence
 
+from coursekit import args
 from coursekit.cli import run_exercise
 from coursekit.lesson import SEED_WEIGHTS
 
@@ -48,8 +50,9 @@ class DecodeStep:
     gpu_node_us: float = 0.0
 
     def __post_init__(self) -> None:
-        # exercise 1: validate the fields here (see the class docstring).
-        pass
+        for f in fields(self):  # given
+            args.number(f.name, getattr(self, f.name))  # given
+        args.number("bandwidth_bps", self.bandwidth_bps, above=0)  # given
 
     @property
     def n_kernels(self) -> int:
@@ -108,6 +111,7 @@ def simulate_eager_ms(kernel_us: Sequence[float], launch_us: float) -> float:
     that is not a number (bool included) -> ValueError naming the argument (``launch_us``, or
     ``kernel_us[i]`` for kernel i).
     """
+    kernel_us, launch_us = args.numbers("kernel_us", kernel_us), args.number("launch_us", launch_us)  # given
     raise NotImplementedError("exercise 1: simulate_eager_ms")
 
 
@@ -119,6 +123,9 @@ def fit_launch_model(n_kernels: Sequence[float], step_ms: Sequence[float]) -> tu
     ValueError naming ``n_kernels`` or ``step_ms``; fewer than two distinct kernel counts ->
     ValueError naming ``n_kernels`` (a line through one x is not determined).
     """
+    if len(n_kernels) != len(step_ms):  # given
+        raise ValueError(f"n_kernels and step_ms: expected the same length, got {len(n_kernels)} and "  # given
+                         f"{len(step_ms)}")  # given
     raise NotImplementedError("exercise 1: fit_launch_model")
 
 

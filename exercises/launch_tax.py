@@ -5,9 +5,10 @@ eagerly, where the CPU launches every kernel, and as one captured CUDA graph, re
 single launch. The difference per run is the launch tax; a sweep over chain lengths and exercise
 1's ``fit_launch_model`` turn it into a cost per kernel.
 
-Check your work with ``python -m pytest exercises -m ex2`` (the timer is tested on the CPU; the
-rest needs a GPU: ``python -m pytest exercises -m "ex2 and gpu"``). Then see it for yourself:
-``python -m coursekit.lab launch-tax``.
+The lines marked ``# given`` check the arguments (``coursekit/args.py``) and that there is a
+GPU; keep them, and write the rest. Check your work with ``python -m pytest exercises -m ex2``
+(the timer is tested on the CPU; the rest needs a GPU: ``python -m pytest exercises -m "ex2 and
+gpu"``). Then see it for yourself: ``python -m coursekit.lab launch-tax``.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Callable, Sequence
 
 import torch
 
+from coursekit import args
 from coursekit.measurements import LaunchTax, tiny_op_chain  # noqa: F401  (given; use them)
 
 
@@ -33,9 +35,10 @@ def time_ms(fn: Callable[[], object], iters: int = 100, warmup: int = 10) -> flo
     * Without CUDA: a monotonic clock (``time.perf_counter``) around the timed calls; not the
       wall clock ``time.time``, which jumps when the system clock is set.
 
-    ``iters < 1`` -> ValueError naming ``iters``; ``warmup < 0`` -> ValueError naming ``warmup``
-    (``iters=1`` and ``warmup=0`` are fine).
+    ``iters`` not an int (a bool is not) or below 1 -> ValueError naming ``iters``; ``warmup`` not
+    an int or below 0 -> ValueError naming ``warmup`` (``iters=1`` and ``warmup=0`` are fine).
     """
+    iters, warmup = args.count("iters", iters, at_least=1), args.count("warmup", warmup, at_least=0)  # given
     raise NotImplementedError("exercise 2: time_ms")
 
 
@@ -50,9 +53,13 @@ def measure_launch_tax(n_ops: int = 200, numel: int = 1024, iters: int = 100) ->
     Return ``LaunchTax(n_ops, numel, eager_us, graph_us, replay_matches_eager)``: the two times in
     microseconds per run of the chain, and whether a replay's output equals the eager result
     exactly (``torch.equal``). The arguments are checked first, on any machine: ``n_ops``,
-    ``numel`` or ``iters`` below 1 -> ValueError naming it; then no CUDA -> a plain RuntimeError
-    (not a ValueError: no argument is wrong) saying a CUDA device is needed.
+    ``numel`` or ``iters`` not an int (a bool is not) or below 1 -> ValueError naming it; then no
+    CUDA -> a plain RuntimeError (not a ValueError: no argument is wrong) saying a CUDA device is
+    needed.
     """
+    n_ops, numel, iters = (args.count(name, value, at_least=1)  # given
+                           for name, value in (("n_ops", n_ops), ("numel", numel), ("iters", iters)))
+    args.need_cuda("measure_launch_tax")  # given
     raise NotImplementedError("exercise 2: measure_launch_tax")
 
 
@@ -65,7 +72,8 @@ def sweep_launch_tax(
     Fitting a line through the results gives this GPU's two slopes (exercise 1):
     ``fit_launch_model([r.n_ops ...], [r.eager_us / 1e3 ...])`` -> µs per eager kernel launch,
     ``fit_launch_model([r.n_ops ...], [r.graph_us / 1e3 ...])`` -> µs per kernel node in a graph.
-    An empty ``n_ops_list`` -> ValueError naming ``n_ops_list``, on any machine (it needs no GPU
-    to tell).
+    An empty ``n_ops_list``, or a length in it that is not an int >= 1 (a bool is not) ->
+    ValueError naming ``n_ops_list``, on any machine (it needs no GPU to tell).
     """
+    n_ops_list = args.counts("n_ops_list", n_ops_list, at_least=1, nonempty=True)  # given: a list now
     raise NotImplementedError("exercise 2: sweep_launch_tax")

@@ -5,9 +5,11 @@ you do not pass new tensors: you copy the data into the captured tensors (``buff
 and replay. Rebinding a name (``self.buffer = x``) changes nothing the graph sees. The outputs
 are fixed too: every replay writes into the same output tensors.
 
-Check your work with ``python -m pytest exercises -m ex4``. On a CPU the runner is tested with
-the course's stand-in for a captured graph (``coursekit.standin.capture_on_cpu``), which keeps
-these rules; ``python -m pytest exercises -m "ex4 and gpu"`` runs it on real CUDA graphs.
+The lines marked ``# given`` check the arguments (``coursekit/args.py``); keep them, and write
+the rest. Check your work with ``python -m pytest exercises -m ex4``. On a CPU the runner is
+tested with the course's stand-in for a captured graph (``coursekit.standin.capture_on_cpu``),
+which keeps these rules; ``python -m pytest exercises -m "ex4 and gpu"`` runs it on real CUDA
+graphs.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import Any, Callable
 
 import torch
 
+from coursekit import args
 from coursekit.standin import capture_on_cpu  # noqa: F401  (the CPU default for `capture`)
 
 
@@ -24,7 +27,8 @@ class GraphRunner:
 
     Construction ``GraphRunner(fn, *example_inputs, warmup_iters=3, clone_outputs=True,
     capture=None)`` (``warmup_iters`` defaults to 3, ``clone_outputs`` to True):
-      * Every example input must be a tensor (ValueError naming ``example_inputs[i]``).
+      * ``fn`` must be callable (TypeError naming ``fn``) and every example input a tensor
+        (ValueError naming ``example_inputs[i]``); the given lines check both.
       * ``static_inputs``: a tuple (not a list) with one buffer per input, a copy the runner
         owns (``x.clone()``), never the caller's tensor: when ``fn`` is captured the buffers hold
         the example inputs' values (not zeros, not uninitialized memory: warm-up runs ``fn`` on
@@ -34,7 +38,7 @@ class GraphRunner:
         3's ``capture`` when the inputs are CUDA tensors, and to ``capture_on_cpu`` otherwise.
       * ``num_captures``: how many captures the runner has done; it stays 1.
 
-    Calling ``runner(*inputs)``:
+    Calling ``runner(*inputs)`` (the given line checks the inputs against ``static_inputs``):
       * The number of inputs must match the example inputs: TypeError otherwise, naming
         ``inputs`` and how many the runner takes (``"expected 2 inputs, got 1"``).
       * Each input must be a tensor with its buffer's shape (the same shape: ``(3, 2)`` is not
@@ -57,7 +61,10 @@ class GraphRunner:
         clone_outputs: bool = True,
         capture: Callable | None = None,
     ):
+        fn = args.function("fn", fn)  # given: a TypeError
+        example_inputs = args.tensors("example_inputs", example_inputs)  # given: a tuple of tensors
         raise NotImplementedError("exercise 4: GraphRunner.__init__")
 
     def __call__(self, *inputs: torch.Tensor) -> Any:
+        inputs = args.inputs_like("inputs", inputs, self.static_inputs)  # given: reads your static_inputs
         raise NotImplementedError("exercise 4: GraphRunner.__call__")

@@ -34,7 +34,6 @@ from typing import Any, Callable
 import torch
 
 from coursekit.checks import names_argument
-from coursekit.checks import says_cuda_is_needed as _names_missing_cuda
 
 
 @dataclass(frozen=True)
@@ -44,13 +43,12 @@ class Probe:
     label: str
     raises: tuple[str, ...] = ()  # an expected error: its message must name one of these
     error: str = "ValueError"
-    cuda: bool = False  # expects the RuntimeError that says a CUDA device is needed
     last: bool = False  # runs after every other probe of its worker (a failing capture)
 
     @property
     def needs_reference(self) -> bool:
         """Judged against the reference's answer (not an expected error, not a property)."""
-        return not (self.raises or self.cuda)
+        return not self.raises
 
     def key(self) -> str:
         import json
@@ -81,7 +79,7 @@ class Check:
     triton: bool = False  # needs torch.compile to build GPU kernels (a C compiler, Python.h, libcuda)
     points: float = 0  # what the check is worth; the course's total is grader/rubric.toml's
     #: The lesson's idea its points reward (README, points by idea); "" is its exercise's own
-    #: (coursekit/course.py), ``course.ARGUMENTS`` a check that rewards refusing bad arguments.
+    #: (coursekit/course.py); ``course.ARGUMENTS`` (refusing bad arguments) is worth no points.
     idea: str = ""
 
     @property
@@ -172,8 +170,6 @@ def same(keys: tuple[str, ...] = (), rel: float = 1e-9, abs_: float = 1e-12,
     def compare(probe: Probe, got: Answer, expected: Answer) -> str | None:
         if probe.raises:
             return expects_error(probe, got)
-        if probe.cuda:
-            return says_cuda_is_needed(probe, got, expected)
         if expected is None:
             raise RuntimeError(f"no reference answer for probe {probe.label}")
         if not expected.ok:
@@ -196,25 +192,6 @@ def same(keys: tuple[str, ...] = (), rel: float = 1e-9, abs_: float = 1e-12,
     return compare
 
 
-def acceptance() -> Compare:
-    """For an argument check (``idea=ARGUMENTS``): a probe that expects an error needs it (naming
-    the argument, or saying a CUDA device is needed); any other probe only needs to be accepted,
-    answered without an error. Its value is the business of the exercise's other checks, so a
-    wrong value costs points there and not here too (the staff hold the public tests to the same
-    split). A module that only raises still earns nothing."""
-
-    def compare(probe: Probe, got: Answer, expected: Answer | None) -> str | None:
-        if probe.raises:
-            return expects_error(probe, got)
-        if probe.cuda:
-            return says_cuda_is_needed(probe, got, expected)
-        if not got.ok:
-            return f"{probe.label}: a valid call must be accepted, it {raised(got)}"
-        return None
-
-    return compare
-
-
 def expects_error(probe: Probe, got: Answer) -> str | None:
     names = " or ".join(repr(n) for n in probe.raises)
     if got.ok:
@@ -228,23 +205,9 @@ def expects_error(probe: Probe, got: Answer) -> str | None:
     return None
 
 
-def says_cuda_is_needed(probe: Probe, got: Answer, expected: Answer) -> str | None:
-    if got.ok:
-        return f"{probe.label} without CUDA: expected a RuntimeError, nothing was raised"
-    if "NotImplementedError" in got.error["types"] or "RuntimeError" not in got.error["types"]:
-        return f"{probe.label} without CUDA: expected a RuntimeError saying a CUDA device is needed, {raised(got)}"
-    if "ValueError" in got.error["types"]:
-        return (f"{probe.label} without CUDA: raised {got.error['types'][0]}, a ValueError too; the "
-                "missing GPU is not a bad argument: raise a plain RuntimeError")
-    if not _names_missing_cuda(got.error["message"]):
-        return f"{probe.label} without CUDA: the RuntimeError must say a CUDA device is needed, " \
-               f"got {got.error['message'][:200]!r}"
-    return None
-
-
 def P(probe: str, label: str, raises: tuple[str, ...] | str = (), error: str = "ValueError",
-      cuda: bool = False, last: bool = False, **args) -> Probe:
+      last: bool = False, **args) -> Probe:
     """A probe of ``probe`` with ``args``; ``raises``: the argument names an expected error must
-    name (``error``: its type); ``cuda``: expects "a CUDA device is needed"."""
-    return Probe(probe, args, label, (raises,) if isinstance(raises, str) else tuple(raises), error,
-                 cuda, last)
+    name (``error``: its type). Refusing bad arguments and saying that a CUDA device is needed
+    are given code (coursekit/args.py), which no check grades."""
+    return Probe(probe, args, label, (raises,) if isinstance(raises, str) else tuple(raises), error, last)

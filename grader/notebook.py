@@ -226,16 +226,27 @@ class _Merger:
                 raise DriftError(self.where(f"{scope}(): the {field} of the signature differ"))
         stub_rest = stub.body[_docstring_len(stub.body):]
         ref_rest = ref.body[_docstring_len(ref.body):]
-        if not _is_placeholder(stub_rest):
-            if [_dump(s) for s in stub_rest] != [_dump(s) for s in ref_rest]:
+        # The given lines (argument checks, ``# given``) come before the stub's placeholder; the
+        # reference starts with the very same statements, and the rest of it is the solution.
+        given = next((k for k in range(len(stub_rest)) if _is_placeholder(stub_rest[k:])), len(stub_rest))
+        if [_dump(s) for s in stub_rest[:given]] != [_dump(s) for s in ref_rest[:given]]:
+            what = "given code" if given == len(stub_rest) else f"given lines ({given} statements)"
+            raise DriftError(self.where(f"{scope}() is {what} in the stub but differs in the reference"))
+        if given == len(stub_rest):
+            if len(ref_rest) != given:
                 raise DriftError(self.where(f"{scope}() is given code in the stub but differs "
                                             "in the reference"))
             return
-        if not ref_rest:
+        placeholder, ref_rest_after = stub_rest[given:], ref_rest[given:]
+        if not ref_rest_after:
             raise DriftError(self.where(f"{scope}() has no body in the reference"))
-        start = stub_rest[0].lineno - 1  # after the stub's comments: they introduce the region
-        indent = stub_rest[0].col_offset
-        ref_floor = ref.body[0].end_lineno if _docstring_len(ref.body) else ref.lineno
+        start = placeholder[0].lineno - 1  # after the stub's comments: they introduce the region
+        indent = placeholder[0].col_offset
+        if given:
+            ref_floor = ref_rest[given - 1].end_lineno
+        else:
+            ref_floor = ref.body[0].end_lineno if _docstring_len(ref.body) else ref.lineno
+        stub_rest, ref_rest = placeholder, ref_rest_after
         ref_start = _first_line(ref_rest[0], self.ref_lines, ref_floor)
         body = _reindent(self.ref_lines[ref_start:ref_rest[-1].end_lineno], ref_rest[0].col_offset, indent)
         if not isinstance(ref_rest[-1], (ast.Return, ast.Raise)) and \

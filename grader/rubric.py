@@ -167,7 +167,8 @@ def ideas_table(checks: "list[Check]") -> str:
         lines.append(f"| {idea} | {', '.join(exercises)} | {points:g} |")
     lines.append(f"| all | | {sum(p for _, p in ideas.values()):g} |")
     held = ideas.get(ARGUMENTS, ([], 0.0))[1]
-    return "\n".join(lines) + f"\n\nArgument checks: {held:g} points, at most {ARGUMENTS_AT_MOST} allowed.\n"
+    return "\n".join(lines) + (f"\n\nArgument checks: {held:g} points, at most {ARGUMENTS_AT_MOST} allowed "
+                               "(they are given: coursekit/args.py).\n")
 
 
 def load(path: Path = RUBRIC) -> Rubric:

@@ -44,23 +44,28 @@ Check your work with ``python -m pytest exercises -m {marker}``.
 
 from __future__ import annotations
 
+from coursekit import args
+
 
 def example(x: float) -> float:
-    """Twice ``x``. ``x < 0`` -> ValueError naming ``x``.
+    """Twice ``x``, a float. ``x`` negative, NaN, infinite or not a number (a bool is not) ->
+    ValueError naming ``x`` (the given line checks it).
 
     >>> example(1.5)
     3.0
     """
+    x = args.number("x", x)  # given: the argument check (coursekit/args.py)
     raise NotImplementedError("exercise {n}: example")
 ''',
         f"solutions/{module}.py": f'''"""Exercise {n} reference: {title}. Rules: exercises/{module}.py."""
 
 from __future__ import annotations
 
+from coursekit import args
+
 
 def example(x: float) -> float:
-    if x < 0:
-        raise ValueError(f"x: expected a number >= 0, got {{x!r}}")
+    x = args.number("x", x)  # given: the argument check (coursekit/args.py)
     return 2.0 * x
 ''',
         f"grader/exercises/{module}.py": f'''"""Exercise {n} ({module}): the probes a worker runs on the submission's ``{module}`` and
@@ -93,9 +98,8 @@ def checks(draw: Draw) -> list[Check]:
     r = draw.rng("{marker}.example")
     xs = [0.0, round(r.uniform(0, 100), 3)]
     return [
-        Check("{marker}", "example", "twice x; x < 0 is a ValueError naming x",
-              [P("{module}_example", f"example({{x}})", x=x) for x in xs]
-              + [P("{module}_example", "example(-1.0)", "x", x=-1.0)], points=1),
+        Check("{marker}", "example", "twice x, a float",
+              [P("{module}_example", f"example({{x}})", x=x) for x in xs], points=1),
     ]
 ''',
         f"grader/hidden/{module}.py": f'''"""Exercise {n} ({module}): hidden checks, more cases of its rules drawn from their own names.
@@ -117,10 +121,11 @@ def checks(draw: Draw) -> list[Check]:
         f"tests/alternatives/{module}.py": f'''"""Exercise {n}, solved another way: (say how it differs from the reference)."""
 
 
+from coursekit import args
+
+
 def example(x):
-    if x < 0:
-        raise ValueError(f"x must be >= 0, got {{x}}")
-    return x + x
+    return args.number("x", x) + args.number("x", x)
 ''',
         f"notes/en/{n:02d}-{module}.md": f"""# Chapter {n} · {title}
 
@@ -211,8 +216,8 @@ Exercise {n} · `exercises/{module}.py` · marker `{marker}` (replace: what it i
 from tests.mutants import M
 
 MUTANTS = [
-    M("{module}", "no-validation", "accepts a negative x",
-      ("    if x < 0:\\n        raise", "    if False:\\n        raise")),
+    M("{module}", "adds-one", "x + 1 instead of twice x",
+      ("    return 2.0 * x", "    return x + 1.0")),
 ]
 ''',
     }
@@ -249,7 +254,9 @@ NEXT = """\
 Next: replace each file's example with the exercise (the stub's docstring states every rule the
 checks enforce), give its checks their points (points= on each check) and grader/rubric.toml's
 [course] total its new value, write 10 or more mutants (and, for property tests and teaching messages beyond the
-checks, exercises/tests/test_<module>.py with pytestmark = pytest.mark.{marker}), then:
+checks, exercises/tests/test_<module>.py with pytestmark = pytest.mark.{marker}; argument checks
+are given: the stub calls coursekit/args.py in lines marked # given, their tests are marked given
+and no check grades them), then:
   python -m grader build
   python -m pytest exercises -m {marker} --impl solutions   (passes)   and without --impl (fails)
   python -m tests.kill_matrix --write

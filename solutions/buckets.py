@@ -7,23 +7,21 @@ from typing import Callable, Iterable
 
 import torch
 
+from coursekit import args
 from coursekit.standin import capture_on_cpu
 
 
 def default_capture_sizes(max_size: int = 512) -> list[int]:
-    if isinstance(max_size, bool) or not isinstance(max_size, int) or max_size < 1:
-        raise ValueError(f"max_size: expected an int >= 1, got {max_size!r}")
+    max_size = args.count("max_size", max_size, at_least=1)  # given
     sizes = [1, 2, 4] + list(range(8, 256, 8)) + list(range(256, max_size + 1, 16))
     return [s for s in sizes if s <= max_size]
 
 
 def engine_capture_sizes(max_num_seqs: int = 256, num_speculative_tokens: int = 0,
                          max_num_batched_tokens: int = 8192) -> list[int]:
-    for name, value, low in (("max_num_seqs", max_num_seqs, 1),
-                             ("num_speculative_tokens", num_speculative_tokens, 0),
-                             ("max_num_batched_tokens", max_num_batched_tokens, 1)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < low:
-            raise ValueError(f"{name}: expected an int >= {low}, got {value!r}")
+    max_num_seqs = args.count("max_num_seqs", max_num_seqs, at_least=1)  # given
+    num_speculative_tokens = args.count("num_speculative_tokens", num_speculative_tokens, at_least=0)  # given
+    max_num_batched_tokens = args.count("max_num_batched_tokens", max_num_batched_tokens, at_least=1)  # given
     largest = min(2 * max_num_seqs * (1 + num_speculative_tokens), 512, max_num_batched_tokens)
     sizes = default_capture_sizes(largest)
     if max_num_batched_tokens <= largest and max_num_batched_tokens not in sizes:
@@ -32,20 +30,15 @@ def engine_capture_sizes(max_num_seqs: int = 256, num_speculative_tokens: int = 
 
 
 def padded_size(n: int, capture_sizes: Iterable[int]) -> int | None:
-    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-        raise ValueError(f"n: expected a batch size >= 1, got {n!r}")
-    sizes = list(capture_sizes)
-    if not sizes:
-        raise ValueError("capture_sizes: expected at least one size, got none")
-    fitting = [s for s in sizes if s >= n]
+    n = args.count("n", n, at_least=1)  # given
+    capture_sizes = args.counts("capture_sizes", capture_sizes, at_least=1, nonempty=True)  # given: a list now
+    fitting = [s for s in capture_sizes if s >= n]
     return min(fitting) if fitting else None
 
 
 def pad_rows(x: torch.Tensor, size: int, value: float = 0) -> torch.Tensor:
-    if not isinstance(x, torch.Tensor) or x.dim() < 1:
-        raise ValueError(f"x: expected a tensor with at least one dimension, got {x!r}")
-    if size < len(x):
-        raise ValueError(f"size: expected at least len(x) = {len(x)} rows, got {size}")
+    x = args.tensor("x", x, min_dim=1)  # given
+    size = args.count("size", size, at_least=len(x))  # given: never truncate
     out = x.new_full((size, *x.shape[1:]), value)
     out[: len(x)] = x
     return out
@@ -61,23 +54,17 @@ class BucketedGraphRunner:
         pad_value: float = 0,
         capture: Callable | None = None,
     ):
-        if not isinstance(max_example, torch.Tensor) or max_example.dim() < 1:
-            raise ValueError(f"max_example: expected a tensor of rows, got {max_example!r}")
-        max_rows = len(max_example)
-        sizes = default_capture_sizes(max_rows) if capture_sizes is None else list(capture_sizes)
-        if not sizes:
-            raise ValueError("capture_sizes: expected at least one size, got none")
-        for s in sizes:
-            if isinstance(s, bool) or not isinstance(s, int) or not 1 <= s <= max_rows:
-                raise ValueError(
-                    f"capture_sizes: every size must be an int in 1..len(max_example) = "
-                    f"1..{max_rows}, got {s!r}"
-                )
+        max_example = args.tensor("max_example", max_example, min_dim=1, min_rows=1)  # given
+        if capture_sizes is not None:  # given: then a list of sizes in 1..len(max_example)
+            capture_sizes = args.counts("capture_sizes", capture_sizes, at_least=1, at_most=len(max_example),
+                                        nonempty=True)  # given
+        if capture_sizes is None:
+            capture_sizes = default_capture_sizes(len(max_example))
         if capture is None:
             capture = _default_capture(max_example)
         self.fn = fn
         self.pad_value = pad_value
-        self.capture_sizes = sorted(set(sizes))
+        self.capture_sizes = sorted(set(capture_sizes))
         self.buffer = max_example.clone()
         self.graphs = {}
         self.capture_order = []
@@ -90,19 +77,8 @@ class BucketedGraphRunner:
         self.stats = Counter()
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
-        if (
-            not isinstance(x, torch.Tensor)
-            or x.dim() < 1
-            or x.shape[1:] != self.buffer.shape[1:]
-            or x.dtype != self.buffer.dtype
-            or x.device != self.buffer.device
-            or len(x) < 1
-        ):
-            got = f"{tuple(x.shape)} {x.dtype} on {x.device}" if isinstance(x, torch.Tensor) else x
-            raise ValueError(
-                f"x: expected a non-empty batch of rows shaped {tuple(self.buffer.shape[1:])}, "
-                f"{self.buffer.dtype} on {self.buffer.device}, got {got}"
-            )
+        x = args.tensor("x", x, row_shape=self.buffer.shape[1:], dtype=self.buffer.dtype, device=self.buffer.device,
+                        min_rows=1)  # given: reads your self.buffer
         n = len(x)
         size = padded_size(n, self.capture_sizes)
         if size is None:

@@ -6,6 +6,7 @@ from typing import Any, Callable
 
 import torch
 
+from coursekit import args
 from coursekit.allocator import end_failed_capture
 from coursekit.standin import CapturedGraph
 
@@ -29,23 +30,10 @@ _CAUSES = (
 def capture(
     fn: Callable[..., Any], *static_inputs: torch.Tensor, warmup_iters: int = 3, pool: Any = None
 ) -> CapturedGraph:
-    if not callable(fn):
-        raise TypeError(f"fn: expected a callable, got {type(fn).__name__}")
-    if isinstance(warmup_iters, bool) or not isinstance(warmup_iters, int) or warmup_iters < 1:
-        raise ValueError(
-            f"warmup_iters: expected an int >= 1 (capturing cold work records allocator and "
-            f"autotune side effects), got {warmup_iters!r}"
-        )
-    if not torch.cuda.is_available():
-        raise RuntimeError(
-            "capture: a CUDA device is needed to capture a CUDA graph, and "
-            "torch.cuda.is_available() is False here (on a CPU, tests use "
-            "coursekit.standin.capture_on_cpu instead)"
-        )
-    for i, t in enumerate(static_inputs):
-        if not isinstance(t, torch.Tensor) or not t.is_cuda:
-            got = f"a tensor on {t.device}" if isinstance(t, torch.Tensor) else type(t).__name__
-            raise ValueError(f"static_inputs[{i}]: expected a CUDA tensor, got {got}")
+    fn = args.function("fn", fn)  # given: a TypeError, on any machine
+    warmup_iters = args.count("warmup_iters", warmup_iters, at_least=1)  # given: on any machine
+    args.need_cuda("capture")  # given: a plain RuntimeError
+    static_inputs = args.tensors("static_inputs", static_inputs, cuda=True)  # given: a tuple now
 
     caller = torch.cuda.current_stream()
     side = torch.cuda.Stream()
@@ -66,7 +54,7 @@ def capture(
         torch.cuda.set_stream(caller)
         end_failed_capture(pool)
         raise RuntimeError(f"capture: fn cannot be captured into a CUDA graph: {_cause(exc)}") from exc
-    return CapturedGraph(graph, tuple(static_inputs), outputs)
+    return CapturedGraph(graph, static_inputs, outputs)
 
 
 def _cause(exc: BaseException) -> str:

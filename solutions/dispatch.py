@@ -6,6 +6,8 @@ import enum
 from dataclasses import dataclass
 from typing import AbstractSet, Iterable
 
+from coursekit import args
+
 from .buckets import padded_size
 
 
@@ -45,20 +47,18 @@ class BatchDescriptor:
     uniform: bool = False
 
 
-def _positive_int(name: str, value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{name}: expected an int >= 1, got {value!r}")
-    return value
-
-
 class CudagraphDispatcher:
     def __init__(self, mode: CUDAGraphMode, capture_sizes: Iterable[int], max_num_seqs: int,
                  uniform_decode_query_len: int = 1):
-        if not isinstance(mode, CUDAGraphMode):
-            raise ValueError(f"mode: expected a CUDAGraphMode, got {mode!r}")
-        sizes = sorted({_positive_int("capture_sizes", s) for s in capture_sizes})
-        self.max_num_seqs = _positive_int("max_num_seqs", max_num_seqs)
-        q = self.q = _positive_int("uniform_decode_query_len", uniform_decode_query_len)
+        if not isinstance(mode, CUDAGraphMode):  # given
+            raise ValueError(f"mode: expected a CUDAGraphMode, got {mode!r}")  # given
+        capture_sizes = args.counts("capture_sizes", capture_sizes, at_least=1)  # given: a list now
+        max_num_seqs = args.count("max_num_seqs", max_num_seqs, at_least=1)  # given
+        uniform_decode_query_len = args.count(  # given
+            "uniform_decode_query_len", uniform_decode_query_len, at_least=1)
+        sizes = sorted(set(capture_sizes))
+        self.max_num_seqs = max_num_seqs
+        q = self.q = uniform_decode_query_len
         if mode and not sizes:
             raise ValueError(f"capture_sizes: mode {mode.name} needs at least one size")
         if mode.decode_mode() is CUDAGraphMode.FULL and q > 1:
@@ -93,7 +93,7 @@ class CudagraphDispatcher:
         valid_modes: AbstractSet[CUDAGraphMode] | None = None,
         invalid_modes: AbstractSet[CUDAGraphMode] | None = None,
     ) -> tuple[CUDAGraphMode, BatchDescriptor]:
-        _positive_int("num_tokens", num_tokens)
+        num_tokens = args.count("num_tokens", num_tokens, at_least=1)  # given
         allowed = set(valid_modes or RUNTIME_MODES) - set(invalid_modes or ())
         if not allowed:
             raise ValueError(f"invalid_modes: {invalid_modes} leaves none of valid_modes {valid_modes}")

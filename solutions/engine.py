@@ -8,6 +8,7 @@ from typing import Callable, Sequence
 
 import torch
 
+from coursekit import args
 from coursekit.standin import capture_on_cpu
 from coursekit.toymodel import ToyModel
 
@@ -24,8 +25,8 @@ class DecodeEngine:
         warmup_iters: int = 1,
         capture: Callable | None = None,
     ):
-        if not isinstance(model, ToyModel):
-            raise ValueError(f"model: expected a coursekit.toymodel.ToyModel, got {type(model).__name__}")
+        if not isinstance(model, ToyModel):  # given
+            raise ValueError(f"model: expected a coursekit.toymodel.ToyModel, got {type(model).__name__}")  # given
         sizes = engine_capture_sizes(model.config.max_seqs) if capture_sizes is None else list(capture_sizes)
         self.model = model
         self.dispatcher = CudagraphDispatcher(mode, sizes, model.config.max_seqs)
@@ -77,10 +78,10 @@ class DecodeEngine:
 
     def step(self, tokens: torch.Tensor, positions: torch.Tensor, slots: torch.Tensor,
              uniform_decode: bool | None = None) -> torch.Tensor:
-        c = self.model.config
-        n = _check_rows("tokens", tokens, None, 0, c.vocab_size - 1, self.model.device)
-        _check_rows("positions", positions, n, 0, c.max_seq_len - 1, self.model.device)
-        _check_rows("slots", slots, n, 0, c.max_seqs - 1, self.model.device)
+        c, device = self.model.config, self.model.device  # given
+        n = args.index_rows("tokens", tokens, device=device, high=c.vocab_size - 1)  # given: n rows
+        args.index_rows("positions", positions, device=device, rows=n, high=c.max_seq_len - 1)  # given
+        args.index_rows("slots", slots, device=device, rows=n, high=c.max_seqs - 1)  # given: not the padding slot
         if uniform_decode is None:
             uniform_decode = len(torch.unique(slots)) == n
         mode, desc = self.dispatcher.dispatch(n, uniform_decode)
@@ -108,21 +109,23 @@ class DecodeEngine:
         return logits[:n].clone()
 
     def generate(self, prompts: Sequence[Sequence[int]], max_new_tokens: int | Sequence[int]) -> list[list[int]]:
-        c = self.model.config
-        prompts = [list(p) for p in prompts]
-        if not 1 <= len(prompts) <= c.max_seqs:
+        c = self.model.config  # given
+        prompts = [list(p) for p in prompts]  # given: a list of lists now
+        if not 1 <= len(prompts) <= c.max_seqs:  # given
             raise ValueError(f"prompts: expected 1..{c.max_seqs} prompts (one KV-cache slot each), "
-                             f"got {len(prompts)}")
-        if any(not p for p in prompts):
-            raise ValueError("prompts: every prompt needs at least one token, got an empty one")
-        wanted = [max_new_tokens] * len(prompts) if isinstance(max_new_tokens, int) else list(max_new_tokens)
-        if len(wanted) != len(prompts) or any(isinstance(m, bool) or not isinstance(m, int) or m < 1
-                                              for m in wanted):
-            raise ValueError(f"max_new_tokens: expected an int >= 1, or one per prompt, got {max_new_tokens!r}")
-        for i, (p, m) in enumerate(zip(prompts, wanted)):
-            if len(p) + m - 1 > c.max_seq_len:
-                raise ValueError(f"max_new_tokens: prompt {i} ({len(p)} tokens) plus {m} new tokens "
-                                 f"does not fit max_seq_len = {c.max_seq_len}")
+                             f"got {len(prompts)}")  # given
+        if not all(prompts):  # given
+            raise ValueError("prompts: every prompt needs at least one token, got an empty one")  # given
+        if isinstance(max_new_tokens, int):  # given: an int is every sequence's count
+            max_new_tokens = [max_new_tokens] * len(prompts)  # given
+        max_new_tokens = args.counts("max_new_tokens", max_new_tokens, at_least=1)  # given: a list now
+        if len(max_new_tokens) != len(prompts):  # given
+            raise ValueError(f"max_new_tokens: expected an int or one count per prompt ({len(prompts)}), "
+                             f"got {len(max_new_tokens)} counts")  # given
+        for i, (p, m) in enumerate(zip(prompts, max_new_tokens)):  # given: the last new token is never fed back
+            if len(p) + m - 1 > c.max_seq_len:  # given
+                raise ValueError(f"max_new_tokens: prompt {i} ({len(p)} tokens) plus {m} new tokens does "
+                                 f"not fit max_seq_len = {c.max_seq_len}")  # given
         device = self.model.device
         rows = [(i, j, t) for i, p in enumerate(prompts) for j, t in enumerate(p)]
         logits = self.step(*(torch.tensor(col, dtype=torch.long, device=device)
@@ -132,7 +135,7 @@ class DecodeEngine:
         last = [sum(len(p) for p in prompts[: i + 1]) - 1 for i in range(len(prompts))]
         new = [[int(t)] for t in logits[last].argmax(dim=-1).tolist()]
         while True:
-            active = [i for i in range(len(prompts)) if len(new[i]) < wanted[i]]
+            active = [i for i in range(len(prompts)) if len(new[i]) < max_new_tokens[i]]
             if not active:
                 return new
             tokens = torch.tensor([new[i][-1] for i in active], dtype=torch.long, device=device)
@@ -151,20 +154,6 @@ class _Segment:
 
     def __call__(self, tokens, positions, hidden, attn):
         return self.model.segment(self.index, tokens, positions, hidden, attn)
-
-
-def _check_rows(name: str, x: object, n: int | None, low: int, high: int, device: torch.device) -> int:
-    if not isinstance(x, torch.Tensor) or x.dim() != 1 or x.dtype != torch.long or len(x) < 1:
-        got = f"{tuple(x.shape)} {x.dtype}" if isinstance(x, torch.Tensor) else type(x).__name__
-        raise ValueError(f"{name}: expected a 1-D int64 tensor with at least one row, got {got}")
-    if n is not None and len(x) != n:
-        raise ValueError(f"{name}: expected {n} rows (one per token), got {len(x)}")
-    if x.device != device:
-        raise ValueError(f"{name}: expected a tensor on {device} (the model's device), got {x.device}")
-    # Values are read on the CPU only: reading a CUDA tensor would make every step wait for the GPU.
-    if x.device.type == "cpu" and bool(((x < low) | (x > high)).any()):
-        raise ValueError(f"{name}: expected values in {low}..{high}, got {x.tolist()[:16]}")
-    return len(x)
 
 
 def _default_capture(model: ToyModel) -> Callable:

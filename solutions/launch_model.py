@@ -2,20 +2,14 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, fields
 from typing import Iterable, Sequence
 
+from coursekit import args
 from coursekit.cli import run_exercise
 from coursekit.lesson import SEED_WEIGHTS
 
 OTHER_KERNELS = 10  # embedding, final norm, lm_head, sampling...
-
-
-def _finite_number(name: str, value) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise ValueError(f"{name}: expected a finite number, got {value!r}")
-    return value
 
 
 @dataclass
@@ -28,12 +22,9 @@ class DecodeStep:
     gpu_node_us: float = 0.0
 
     def __post_init__(self) -> None:
-        for f in fields(self):
-            value = _finite_number(f.name, getattr(self, f.name))
-            if value < 0:
-                raise ValueError(f"{f.name}: expected a value >= 0, got {value!r}")
-        if self.bandwidth_bps <= 0:
-            raise ValueError(f"bandwidth_bps: expected a value > 0, got {self.bandwidth_bps!r}")
+        for f in fields(self):  # given
+            args.number(f.name, getattr(self, f.name))  # given
+        args.number("bandwidth_bps", self.bandwidth_bps, above=0)  # given
 
     @property
     def n_kernels(self) -> int:
@@ -76,22 +67,18 @@ def report(rows: Iterable[tuple[str, DecodeStep]]) -> str:
 
 
 def simulate_eager_ms(kernel_us: Sequence[float], launch_us: float) -> float:
-    if _finite_number("launch_us", launch_us) < 0:
-        raise ValueError(f"launch_us: expected a value >= 0, got {launch_us!r}")
+    kernel_us, launch_us = args.numbers("kernel_us", kernel_us), args.number("launch_us", launch_us)  # given
     end_us = 0.0
     for k, t in enumerate(kernel_us, start=1):
-        if _finite_number(f"kernel_us[{k - 1}]", t) < 0:
-            raise ValueError(f"kernel_us[{k - 1}]: expected a duration >= 0, got {t!r}")
         end_us = max(k * launch_us, end_us) + t
     return end_us / 1e3
 
 
 def fit_launch_model(n_kernels: Sequence[float], step_ms: Sequence[float]) -> tuple[float, float]:
+    if len(n_kernels) != len(step_ms):  # given
+        raise ValueError(f"n_kernels and step_ms: expected the same length, got {len(n_kernels)} and "  # given
+                         f"{len(step_ms)}")  # given
     xs, ys = [float(x) for x in n_kernels], [float(y) for y in step_ms]
-    if len(xs) != len(ys):
-        raise ValueError(
-            f"n_kernels and step_ms: expected the same length, got {len(xs)} and {len(ys)}"
-        )
     if len(set(xs)) < 2:
         raise ValueError(
             f"n_kernels: expected at least two distinct kernel counts to fit a line, got {xs!r}"

@@ -7,12 +7,12 @@ from typing import Callable, Sequence
 
 import torch
 
+from coursekit import args
 from coursekit.measurements import LaunchTax, tiny_op_chain
 
 
 def time_ms(fn: Callable[[], object], iters: int = 100, warmup: int = 10) -> float:
-    _check_count("iters", iters, minimum=1)
-    _check_count("warmup", warmup, minimum=0)
+    iters, warmup = args.count("iters", iters, at_least=1), args.count("warmup", warmup, at_least=0)  # given
     for _ in range(warmup):
         fn()
     if torch.cuda.is_available():
@@ -32,13 +32,9 @@ def time_ms(fn: Callable[[], object], iters: int = 100, warmup: int = 10) -> flo
 
 
 def measure_launch_tax(n_ops: int = 200, numel: int = 1024, iters: int = 100) -> LaunchTax:
-    for name, value in (("n_ops", n_ops), ("numel", numel), ("iters", iters)):
-        _check_count(name, value, minimum=1)
-    if not torch.cuda.is_available():
-        raise RuntimeError(
-            "measure_launch_tax: a CUDA device is needed (it captures a CUDA graph), and "
-            "torch.cuda.is_available() is False on this machine"
-        )
+    n_ops, numel, iters = (args.count(name, value, at_least=1)  # given
+                           for name, value in (("n_ops", n_ops), ("numel", numel), ("iters", iters)))
+    args.need_cuda("measure_launch_tax")  # given
     # A private generator: the default CUDA generator is left mid-capture by a failed capture.
     x = torch.rand(numel, device="cuda", generator=torch.Generator(device="cuda")) + 0.5
     eager_ms = time_ms(lambda: tiny_op_chain(x, n_ops), iters=iters)
@@ -62,12 +58,5 @@ def measure_launch_tax(n_ops: int = 200, numel: int = 1024, iters: int = 100) ->
 def sweep_launch_tax(
     n_ops_list: Sequence[int], numel: int = 1024, iters: int = 100
 ) -> list[LaunchTax]:
-    n_ops_list = list(n_ops_list)
-    if not n_ops_list:
-        raise ValueError("n_ops_list: expected at least one chain length, got none")
+    n_ops_list = args.counts("n_ops_list", n_ops_list, at_least=1, nonempty=True)  # given: a list now
     return [measure_launch_tax(n, numel=numel, iters=iters) for n in n_ops_list]
-
-
-def _check_count(name: str, value: object, minimum: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ValueError(f"{name}: expected an int >= {minimum}, got {value!r}")

@@ -6,6 +6,7 @@ from typing import Any, Callable
 
 import torch
 
+from coursekit import args
 from coursekit.standin import capture_on_cpu
 
 
@@ -18,11 +19,8 @@ class GraphRunner:
         clone_outputs: bool = True,
         capture: Callable | None = None,
     ):
-        if not callable(fn):
-            raise TypeError(f"fn: expected a callable, got {type(fn).__name__}")
-        for i, x in enumerate(example_inputs):
-            if not isinstance(x, torch.Tensor):
-                raise ValueError(f"example_inputs[{i}]: expected a tensor, got {type(x).__name__}")
+        fn = args.function("fn", fn)  # given: a TypeError
+        example_inputs = args.tensors("example_inputs", example_inputs)  # given: a tuple of tensors
         self.fn = fn
         self.clone_outputs = clone_outputs
         self.static_inputs = tuple(x.clone() for x in example_inputs)
@@ -32,24 +30,7 @@ class GraphRunner:
         self.num_captures = 1
 
     def __call__(self, *inputs: torch.Tensor) -> Any:
-        if len(inputs) != len(self.static_inputs):
-            raise TypeError(
-                f"GraphRunner: expected {len(self.static_inputs)} inputs (as many as the example "
-                f"inputs it was captured with), got {len(inputs)}"
-            )
-        for i, (x, buffer) in enumerate(zip(inputs, self.static_inputs)):
-            if (
-                not isinstance(x, torch.Tensor)
-                or x.shape != buffer.shape
-                or x.dtype != buffer.dtype
-                or x.device != buffer.device
-            ):
-                got = (f"{tuple(x.shape)} {x.dtype} on {x.device}" if isinstance(x, torch.Tensor)
-                       else type(x).__name__)
-                raise ValueError(
-                    f"inputs[{i}]: expected {tuple(buffer.shape)} {buffer.dtype} on "
-                    f"{buffer.device} (a graph replays the shapes it captured), got {got}"
-                )
+        inputs = args.inputs_like("inputs", inputs, self.static_inputs)  # given: reads your static_inputs
         for x, buffer in zip(inputs, self.static_inputs):
             buffer.copy_(x)
         outputs = self.graph.replay()

@@ -162,9 +162,9 @@ def test_every_number_a_check_states_is_in_the_stub():
 
 
 def _error_probes(check: Check) -> int:
-    """Probes that only ask for a refusal: a ValueError/TypeError naming an argument, or the
-    RuntimeError saying a CUDA device is needed (not a failed capture's own error)."""
-    return sum(1 for p in check.probes if p.cuda or (p.raises and p.error in ("ValueError", "TypeError")))
+    """Probes that only ask for a refusal: a ValueError/TypeError naming an argument (not a failed
+    capture's own error)."""
+    return sum(1 for p in check.probes if p.raises and p.error in ("ValueError", "TypeError"))
 
 
 def test_the_readme_states_the_points_by_idea():
@@ -177,8 +177,9 @@ def test_the_readme_states_the_points_by_idea():
 
 def test_argument_checks_carry_the_arguments_idea():
     """A check that mostly asks for refusals rewards validation, not an idea of the lesson: it
-    must say so (``idea=ARGUMENTS``), so that the README's split and the 8-point cap are true;
-    and a check that says so must ask for at least one refusal."""
+    must say so (``idea=ARGUMENTS``, worth at most ``ARGUMENTS_AT_MOST`` points, none since the
+    argument checks are given), so that the README's split is true; and a check that says so
+    must ask for at least one refusal."""
     from coursekit.course import ARGUMENTS
 
     for check in all_checks():
@@ -187,9 +188,9 @@ def test_argument_checks_carry_the_arguments_idea():
             assert refusals, f"{check.id} carries idea=ARGUMENTS but asks for no refusal"
         else:
             assert refusals * 2 <= len(check.probes), (
-                f"{check.id}: {refusals} of its {len(check.probes)} probes ask for a refusal "
-                "(ValueError or 'a CUDA device is needed'): give it idea=ARGUMENTS "
-                "(coursekit.course), or move the refusals into the exercise's argument check")
+                f"{check.id}: {refusals} of its {len(check.probes)} probes ask for a refusal: "
+                "argument checks are given code (coursekit/args.py, called from the stubs) and "
+                "earn nothing; ask the exercise's idea instead")
 
 
 def test_argument_checks_are_capped():

@@ -303,17 +303,17 @@ def probe_demands(checks: list[Check]) -> list[Demand]:
     for check in checks:
         module = MODULES[check.exercise]
         for probe in check.probes:
-            if not probe.raises and not probe.cuda:
+            if not probe.raises:
                 continue
             reached = frozenset(_reached(probes.PROBES[probe.probe]))
             values = {**probe.args, **(probe.args.get("kwargs") or {})}
             kinds = _label_kinds(probe.label) | _named_kinds(values, _parameters(module, reached), probe.raises)
             demands.append(Demand(f"{check.id} ({probe.label})", module, reached, probe.error, probe.raises,
-                                  kinds=frozenset(kinds) if probe.raises else frozenset(), cuda=probe.cuda,
+                                  kinds=frozenset(kinds),
                                   relational=bool(RELATIONAL.search(probe.label))))
         if check.compare is not None and inspect.isfunction(check.compare):
             words = _closure_words(check.compare)
-            asking = [p for p in check.probes if not p.raises and not p.cuda]
+            asking = [p for p in check.probes if not p.raises]
             reached = frozenset().union(*(_reached(probes.PROBES[p.probe]) for p in asking))
             for error, contents in words:
                 demands.append(Demand(f"{check.id} (its compare's words)", module, reached, error,
@@ -518,9 +518,6 @@ def public_test_demands(folder: Path = TESTS) -> tuple[list[Demand], list[str]]:
 GRADER_READERS = {
     ("checks.py", "raised"): "reports a message; demands nothing",
     ("checks.py", "expects_error"): "probe.raises: probe_demands",
-    ("checks.py", "says_cuda_is_needed"): "probe.cuda: probe_demands",
-    ("checks.py", "same.<locals>.compare"): "hands probe.raises and probe.cuda to the two above",
-    ("checks.py", "acceptance.<locals>.compare"): "hands probe.raises and probe.cuda to the two above",
     ("exercises/capture.py", "capture_failure"): "records the message for its check's compare",
     ("exercises/capture.py", "checks.<locals>.failure.<locals>.compare"): "its words: _closure_words",
 }

@@ -72,7 +72,9 @@ def test_untouched_stubs_get_nothing(judge):
     report = judge.grade(load(REPO_ROOT / "exercises"))
     assert report.score == 0, [(c.check.id, c.reason) for e in report.exercises for c in e.checks
                                if c.status == "passed"]
-    assert all(e.max_score > 0 for e in report.exercises)
+    # Exercise 3 has only GPU checks (its argument checks are given): on a CPU its points wait.
+    assert all(e.max_score > 0 or e.pending > 0 for e in report.exercises), [
+        (e.exercise, e.max_score, e.pending) for e in report.exercises]
 
 
 @pytest.mark.parametrize(

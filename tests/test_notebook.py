@@ -195,6 +195,9 @@ def test_unreadable_notebook_is_a_clear_error(tmp_path, judge):
     report = judge.grade(load(bad))
     assert report.score == 0
     for exercise in report.exercises:
+        if exercise.max_score == 0:  # only GPU checks (exercise 3 on a CPU): they wait, unjudged
+            assert all(c.status == "pending" for c in exercise.checks), exercise.exercise
+            continue
         reasons = [c.reason for c in exercise.checks if c.status == "failed" and not c.check.hidden]
         assert reasons and all("broken.ipynb is not a readable notebook (JSONDecodeError" in r
                                for r in reasons), reasons

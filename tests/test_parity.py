@@ -134,19 +134,19 @@ def test_the_kill_matrix_bears_the_map_out():
 def test_a_disagreement_is_found_both_ways():
     """The two rules can fail: a mistake only the public tests see, and one only the grader sees."""
     public_only = {"id": "x:public-only", "lost_checks": [],
-                   "failed_tests": ["test_launch_model.py::test_nan_field_is_rejected"]}
+                   "failed_tests": ["test_launch_model.py::test_simulate_worked_example"]}
     grader_only = {"id": "x:grader-only", "lost_checks": ["ex1.seed_report"],
-                   "failed_tests": ["test_launch_model.py::test_nan_field_is_rejected"]}
+                   "failed_tests": ["test_launch_model.py::test_simulate_worked_example"]}
     via_check = {"id": "x:via-test-check", "lost_checks": ["ex6.dispatch"],
                  "failed_tests": ["test_checks.py::test_check[dispatch.dispatch]"]}
     found = disagreements([public_only, grader_only, via_check])
     assert found == [
-        "x:public-only fails test_launch_model.py::test_nan_field_is_rejected, but keeps every "
-        "point of ex1.rejects_bad_arguments",
-        "x:grader-only fails test_launch_model.py::test_nan_field_is_rejected, but keeps every "
-        "point of ex1.rejects_bad_arguments",
+        "x:public-only fails test_launch_model.py::test_simulate_worked_example, but keeps every "
+        "point of ex1.simulate_eager_ms",
+        "x:grader-only fails test_launch_model.py::test_simulate_worked_example, but keeps every "
+        "point of ex1.simulate_eager_ms",
         "x:grader-only loses ex1.seed_report, but fails no public test named for it (it fails "
-        "test_launch_model.py::test_nan_field_is_rejected)",
+        "test_launch_model.py::test_simulate_worked_example)",
     ], found
 
 

@@ -85,6 +85,7 @@ def buckets_of(max_num_seqs: int, spec: int, batched: int) -> list[int]:
     return next(c[3] for c in engine_cases() if c[:3] == (max_num_seqs, spec, batched))
 
 
+@pytest.mark.given
 @pytest.mark.parametrize("kwargs, name", [
     ({"max_num_seqs": 0}, "max_num_seqs"), ({"num_speculative_tokens": -1}, "num_speculative_tokens"),
     ({"max_num_batched_tokens": 0}, "max_num_batched_tokens")])
@@ -93,6 +94,7 @@ def test_engine_capture_sizes_rejects(buckets, kwargs, name):
                   "max_num_seqs and max_num_batched_tokens >= 1, num_speculative_tokens >= 0")
 
 
+@pytest.mark.given
 @pytest.mark.parametrize("max_size", [0, -8])
 def test_default_capture_sizes_rejects_small_max(buckets, max_size):
     check_rejects(lambda: buckets.default_capture_sizes(max_size), "max_size",
@@ -142,6 +144,7 @@ def test_padded_size_reads_a_generator_once(buckets):
     )
 
 
+@pytest.mark.given
 def test_padded_size_rejects_bad_input(buckets):
     check_rejects(lambda: buckets.padded_size(0, [1, 2]), "n", "a batch has at least one row")
     check_rejects(lambda: buckets.padded_size(3, []), "capture_sizes", "no buckets to choose from")
@@ -189,6 +192,7 @@ def test_pad_rows_pads_with_zero_by_default(buckets):
         f"{out[3:].flatten().tolist()}")
 
 
+@pytest.mark.given
 @pytest.mark.parametrize("n, size", [(4, 3), (4, 0), (1, 0)], ids=["one-short", "zero", "one-row-zero"])
 def test_pad_rows_never_truncates(buckets, n, size):
     x = torch.rand(n, 2) + 0.5
@@ -428,6 +432,7 @@ def test_runner_keeps_the_row_shape_of_max_example(buckets):
             f"{tuple(got.shape) if isinstance(got, torch.Tensor) else type(got).__name__}")
 
 
+@pytest.mark.given
 @pytest.mark.parametrize("row_shape", [(3, 2), (6,), (1, 2, 3)], ids=["3x2", "6", "1x2x3"])
 def test_runner_checks_the_row_shape_not_its_element_count(buckets, row_shape):
     runner = buckets.BucketedGraphRunner(rowwise, rows_shaped(8, (2, 3)), capture_sizes=[4, 8])
@@ -451,6 +456,7 @@ BAD_BATCHES = {
 }
 
 
+@pytest.mark.given
 @pytest.mark.parametrize("kind", list(BAD_BATCHES))
 def test_runner_rejects_a_batch_it_cannot_copy_in(buckets, kind):
     runner = buckets.BucketedGraphRunner(rowwise, nonzero_rows(8), capture_sizes=[4, 8])
@@ -474,6 +480,7 @@ def test_runner_accepts_every_batch_up_to_the_buffer(buckets):
         f"got {dict(runner.stats)}")
 
 
+@pytest.mark.given
 @pytest.mark.parametrize("sizes", [[0, 4], [4, 9]], ids=["zero", "above-max-example"])
 def test_runner_rejects_sizes_outside_the_buffer(buckets, sizes):
     check_rejects(
@@ -543,6 +550,11 @@ def test_runner_over_1d_rows(buckets):
     assert torch.equal(got, torch.full((3,), 2.0)), (
         f"BucketedGraphRunner(x * 2, torch.arange(4.0))(torch.ones(3)): expected tensor([2., 2., 2.]), "
         f"got {got}\n  rule: max_example's rows may be scalars (a 1-D max_example); a batch is 1-D too")
+
+
+@pytest.mark.given
+def test_runner_over_1d_rows_refuses_a_0d_batch(buckets):
+    runner = buckets.BucketedGraphRunner(lambda x: x * 2, torch.arange(4.0), capture_sizes=[2, 4])
     check_rejects(lambda: runner(torch.tensor(1.0)), "x",
                   "runner(torch.tensor(1.0)) over a 1-D max_example: a 0-d tensor has no rows "
                   "(ValueError naming x, not a TypeError from len())")

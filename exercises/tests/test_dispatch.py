@@ -267,32 +267,57 @@ def test_keys_at_their_limits(dispatch):
         f"got {got}")
 
 
-def test_dispatch_rejects(dispatch):
+@pytest.mark.given
+@pytest.mark.parametrize("bad", [0, -3, 2.0, True], ids=repr)
+def test_dispatch_rejects_a_bad_token_count(dispatch, bad):
+    d = dispatch.CudagraphDispatcher(dispatch.CUDAGraphMode.FULL, [1, 2, 4], max_num_seqs=4)
+    check_rejects(lambda: d.dispatch(bad), "num_tokens",
+                  f"dispatch({bad!r}): num_tokens is an int >= 1 (a batch has at least one token; a bool "
+                  "is not an int here)")
+
+
+@pytest.mark.parametrize("valid, invalid", [(None, {"NONE", "PIECEWISE", "FULL"}), ({"FULL"}, {"FULL"}),
+                                            ({"NONE", "PIECEWISE"}, {"NONE", "PIECEWISE", "FULL"})])
+def test_dispatch_refuses_when_no_mode_is_allowed(dispatch, valid, invalid):
     M = dispatch.CUDAGraphMode
     d = dispatch.CudagraphDispatcher(M.FULL, [1, 2, 4], max_num_seqs=4)
-    check_rejects(lambda: d.dispatch(0), "num_tokens", "a batch has at least one token")
-    check_rejects(lambda: d.dispatch(-3), "num_tokens", "a batch has at least one token")
-    check_rejects(lambda: d.dispatch(2.0), "num_tokens", "num_tokens is an int >= 1")
-    check_rejects(lambda: d.dispatch(2, invalid_modes={M.NONE, M.PIECEWISE, M.FULL}), "invalid_modes",
-                  "at least one runtime mode must stay allowed")
+    valid_modes = None if valid is None else {M[v] for v in valid}
+    check_rejects(lambda: d.dispatch(2, valid_modes=valid_modes, invalid_modes={M[v] for v in invalid}),
+                  "invalid_modes",
+                  f"dispatch(2, valid_modes={valid and sorted(valid)}, invalid_modes={sorted(invalid)}): "
+                  "at least one runtime mode must stay allowed, else a ValueError naming invalid_modes")
 
 
+@pytest.mark.given
 @pytest.mark.parametrize("args, name", [
-    (("FULL", [1, 2], 4), "mode"), ((None, [0, 2], 4), "capture_sizes"), ((None, [], 4), "capture_sizes"),
-    ((None, [1, 2.5], 4), "capture_sizes"),
-    ((None, [1, 2], 0), "max_num_seqs"), ((None, [1, 2], 4.0), "max_num_seqs"),
-    ((None, [1, 2], 4, 0), "uniform_decode_query_len"), ((None, [1, 2], 4, 2.0), "uniform_decode_query_len"),
-    ((None, [1, 2], 4, 3), "capture_sizes")])
+    (("FULL", [1, 2], 4), "mode"), ((None, [0, 2], 4), "capture_sizes"), ((None, [1, 2.5], 4), "capture_sizes"),
+    ((None, [1, True], 4), "capture_sizes"), ((None, [1, 2], 0), "max_num_seqs"),
+    ((None, [1, 2], 4.0), "max_num_seqs"), ((None, [1, 2], True), "max_num_seqs"),
+    ((None, [1, 2], 4, 0), "uniform_decode_query_len"), ((None, [1, 2], 4, 2.0), "uniform_decode_query_len")])
 def test_dispatcher_rejects(dispatch, args, name):
     mode = dispatch.CUDAGraphMode.FULL if args[0] is None else args[0]
     check_rejects(lambda: dispatch.CudagraphDispatcher(mode, *args[1:]), name,
-                  "a CUDAGraphMode, sizes ints >= 1 (at least one unless NONE; one that rounds to a "
-                  "multiple of q), max_num_seqs and q ints >= 1")
+                  f"CudagraphDispatcher({mode!r}, {', '.join(map(repr, args[1:]))}): a CUDAGraphMode, sizes "
+                  "ints >= 1, max_num_seqs and q ints >= 1 (a bool or a float is not an int here)")
+
+
+@pytest.mark.parametrize("mode, args", [
+    ("FULL", ([], 4)), ("PIECEWISE", ([], 4)), ("FULL_DECODE_ONLY", ([], 4)), ("FULL_AND_PIECEWISE", ([], 4)),
+    ("FULL", ([1, 2], 4, 3)), ("FULL_DECODE_ONLY", ([1, 2, 4], 4, 5)), ("FULL_AND_PIECEWISE", ([2], 4, 3))])
+def test_dispatcher_refuses_sizes_it_cannot_capture(dispatch, mode, args):
+    """Graphs on and no size, or (decode FULL) a q above every size: no size rounds to a multiple
+    of q without passing the largest, and [q] would pass it too."""
+    check_rejects(lambda: dispatch.CudagraphDispatcher(dispatch.CUDAGraphMode[mode], *args), "capture_sizes",
+                  f"CudagraphDispatcher({mode}, {', '.join(map(repr, args))}): a mode other than NONE needs "
+                  "a size, and with decode FULL a q above every size leaves none: a ValueError naming "
+                  "capture_sizes")
 
 
 @pytest.mark.parametrize("mode, args", [("NONE", ([], 1)), ("FULL", ([1, 2], 1)),
-                                        ("FULL_AND_PIECEWISE", ([1, 2], 4, 2)), ("FULL_DECODE_ONLY", ([5], 4, 5))])
+                                        ("FULL_AND_PIECEWISE", ([1, 2], 4, 2)), ("FULL_DECODE_ONLY", ([5], 4, 5)),
+                                        ("PIECEWISE", ([1, 2], 4, 3)), ("NONE", ([1, 2], 4, 3))])
 def test_dispatcher_accepts_arguments_at_their_limits(dispatch, mode, args):
     """NONE needs no size; max_num_seqs = 1 and q = 1 are allowed, and so is a q equal to the
-    largest size; a batch of one token is dispatched (what it answers: the other tests)."""
+    largest size, or a q above every size where decode is not FULL (no size is rounded); a batch
+    of one token is dispatched (what it answers: the other tests)."""
     dispatch.CudagraphDispatcher(dispatch.CUDAGraphMode[mode], *args).dispatch(1)

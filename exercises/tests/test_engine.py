@@ -504,6 +504,7 @@ BAD_ROWS = {
 }
 
 
+@pytest.mark.given
 @pytest.mark.parametrize("kind", list(BAD_ROWS))
 def test_step_rejects_bad_rows(engine, kind):
     name, make = BAD_ROWS[kind]
@@ -528,6 +529,7 @@ def test_step_accepts_the_largest_token_slot_and_position(engine):
                            f"eager model by {error:.3g}")
 
 
+@pytest.mark.given
 @pytest.mark.parametrize("prompts, new, name", [
     ([[1]] * 9, 1, "prompts"), ([[1], []], 1, "prompts"), ([[1]], 0, "max_new_tokens"),
     ([[1] * 60], 10, "max_new_tokens"),

@@ -76,11 +76,14 @@ def test_chain_hbm_bytes_without_ops_is_zero(fusion):
         assert got == 0, f"chain_hbm_bytes(0, 1024, 4, fused={fused}): expected 0, got {got!r}"
 
 
+@pytest.mark.given
 @pytest.mark.parametrize("args, name", [((-1, 8, 4), "n_ops"), ((2, -1, 4), "numel"), ((2, -8, 4), "numel"),
-                                        ((2, 8, 0), "dtype_bytes"), ((2, 8, -4), "dtype_bytes")])
+                                        ((2, 8, 0), "dtype_bytes"), ((2, 8, -4), "dtype_bytes"),
+                                        ((2.0, 8, 4), "n_ops"), ((2, True, 4), "numel"), ((2, 8, 4.0), "dtype_bytes")])
 def test_chain_hbm_bytes_rejects(fusion, args, name):
     check_rejects(lambda: fusion.chain_hbm_bytes(*args, fused=False), name,
-                  "a negative count or size, or dtype_bytes < 1, is a ValueError naming it")
+                  f"chain_hbm_bytes{args}: a count or size that is not an int (a bool is not) or is "
+                  "negative, or dtype_bytes < 1, is a ValueError naming it")
 
 
 @pytest.mark.parametrize("n_ops, numel, dtype_bytes", [(0, 0, 1), (7, 0, 4), (7, 1000, 1), (1, 1, 1)])
@@ -146,6 +149,7 @@ BAD_NORM_INPUTS = {
 }
 
 
+@pytest.mark.given
 @pytest.mark.parametrize("kind", list(BAD_NORM_INPUTS))
 def test_fused_add_rms_norm_rejects_mismatched_inputs(fusion, kind):
     name, make = BAD_NORM_INPUTS[kind]
@@ -156,6 +160,7 @@ def test_fused_add_rms_norm_rejects_mismatched_inputs(fusion, kind):
                   "x.shape[-1:] (not merely as many elements), with x's dtype, on x's device")
 
 
+@pytest.mark.given
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the error raised on a machine without CUDA")
 def test_count_kernels_without_cuda_says_a_gpu_is_needed(fusion):
     check_says_cuda_is_needed(lambda: fusion.count_kernels(torch.add, torch.ones(2), 1.0), "count_kernels")

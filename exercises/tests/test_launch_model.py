@@ -91,6 +91,7 @@ def test_lesson_numbers(launch_model):
                 "with gpu_node_us = 0 the graph pays one launch: compute_ms + 0.005 ms")
 
 
+@pytest.mark.given
 @pytest.mark.parametrize("field", ["weight_gib", "n_layers", "kernels_per_layer", "launch_us",
                                    "bandwidth_bps", "gpu_node_us"])
 def test_negative_field_is_rejected(launch_model, field):
@@ -99,16 +100,18 @@ def test_negative_field_is_rejected(launch_model, field):
                   f"DecodeStep({field}=-1): negative values are rejected at construction")
 
 
+@pytest.mark.given
 @pytest.mark.parametrize("field", ["weight_gib", "n_layers", "kernels_per_layer", "launch_us",
                                    "bandwidth_bps", "gpu_node_us"])
 def test_nan_field_is_rejected(launch_model, field):
-    # NaN is not a number >= 0, yet `value < 0` is False for it: the check must say `not value >= 0`
-    # (or test math.isnan), or NaN slips through and poisons every time computed from the step.
+    # NaN is not a number >= 0, yet `value < 0` is False for it: args.number tests
+    # math.isfinite, or NaN would slip through and poison every time computed from the step.
     kwargs = {"weight_gib": 1.0, field: float("nan")}
     check_rejects(lambda: launch_model.DecodeStep(**kwargs), field,
                   f"DecodeStep({field}=nan): every field is a number >= 0, and NaN is not")
 
 
+@pytest.mark.given
 @pytest.mark.parametrize("field", ["weight_gib", "n_layers", "kernels_per_layer", "launch_us",
                                    "bandwidth_bps", "gpu_node_us"])
 @pytest.mark.parametrize("value", [float("inf"), True], ids=["inf", "True"])
@@ -120,6 +123,7 @@ def test_inf_and_bool_fields_are_rejected(launch_model, field, value):
                   "a number here")
 
 
+@pytest.mark.given
 def test_simulate_rejects_non_finite_times(launch_model):
     check_rejects(lambda: launch_model.simulate_eager_ms([1.0, 2.0], float("inf")), "launch_us",
                   "simulate_eager_ms([1, 2], launch_us=inf): a non-finite launch_us is refused")
@@ -128,6 +132,8 @@ def test_simulate_rejects_non_finite_times(launch_model):
 
 
 def test_zero_fields_are_accepted_and_kept(launch_model):
+    """Zero is >= 0: the given field checks keep a step of zeros, and its n_kernels is the 10
+    kernels outside the layers (the formula's part, the student's)."""
     kwargs = dict(weight_gib=0.0, n_layers=0, kernels_per_layer=0, launch_us=0.0, bandwidth_bps=1.0,
                   gpu_node_us=0.0)
     step = launch_model.DecodeStep(**kwargs)
@@ -136,6 +142,7 @@ def test_zero_fields_are_accepted_and_kept(launch_model):
     assert step.n_kernels == 10, f"{show(kwargs)}.n_kernels: expected 10 (0 * 0 + 10), got {step.n_kernels}"
 
 
+@pytest.mark.given
 def test_zero_bandwidth_is_rejected(launch_model):
     check_rejects(lambda: launch_model.DecodeStep(1.0, bandwidth_bps=0.0), "bandwidth_bps",
                   "DecodeStep(bandwidth_bps=0): bandwidth must be > 0")
@@ -217,6 +224,7 @@ def test_simulate_worked_example(launch_model):
                 "kernel k starts at max(k * launch_us, end of kernel k-1); result in ms")
 
 
+@pytest.mark.given
 @pytest.mark.parametrize("kernel_us, launch_us, name", [
     ([1.0, 2.0], -0.5, "launch_us"),
     ([1.0, -2.0, 3.0], 5.0, "kernel_us"),
@@ -346,20 +354,27 @@ def test_fit_on_the_h200_sweep(launch_model):
                 "least-squares intercept over all points", rel=1e-9)
 
 
-def test_fit_rejects_bad_input(launch_model):
+@pytest.mark.given
+def test_fit_rejects_sequences_of_different_lengths(launch_model):
     check_rejects(lambda: launch_model.fit_launch_model([1, 2, 3], [1.0, 2.0]),
                   ("n_kernels", "step_ms"),
                   "n_kernels and step_ms must have the same length")
     check_rejects(lambda: launch_model.fit_launch_model([1, 2], [1.0, 2.0, 3.0]),
                   ("n_kernels", "step_ms"),
                   "n_kernels and step_ms must have the same length (fewer counts than times too)")
-    check_rejects(lambda: launch_model.fit_launch_model([5, 5, 5], [1.0, 2.0, 3.0]), "n_kernels",
-                  "a line needs at least two distinct kernel counts")
+
+
+@pytest.mark.parametrize("n_kernels, step_ms", [([5, 5, 5], [1.0, 2.0, 3.0]), ([7, 7], [1.0, 1.0]),
+                                                ([3], [0.5]), ([], [])], ids=repr)
+def test_fit_needs_two_distinct_kernel_counts(launch_model, n_kernels, step_ms):
+    check_rejects(lambda: launch_model.fit_launch_model(n_kernels, step_ms), "n_kernels",
+                  f"fit_launch_model({n_kernels}, {step_ms}): a line needs at least two distinct kernel "
+                  "counts (through one x, or none, no line is determined): a ValueError naming n_kernels")
 
 
 def test_fit_on_many_points(launch_model):
-    # 300 points: compare the lengths by value (`!=`), never by identity (`is not`): two equal ints
-    # above 256 are distinct objects in CPython.
+    # 300 points: equal lengths are accepted however long (two equal ints above 256 are distinct
+    # objects in CPython), and the fit of a noiseless line is exact.
     counts = list(range(1, 301))
     launch_us, compute_ms = launch_model.fit_launch_model(counts, [0.5 + n * 8.0 / 1e3 for n in counts])
     check_close(launch_us, 8.0, "fit_launch_model(300 points on step_ms = 0.5 + n * 8 us) launch_us",

@@ -114,6 +114,7 @@ def test_time_ms_is_exact_on_a_fake_clock(launch_tax, iters, warmup, durations_m
     )
 
 
+@pytest.mark.given
 @pytest.mark.parametrize("iters", [0, -1])
 def test_time_ms_rejects_no_iterations(launch_tax, iters):
     check_rejects(lambda: launch_tax.time_ms(Calls(), iters=iters), "iters",
@@ -130,17 +131,20 @@ def test_time_ms_accepts_one_iteration_and_no_warmup(launch_tax):
     )
 
 
+@pytest.mark.given
 def test_time_ms_rejects_negative_warmup(launch_tax):
     check_rejects(lambda: launch_tax.time_ms(Calls(), warmup=-1), "warmup",
                   "warmup counts calls, it cannot be negative")
 
 
+@pytest.mark.given
 @no_cuda_only
 def test_measure_launch_tax_without_cuda_says_so(launch_tax):
     check_says_cuda_is_needed(lambda: launch_tax.measure_launch_tax(n_ops=4, numel=8, iters=1),
                               "measure_launch_tax")
 
 
+@pytest.mark.given
 @pytest.mark.parametrize("argument", ["n_ops", "numel", "iters"])
 def test_measure_launch_tax_checks_its_arguments_on_any_machine(launch_tax, argument):
     """Bad arguments are a ValueError first, with or without a GPU: a laptop can tell."""
@@ -150,9 +154,18 @@ def test_measure_launch_tax_checks_its_arguments_on_any_machine(launch_tax, argu
                   f"{argument} must be at least 1; arguments are checked before looking for CUDA")
 
 
+@pytest.mark.given
 def test_sweep_launch_tax_rejects_an_empty_sweep_on_any_machine(launch_tax):
     check_rejects(lambda: launch_tax.sweep_launch_tax([]), "n_ops_list",
                   "a sweep needs at least one chain length (no GPU is needed to tell)")
+
+
+@pytest.mark.given
+@pytest.mark.parametrize("lengths", [[4, 0], [True], [8, 2.0]], ids=repr)
+def test_sweep_launch_tax_rejects_a_bad_length_on_any_machine(launch_tax, lengths):
+    check_rejects(lambda: launch_tax.sweep_launch_tax(lengths, iters=1), "n_ops_list",
+                  f"sweep_launch_tax({lengths}): every chain length is an int >= 1 (a bool is not), "
+                  "checked before anything is measured (no GPU is needed to tell)")
 
 
 def test_sweep_measures_each_length_with_its_arguments(launch_tax, monkeypatch):

@@ -7,10 +7,9 @@ from __future__ import annotations
 import random
 from typing import TYPE_CHECKING
 
-from coursekit.course import ARGUMENTS
 from coursekit.strategies import MODES
 from coursekit.vllm_recorded import dispatch_configs
-from grader.checks import Check, P, acceptance
+from grader.checks import Check, P
 from grader.probes import call, probe
 
 if TYPE_CHECKING:
@@ -103,21 +102,25 @@ def dispatch(mod, mode: str, sizes: list, max_num_seqs: int, queries: list, q: i
 
 
 @probe
-def dispatch_arg(mod, num_tokens, sizes: list | None = None, invalid: list | None = None):
-    """``CudagraphDispatcher(FULL, sizes, 4).dispatch(num_tokens, ...)``: "accepted", or the
-    error (what it answers is the dispatch check's)."""
-    d = call(mod.CudagraphDispatcher, mod.CUDAGraphMode.FULL, list(sizes or [1, 2, 4]), 4)
-    kwargs = {} if invalid is None else {"invalid_modes": {mod.CUDAGraphMode[v] for v in invalid}}
-    call(d.dispatch, num_tokens, **kwargs)
-    return "accepted"
+def dispatch_refused(mod, mode: str, sizes: list, max_num_seqs: int, num_tokens: int, valid: list | None,
+                     invalid: list | None):
+    """``CudagraphDispatcher(mode, sizes, max_num_seqs).dispatch(num_tokens, valid_modes=...,
+    invalid_modes=...)`` (a list of runtime-mode names, None: left out), for a restriction that
+    leaves no mode: the error it raises (an answer instead is spelled out)."""
+    d = _dispatcher(mod, mode, sizes, max_num_seqs, None)
+    M, kwargs = mod.CUDAGraphMode, {}
+    if valid is not None:
+        kwargs["valid_modes"] = {M[v] for v in valid}
+    if invalid is not None:
+        kwargs["invalid_modes"] = {M[v] for v in invalid}
+    result = call(d.dispatch, num_tokens, **kwargs)
+    return f"<answered {result!r}>"
 
 
 @probe
-def make_dispatcher(mod, mode: str, sizes: list, max_num_seqs, q=1):
-    """Build one (a mode given as a plain string is not a CUDAGraphMode): "accepted", or the
-    error (the sizes it keeps are the capture_descs check's)."""
-    the_mode = mod.CUDAGraphMode[mode] if mode in mod.CUDAGraphMode.__members__ else mode
-    call(mod.CudagraphDispatcher, the_mode, list(sizes), max_num_seqs, q)
+def make_dispatcher(mod, mode: str, sizes: list, max_num_seqs: int, q: int = 1):
+    """Build one, for sizes it cannot capture: the error it raises ("accepted" otherwise)."""
+    call(mod.CudagraphDispatcher, mod.CUDAGraphMode[mode], list(sizes), max_num_seqs, q)
     return "accepted"
 
 
@@ -147,6 +150,11 @@ def dispatcher_setups(r: random.Random) -> list[tuple[list[int], int, int]]:
     return setups
 
 
+#: (valid_modes, invalid_modes) that leave no runtime mode allowed: a ValueError naming invalid_modes
+#: (an empty valid_modes is every mode, so every one must be invalid).
+NO_MODE_LEFT = [(None, list(RUNTIME)), (["FULL"], ["FULL"]), (["NONE", "PIECEWISE"], list(RUNTIME)),
+                ([], list(RUNTIME)), (["NONE"], ["NONE"])]
+
 #: (valid_modes, invalid_modes) of the dispatch queries, by runtime-mode name (None: left out);
 #: the first is the default, an empty valid_modes means every runtime mode.
 RESTRICTIONS = [(None, None), (None, ["FULL"]), (None, ["PIECEWISE"]), (["NONE"], None),
@@ -170,15 +178,21 @@ def checks(draw: Draw) -> list[Check]:
     default_q = (sorted({1, r.randint(2, 4) * 2 + 1, r.randint(5, 9) * 2 + 1}), r.randint(2, 6))
     r = draw.rng("ex6.dispatch")
     dispatch_setups = dispatcher_setups(r)
-    r2 = draw.rng("ex6.dispatch_rejects")
-    sizes = sorted(r2.sample(range(1, 64), 3))
-    bad = (("full", [1, 2], 4, 1, "mode"), ("FULL", [0, 2], 4, 1, "capture_sizes"),
-           ("FULL", [], 4, 1, "capture_sizes"), ("FULL", [1, 2.5], 4, 1, "capture_sizes"),
-           ("FULL", [1, 2], 0, 1, "max_num_seqs"), ("FULL", [1, 2], 4.0, 1, "max_num_seqs"),
-           ("FULL", [1, 2], 4, 0, "uniform_decode_query_len"),
-           ("FULL", [1, 2], 4, 2.0, "uniform_decode_query_len"),
-           ("FULL", [1, 2], 4, 3, "capture_sizes"))  # q one past the largest size
-    good = (("NONE", [], 1, 1), ("FULL", [1, 2], 1, 1), ("FULL_AND_PIECEWISE", [1, 2], 4, 2))
+    r2 = draw.rng("ex6.capture_descs.refused")
+    none_n = r2.randint(1, 8)
+    few = sorted(r2.sample(range(1, 17), r2.randint(1, 3)))  # q above them all: one past, and further
+    past, far = few[-1] + 1, few[-1] + r2.randint(2, 6)
+    decode_full = [m for m in MODES if m.startswith("FULL")]  # the modes whose decode_mode() is FULL
+    refused_sizes = ([(m, [], r2.randint(1, 8), 1) for m in MODES if m != "NONE"]
+                     + [(m, few, r2.randint(1, 8), q) for m in decode_full for q in (past, far)])
+    kept_sizes = ([("NONE", [], none_n, 1), ("NONE", [], none_n, r2.randint(2, 5))]
+                  + [(m, few, r2.randint(1, 8), few[-1]) for m in MODES]  # q the largest size: [q]
+                  + [(m, few, r2.randint(1, 8), q) for m in MODES if m not in decode_full for q in (past, far)])
+    r3 = draw.rng("ex6.dispatch.refused")
+    refused_sizes_d = sorted(r3.sample(range(1, 33), 3))
+    refused_calls = [(m, r3.randint(1, refused_sizes_d[-1]), valid, invalid)
+                     for m in MODES for valid, invalid in NO_MODE_LEFT]
+    refused_calls += [(m, refused_sizes_d[-1] + r3.randint(1, 9), None, list(RUNTIME)) for m in MODES]
     return [
         Check("ex6", "mode_table",
               "vLLM's CUDAGraphMode: values (pairs for the two-routine modes), NONE falsy, and "
@@ -189,7 +203,9 @@ def checks(draw: Draw) -> list[Check]:
               "keys: mixed keys per size (PIECEWISE BD(s); FULL BD(s, min(s, max_num_seqs), False)); "
               "decode FULL keys BD(s, min(s // q, max_num_seqs), True) for q <= s <= q * max_num_seqs "
               "in two-routine modes; sizes rounded up to multiples of q when decode is FULL ([q] when "
-              "every one rounds past the largest); uniform_decode_query_len defaults to 1; "
+              "every one rounds past the largest; with decode FULL, a q above every size is a "
+              "ValueError naming capture_sizes); a mode other than NONE with no size is a ValueError "
+              "naming capture_sizes (NONE with none is fine); uniform_decode_query_len defaults to 1; "
               "keys() a dict of two sets, capture_sizes a list, capture_descs a list of (mode, BD) "
               "tuples: PIECEWISE keys then FULL keys, each largest first",
               [P("dispatcher_keys", f"CudagraphDispatcher({m}, {s}, max_num_seqs={n}, "
@@ -197,7 +213,13 @@ def checks(draw: Draw) -> list[Check]:
                for m in MODES for s, n, q in setups]
               + [P("dispatcher_keys", f"CudagraphDispatcher({m}, {default_q[0]}, max_num_seqs="
                    f"{default_q[1]}) (uniform_decode_query_len left out)", mode=m, sizes=default_q[0],
-                   max_num_seqs=default_q[1], q=None) for m in MODES], points=2),
+                   max_num_seqs=default_q[1], q=None) for m in MODES]
+              + [P("dispatcher_keys", f"CudagraphDispatcher({m}, {s}, max_num_seqs={n}, "
+                   f"uniform_decode_query_len={q})", mode=m, sizes=s, max_num_seqs=n, q=q)
+                 for m, s, n, q in kept_sizes]
+              + [P("make_dispatcher", f"CudagraphDispatcher({m}, {s}, max_num_seqs={n}, "
+                   f"uniform_decode_query_len={q})", "capture_sizes", mode=m, sizes=s, max_num_seqs=n, q=q)
+                 for m, s, n, q in refused_sizes], points=3),
         Check("ex6", "dispatch",
               "allowed = valid_modes (None or empty: all) minus invalid_modes; NONE with exactly "
               "BD(n) (num_reqs None, uniform False) when the mode is NONE, n is above every size or "
@@ -205,24 +227,13 @@ def checks(draw: Draw) -> list[Check]:
               "BD(p, min(p // q, max_num_seqs), True) for a uniform batch in a two-routine mode, "
               "BD(p, min(p, max_num_seqs), False) otherwise: FULL if allowed and a key, else "
               "PIECEWISE with BD(p) if allowed and a key, else NONE; uniform_decode defaults to "
-              "False; the answer is a tuple",
+              "False; the answer is a tuple; a restriction that leaves no mode allowed is a "
+              "ValueError naming invalid_modes (in every mode, for any num_tokens)",
               [P("dispatch", f"CudagraphDispatcher({m}, {s}, max_num_seqs={n}, "
                  f"uniform_decode_query_len={q}).dispatch(...)", mode=m, sizes=s, max_num_seqs=n, q=q,
-                 queries=queries_for(r, s)) for m in MODES for s, n, q in dispatch_setups], points=3),
-        Check("ex6", "dispatch_rejects",
-              "ValueError naming the argument: num_tokens not an int >= 1, invalid_modes leaving no "
-              "mode, a mode that is not a CUDAGraphMode, sizes not ints >= 1 or none (NONE with none "
-              "is fine), max_num_seqs or uniform_decode_query_len not an int >= 1, a q above every "
-              "size; good ones, at the limits too, are accepted",
-              [P("dispatch_arg", f"dispatch({n})", "num_tokens", num_tokens=n)
-               for n in (0, -r2.randint(1, 99), 2.0)]
-              + [P("dispatch_arg", "dispatch(2, invalid_modes=every runtime mode)", "invalid_modes",
-                   num_tokens=2, invalid=list(RUNTIME))]
-              + [P("make_dispatcher", f"CudagraphDispatcher({m!r}, {s}, {n!r}, {q!r})", arg, mode=m, sizes=s,
-                   max_num_seqs=n, q=q) for m, s, n, q, arg in bad]
-              + [P("dispatch_arg", f"CudagraphDispatcher(FULL, {sizes}, 4).dispatch({n})", num_tokens=n,
-                   sizes=sizes) for n in (1, r2.randint(2, 70))]
-              + [P("make_dispatcher", f"CudagraphDispatcher({m}, {s}, {n}, {q})", mode=m, sizes=s,
-                   max_num_seqs=n, q=q) for m, s, n, q in good],
-              compare=acceptance(), idea=ARGUMENTS, points=1),
+                 queries=queries_for(r, s)) for m in MODES for s, n, q in dispatch_setups]
+              + [P("dispatch_refused", f"CudagraphDispatcher({m}, {refused_sizes_d}, 4).dispatch({n}, "
+                   f"valid_modes={valid}, invalid_modes={invalid})", "invalid_modes", mode=m,
+                   sizes=refused_sizes_d, max_num_seqs=4, num_tokens=n, valid=valid, invalid=invalid)
+                 for m, n, valid, invalid in refused_calls], points=3),
     ]

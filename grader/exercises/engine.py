@@ -10,10 +10,9 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from coursekit.course import ARGUMENTS
 from coursekit.standin import RecordingCapture
 from coursekit.strategies import MODES
-from grader.checks import Answer, Check, P, Probe, acceptance, same
+from grader.checks import Answer, Check, P, Probe, same
 from grader.probes import _attr, _sibling, call, probe
 
 if TYPE_CHECKING:
@@ -312,41 +311,20 @@ def engine_batches(mod, prompts: list, new_tokens):
 
 
 @probe
-def engine_bad(mod, kind: str, token: int = 1):
-    """A bad (or, for the ``*-largest`` kinds, the largest good) request to a FULL engine with
-    one bucket of 2; a good one's answer is its logits or tokens."""
+def engine_largest(mod, kind: str, token: int = 1):
+    """The largest good requests to a FULL engine with one bucket of 2 (the given argument checks'
+    accepted side): ``step-largest`` (the last token, slot and position) and ``step-300-rows``
+    (past the bucket: eager; its last three rows) answer logits, ``generate-largest`` (max_seqs
+    prompts, one of them filling the cache exactly) its tokens."""
     _, engine = _engine(mod, "FULL", [2])
-    if kind.startswith("step"):
-        long = torch.long
-        made = {"step-int32": lambda: [torch.tensor([1, 2], dtype=torch.int32), *_rows("cpu", [0, 1], [0, 1])],
-                "step-float-positions": lambda: [*_rows("cpu", [1]), torch.tensor([0.0]), *_rows("cpu", [0])],
-                "step-2d-slots": lambda: [*_rows("cpu", [1], [0]), torch.tensor([[0]], dtype=long)],
-                "step-empty": lambda: [torch.zeros(0, dtype=long)] * 3,
-                "step-list": lambda: [[1], *_rows("cpu", [0], [0])],
-                # The meta device stands in for another device on a machine without CUDA.
-                "step-other-device": lambda: [*_rows("meta", [1]), *_rows("cpu", [0], [0])],
-                "step-0d-tokens": lambda: [torch.tensor(1), torch.tensor(0), torch.tensor(0)],
-                "step-more-positions": lambda: _rows("cpu", [1], [0, 1], [0, 1]),
-                # 300 rows, past the bucket (eager): lengths above 256 compare by value
-                "step-300-rows": lambda: [(torch.arange(300) * 7 + token) % 512, torch.arange(300) % 64,
-                                          torch.arange(300) % 8]}
-        if kind in made:
-            args = made[kind]()
-        else:
-            args = _rows("cpu", *{"step-lengths": ([1, 2], [0, 1], [0]), "step-padding-slot": ([1], [0], [8]),
-                                  "step-negative-slot": ([1], [0], [-1]),
-                                  "step-position": ([1], [64], [0]), "step-negative-position": ([1], [-1], [0]),
-                                  "step-token-past-vocab": ([512], [0], [0]),
-                                  "step-negative-token": ([-1], [0], [0]),
-                                  "step-largest": ([token, 511], [63, 63], [7, 0])}[kind])
-        logits = call(engine.step, *args)
-        return logits.cpu()[-3:] if kind == "step-300-rows" else logits.cpu()
-    prompts, new = {"generate-too-many": ([[1]] * 9, 1), "generate-empty": ([[1], []], 1),
-                    "generate-zero-new": ([[1]], 0), "generate-too-long": ([[1] * 60], 10),
-                    "generate-one-past": ([[token] * 55], 11), "generate-zero-count": ([[1], [2]], [2, 0]),
-                    "generate-counts-short": ([[1], [2]], [2]), "generate-counts-long": ([[1], [2]], [2, 2, 2]),
-                    "generate-largest": ([[token] * 55] + [[token]] * 7, [10, 1, 1, 1, 1, 1, 1, 2])}[kind]
-    return call(engine.generate, prompts, new)
+    if kind == "step-largest":
+        return call(engine.step, *_rows("cpu", [token, 511], [63, 63], [7, 0])).cpu()
+    if kind == "step-300-rows":
+        rows = torch.arange(300)
+        return call(engine.step, (rows * 7 + token) % 512, rows % 64, rows % 8).cpu()[-3:]
+    if kind == "generate-largest":
+        return call(engine.generate, [[token] * 55] + [[token]] * 7, [10, 1, 1, 1, 1, 1, 1, 2])
+    raise ValueError(f"kind: expected step-largest, step-300-rows or generate-largest, got {kind!r}")
 
 
 # ------------------------------------------------------------------------- checks
@@ -371,13 +349,6 @@ def step_batches(rng: random.Random) -> list[list[list[int]]]:
             positions = [rng.randint(0, 20) for _ in slots]
         steps.append([[rng.randint(0, 511) for _ in slots], positions, slots])
     return steps
-
-
-#: The argument a bad step's ValueError must name.
-BAD_ROW_NAMES = {"step-int32": "tokens", "step-float-positions": "positions", "step-2d-slots": "slots",
-                 "step-list": "tokens", "step-negative-slot": "slots", "step-negative-position": "positions",
-                 "step-token-past-vocab": "tokens", "step-negative-token": "tokens",
-                 "step-other-device": "tokens", "step-0d-tokens": "tokens", "step-more-positions": "positions"}
 
 
 def _logits_close(probe: Probe, got: Answer, expected: Answer) -> str | None:
@@ -414,9 +385,9 @@ def checks(draw: Draw) -> list[Check]:
     r = draw.rng("ex8.generate_shrinks_the_batch.short")
     short_prompts = [[r.randint(0, 511) for _ in range(k)] for k in (2, 1, r.randint(2, 4))]
     short_new = [r.randint(2, 4) for _ in short_prompts]
-    r = draw.rng("ex8.engine_rejects")
-    token = r.randint(0, 511)
-    bad_kinds = list(BAD_ROW_NAMES)
+    # The given argument checks' accepted side, run for its answers: the largest token, slot and
+    # position, a step far past the buckets, max_seqs prompts with one filling the cache exactly.
+    token = draw.rng("ex8.step_logits.largest").randint(0, 511)
     r = draw.rng("ex8.step_logits.before_capture")
     early = [[[r.randint(0, 511) for _ in range(n)], [r.randint(0, 20) for _ in range(n)],
               r.sample(range(8), n)] for n in (r.randint(1, 4), r.randint(5, 8))]
@@ -447,7 +418,8 @@ def checks(draw: Draw) -> list[Check]:
         Check("ex8", "generate_every_mode",
               "every mode yields the tokens of eager decoding, for a float32 and a bfloat16 model: "
               "the prompt step, then one token per unfinished sequence, greedy; max_new_tokens is "
-              "an int or one count per sequence; the tokens come back as a list of lists of ints",
+              "an int or one count per sequence; the tokens come back as a list of lists of ints; "
+              "max_seqs prompts, one of them filling the cache exactly, run right too",
               [P("engine_generate", f"DecodeEngine({m}, {sizes}).generate({prompts}, {new_tokens})",
                  mode=m, sizes=sizes, prompts=prompts, new_tokens=new_tokens, seed=seed) for m in MODES]
               + [P("engine_generate", f"DecodeEngine({m}, {sizes}) on a bfloat16 model: generate("
@@ -455,18 +427,26 @@ def checks(draw: Draw) -> list[Check]:
                    new_tokens=bf16_new, seed=bf16_seed, dtype="bfloat16") for m in MODES]
               + [P("engine_generate", f"DecodeEngine(FULL_AND_PIECEWISE, {sizes}).generate({prompts}, "
                    f"{every_count})", mode="FULL_AND_PIECEWISE", sizes=sizes, prompts=prompts,
-                   new_tokens=every_count, seed=seed)], points=3),
+                   new_tokens=every_count, seed=seed)]
+              + [P("engine_largest", f"DecodeEngine(FULL, [2]).generate(max_seqs prompts: [[{token}] * 55] + "
+                   f"[[{token}]] * 7, [10, 1, 1, 1, 1, 1, 1, 2]) (one sequence fills the cache exactly)",
+                   kind="generate-largest", token=token)], points=4),
         Check("ex8", "step_logits",
               "step returns one row of logits per token, in the model's dtype, within 1e-5 of the "
               "eager model in float32 and 5e-2 in bfloat16, for every "
               "batch up to one row past the largest capture size (which runs eagerly); before "
-              "capture_model() nothing is captured, so every step runs eagerly",
+              "capture_model() nothing is captured, so every step runs eagerly; the last token, "
+              "slot and position and a step of hundreds of rows (eager) run right too",
               [P("engine_steps", f"DecodeEngine({m}, [1, 2, 4, 8]): steps of 1..9 rows", mode=m,
                  sizes=[1, 2, 4, 8], steps=steps) for m in MODES]
               + [P("engine_steps", f"DecodeEngine({m}, [1, 2, 4, 8]) on a bfloat16 model: steps of 1..9 "
                    "rows", mode=m, sizes=[1, 2, 4, 8], steps=steps, dtype="bfloat16") for m in MODES]
               + [P("engine_steps", f"DecodeEngine({m}, [1, 2, 4, 8]): steps before capture_model()",
-                   mode=m, sizes=[1, 2, 4, 8], steps=early, capture_now=False) for m in ("FULL", "PIECEWISE")],
+                   mode=m, sizes=[1, 2, 4, 8], steps=early, capture_now=False) for m in ("FULL", "PIECEWISE")]
+              + [P("engine_largest", f"DecodeEngine(FULL, [2]).step(tokens [{token}, 511], positions [63, 63], "
+                   "slots [7, 0]): the last token, position and slot", kind="step-largest", token=token),
+                 P("engine_largest", "DecodeEngine(FULL, [2]).step of 300 rows (eager, past the bucket): its "
+                   "last three rows", kind="step-300-rows", token=token)],
               compare=_logits_close, points=2),
         Check("ex8", "padding_uses_the_padding_slot",
               "rows that only pad a batch are reset before every replay to token 0, position 0 and "
@@ -520,24 +500,6 @@ def checks(draw: Draw) -> list[Check]:
                    new_tokens=1) for p in one_token_prompts]
               + [P("engine_uniform_flags", f"what steps with slots {flag_slots} replay in "
                    "FULL_AND_PIECEWISE without uniform_decode", slot_lists=flag_slots)], points=1),
-        Check("ex8", "engine_rejects",
-              "bad rows (lengths, a token outside the vocabulary, the padding slot, positions, "
-              "another device) and bad requests (more than max_seqs prompts, an empty one, a count "
-              "below 1, counts not one per prompt, a sequence one position past the cache) are "
-              "ValueErrors naming the argument (rows: 1-D int64 tensors of one length >= 1); the "
-              "largest good ones (last token, last slot, last position, max_seqs prompts, one "
-              "filling the cache exactly, a step of hundreds of rows) are accepted",
-              [P("engine_bad", kind, names, kind=kind) for kind, names in (
-                  ("step-lengths", ("slots", "rows")), ("step-padding-slot", "slots"),
-                  ("step-position", "positions"), ("step-empty", "tokens"), ("generate-too-many", "prompts"),
-                  ("generate-empty", "prompts"), ("generate-zero-new", "max_new_tokens"),
-                  ("generate-too-long", "max_new_tokens"), ("generate-zero-count", "max_new_tokens"),
-                  ("generate-counts-short", "max_new_tokens"), ("generate-counts-long", "max_new_tokens"))]
-              + [P("engine_bad", "generate-one-past", "max_new_tokens", kind="generate-one-past", token=token)]
-              + [P("engine_bad", kind, BAD_ROW_NAMES[kind], kind=kind) for kind in bad_kinds]
-              + [P("engine_bad", kind, kind=kind, token=token)
-                 for kind in ("step-largest", "generate-largest", "step-300-rows")],
-              compare=acceptance(), idea=ARGUMENTS, points=1),
         Check("ex8", "gpu_engine",
               "on real CUDA graphs: every mode yields eager decoding's tokens and logits within 1e-5",
               [P("engine_generate", f"generate on CUDA ({m})", mode=m, sizes=sizes, prompts=gpu_prompts,

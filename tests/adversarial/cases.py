@@ -1026,14 +1026,6 @@ CASES = [
          "device is needed: every check that expects errors also asks something valid (to be "
          "accepted), so it gets nothing",
          others="zero", defence="valid-inputs-in-rejection-checks"),
-    Case("hybrid-refusal-capture", "ex3",
-         build_raising(lambda: 'type("Refusal", (ValueError, RuntimeError), {})('
-                       '"warmup_iters: bad; a CUDA device is needed (torch.cuda.is_available() is False)")'),
-         0, "capture (like every function) raises one error that is a ValueError naming warmup_iters "
-         "and a RuntimeError saying a CUDA device is needed, so both of capture_needs_cuda's "
-         "probes, which have no valid input without CUDA, would be met: the missing GPU must be "
-         "a plain RuntimeError, not an argument error, so it gets nothing",
-         others="zero", defence="cuda-error-not-an-argument-error"),
     Case("patch-equal-during-call", "ex5",
          module_case("buckets", lambda m: edit(reference("buckets"), ("return out[:n].clone()", "return out[:n]"))
                      + PATCH_EQUAL_DURING_CALL),

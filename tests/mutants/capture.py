@@ -1,6 +1,6 @@
 """Exercise 3 (capture): plausible wrong versions of ``solutions/capture.py``."""
 
-from tests.mutants import G, K, M, Mutant
+from tests.mutants import G, Mutant
 
 MUTANTS = [
     G("capture", "warmup-on-current-stream", "warm-up on the caller's (default) stream",
@@ -14,11 +14,6 @@ MUTANTS = [
       ("    side.wait_stream(caller)\n", "")),
     G("capture", "ignores-pool", "every graph gets a new memory pool",
       ("torch.cuda.graph(graph, pool=pool)", "torch.cuda.graph(graph)")),
-    # Caught on any machine too: capture(fn, warmup_iters=0) then reaches the no-CUDA error.
-    M("capture", "accepts-zero-warmup", "warmup_iters = 0 accepted",
-      ("or warmup_iters < 1:", "or warmup_iters < 0:")),
-    G("capture", "accepts-cpu-inputs", "a CPU static input accepted",
-      ("if not isinstance(t, torch.Tensor) or not t.is_cuda:", "if not isinstance(t, torch.Tensor):")),
     G("capture", "raw-capture-error", "lets torch's capture error through without naming the cause",
       ('raise RuntimeError(f"capture: fn cannot be captured into a CUDA graph: {_cause(exc)}") from exc',
        "raise")),
@@ -33,18 +28,8 @@ MUTANTS = [
     G("capture", "outputs-from-warmup", "returns a warm-up call's outputs, which replay never writes",
       ("            fn(*static_inputs)\n    caller.wait_stream", "            outputs = fn(*static_inputs)\n    caller.wait_stream"),
       ("            outputs = fn(*static_inputs)\n    except", "            fn(*static_inputs)\n    except")),
-    # Issue 23: every stated default, type and error order, at the limit and one past it.
-    K("issue23", "capture", "cuda-checked-before-warmup-iters", "looks for CUDA before checking "
-      "warmup_iters: on a machine without CUDA, warmup_iters=0 is the no-CUDA error, not a ValueError",
-      ("    if isinstance(warmup_iters, bool) or not isinstance(warmup_iters, int) or warmup_iters < 1:",
-       "    if not torch.cuda.is_available():\n"
-       "        raise RuntimeError(\"capture: a CUDA device is needed to capture a CUDA graph\")\n"
-       "    if isinstance(warmup_iters, bool) or not isinstance(warmup_iters, int) or warmup_iters < 1:")),
+    # Issue 23: every stated default.
     Mutant("capture", "default-warmup-iters-1", "warmup_iters defaults to 1, not the stated 3",
            (("*static_inputs: torch.Tensor, warmup_iters: int = 3,", "*static_inputs: torch.Tensor, warmup_iters: int = 1,"),),
-           gpu=True, kind="issue23"),
-    Mutant("capture", "non-tensor-input-crashes", "a static input that is no tensor at all (2.0) "
-           "crashes with AttributeError instead of the ValueError naming static_inputs",
-           (("if not isinstance(t, torch.Tensor) or not t.is_cuda:", "if not t.is_cuda:"),),
            gpu=True, kind="issue23"),
 ]

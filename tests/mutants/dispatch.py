@@ -68,8 +68,6 @@ MUTANTS = [
        "        p = padded_size(num_tokens, self.capture_sizes) or self.capture_sizes[-1]")),
     M("dispatch", "dispatch-off-by-one", "pads n + 1 tokens",
       ("        p = padded_size(num_tokens, self.capture_sizes)", "        p = padded_size(num_tokens + 1, self.capture_sizes) or self.capture_sizes[-1]")),
-    M("dispatch", "dispatch-accepts-zero", "no check on num_tokens",
-      ('        _positive_int("num_tokens", num_tokens)\n', "")),
     # The gap corpus: mistakes each of which one kind of test could miss.
     K("non-default", "dispatch", "uniform-default-true", "a batch is uniform decode unless told otherwise",
       ("        self, num_tokens: int, uniform_decode: bool = False,", "        self, num_tokens: int, uniform_decode: bool = True,")),
@@ -102,9 +100,23 @@ MUTANTS = [
       ("            return CUDAGraphMode.FULL, key", "            return [CUDAGraphMode.FULL, key]"),
       ("            return CUDAGraphMode.PIECEWISE, BatchDescriptor(p)",
        "            return [CUDAGraphMode.PIECEWISE, BatchDescriptor(p)]")),
-    K("issue23", "dispatch", "floats-accepted", "a float size, max_num_seqs, q or num_tokens accepted "
-      "(only compared with 1)",
-      ("    if isinstance(value, bool) or not isinstance(value, int) or value < 1:", "    if value < 1:")),
+    # Issue 33: the refusals that are the dispatcher's own (the argument checks are given).
+    K("issue33", "dispatch", "no-sizes-accepted", "a mode other than NONE without sizes accepted (it "
+      "captures nothing, and dispatch reads a size that is not there)",
+      ("        if mode and not sizes:", "        if False:")),
+    K("issue33", "dispatch", "no-mode-left-only-if-all-invalid", "refused only when invalid_modes names "
+      "every runtime mode: valid_modes={FULL} with invalid_modes={FULL} runs eagerly instead",
+      ("        if not allowed:\n", "        if set(invalid_modes or ()) >= RUNTIME_MODES:\n")),
+    K("issue33", "dispatch", "no-mode-left-checked-after-eager", "the restriction is checked only after "
+      "the eager return: no mode allowed answers (NONE, BD(n))",
+      ("        if not allowed:\n            raise ValueError(f\"invalid_modes: {invalid_modes} leaves none of "
+       "valid_modes {valid_modes}\")\n        eager = (CUDAGraphMode.NONE, BatchDescriptor(num_tokens))\n"
+       "        if not self.mode or num_tokens > self.capture_sizes[-1] or allowed <= {CUDAGraphMode.NONE}:\n"
+       "            return eager\n",
+       "        eager = (CUDAGraphMode.NONE, BatchDescriptor(num_tokens))\n"
+       "        if not self.mode or num_tokens > self.capture_sizes[-1] or allowed <= {CUDAGraphMode.NONE}:\n"
+       "            return eager\n        if not allowed:\n            raise ValueError(f\"invalid_modes: "
+       "{invalid_modes} leaves none of valid_modes {valid_modes}\")\n")),
     K("issue23", "dispatch", "none-needs-sizes", "mode NONE without sizes refused too",
       ("        if mode and not sizes:", "        if not sizes:")),
     K("issue23", "dispatch", "no-fallback-to-q", "sizes that all round past the largest are refused, "

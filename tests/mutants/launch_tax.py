@@ -16,25 +16,13 @@ MUTANTS = [
        "    for _ in range(iters + 1):\n        fn()\n    return (time.perf_counter()")),
     M("launch_tax", "time-skips-warmup", "ignores warmup",
       ("    for _ in range(warmup):\n        fn()\n", "")),
-    M("launch_tax", "time-accepts-zero-iters", "iters = 0 divides by zero",
-      ('_check_count("iters", iters, minimum=1)', '_check_count("iters", iters, minimum=0)')),
-    M("launch_tax", "time-accepts-negative-warmup", "warmup = -1 silently means none",
-      ('    _check_count("warmup", warmup, minimum=0)\n', "")),
-    M("launch_tax", "measure-no-cuda-check", "no clear error without CUDA",
-      ("    if not torch.cuda.is_available():\n        raise RuntimeError(\n            \"measure_launch_tax:",
-       "    if False:\n        raise RuntimeError(\n            \"measure_launch_tax:")),
     G("launch_tax", "time-cpu-clock-on-cuda", "times CUDA work with a CPU clock and no synchronize",
       ("    if torch.cuda.is_available():\n        torch.cuda.synchronize()", "    if False:\n        torch.cuda.synchronize()")),
     M("launch_tax", "sweep-sorted", "measures the lengths sorted, not in the order given",
       ("for n in n_ops_list]", "for n in sorted(n_ops_list)]")),
-    G("launch_tax", "measure-accepts-zero-ops", "n_ops = 0 measures nothing",
-      ('("n_ops", n_ops), ', "")),
     # The gap corpus: mistakes each of which one kind of test could miss.
     K("non-default", "launch_tax", "default-iters-10", "times 10 calls by default, not 100",
       ("def time_ms(fn: Callable[[], object], iters: int = 100", "def time_ms(fn: Callable[[], object], iters: int = 10")),
-    # The largest accepted value rejected.
-    K("boundary", "launch_tax", "rejects-zero-warmup", "warmup=0 (no warm-up) is refused",
-      ('_check_count("warmup", warmup, minimum=0)', '_check_count("warmup", warmup, minimum=1)')),
     # The clock the docstring prescribes.
     K("clock", "launch_tax", "time-process-time", "CPU time instead of a wall clock",
       ("    start_s = time.perf_counter()\n    for _ in range(iters):\n        fn()\n"
@@ -51,12 +39,6 @@ MUTANTS = [
        "    return (time.perf_counter() - start_s)",
        "    start_s = time.thread_time()\n    for _ in range(iters):\n        fn()\n"
        "    return (time.thread_time() - start_s)")),
-    K("empty", "launch_tax", "measure-checks-only-on-a-gpu", "n_ops=0 on a laptop says CUDA is needed",
-      ("    for name, value in ((\"n_ops\", n_ops), (\"numel\", numel), (\"iters\", iters)):\n"
-       "        _check_count(name, value, minimum=1)\n    if not torch.cuda.is_available():\n",
-       "    if not torch.cuda.is_available():\n")),
-    K("empty", "launch_tax", "sweep-empty-unchecked", "an empty sweep returns []",
-      ("    if not n_ops_list:\n        raise ValueError", "    if False:\n        raise ValueError")),
     K("issue23", "launch_tax", "floor-divided-mean", "the CPU mean floored: total ms // iters",
       ("    return (time.perf_counter() - start_s) * 1e3 / iters", "    return (time.perf_counter() - start_s) * 1e3 // iters")),
     K("issue23", "launch_tax", "mean-over-every-call", "the CPU total divided by warmup + iters",

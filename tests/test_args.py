@@ -1,0 +1,160 @@
+"""The given argument checks (coursekit/args.py), on their own.
+
+The exercises' stubs call them, and their public tests marked ``given`` check that each exercise
+refuses what its docstring says; this file checks the validators themselves, with hypothesis, and
+proves each defence can fail: ``WRONG`` holds plausible wrong versions (NaN let through, a bool
+taken for an int, an iterable read twice...), and each must break a rule ``problems`` checks.
+"""
+
+from __future__ import annotations
+
+import math
+import types
+from pathlib import Path
+
+import pytest
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
+
+from coursekit import args
+
+SOURCE = Path(args.__file__).read_text(encoding="utf-8")
+NOT_NUMBERS = [True, False, "3", None, [1.0], float("nan"), float("inf"), -float("inf")]
+
+
+def refused(fn, name: str, error: type = ValueError) -> str | None:
+    """None when ``fn()`` raises ``error`` whose message starts with ``name``; else what happened."""
+    try:
+        got = fn()
+    except error as exc:
+        return None if str(exc).startswith(name) else f"{error.__name__} not naming {name}: {exc}"
+    except Exception as exc:  # noqa: BLE001 - the wrong error is the finding
+        return f"{type(exc).__name__} instead of {error.__name__}: {exc}"
+    return f"accepted, returned {got!r}"
+
+
+def problems(a: types.ModuleType) -> list[str]:
+    """Every rule of coursekit/args.py that module ``a`` breaks (empty for the real one)."""
+    found = []
+
+    def expect(what, problem):
+        if problem:
+            found.append(f"{what}: {problem}")
+
+    for bad in NOT_NUMBERS + [-0.5]:
+        expect(f"number({bad!r})", refused(lambda: a.number("t", bad), "t"))
+    expect("number(0, above=0)", refused(lambda: a.number("t", 0, above=0.0), "t"))
+    if a.number("t", 3) != 3.0 or type(a.number("t", 3)) is not float:
+        found.append("number('t', 3) is not the float 3.0")
+    for bad in (True, 2.0, "2", None, 0):
+        expect(f"count({bad!r}, at_least=1)", refused(lambda: a.count("n", bad, at_least=1), "n"))
+    expect("count(5, at_most=4)", refused(lambda: a.count("n", 5, at_most=4), "n"))
+    once = iter([3, 1])
+    if a.counts("s", once) != [3, 1]:
+        found.append("counts of a generator is not its items, in order (read once)")
+    expect("counts([])", refused(lambda: a.counts("s", [], nonempty=True), "s"))
+    expect("counts([1, True])", refused(lambda: a.counts("s", [1, True]), "s"))
+    expect("numbers([1, nan])", refused(lambda: a.numbers("k", [1.0, float("nan")]), "k"))
+    if a.numbers("k", iter([1, 2.5])) != [1.0, 2.5]:
+        found.append("numbers of a generator is not its items as floats")
+    for bad in (1, 0, "yes", None):
+        expect(f"flag({bad!r})", refused(lambda: a.flag("f", bad), "f"))
+    x = torch.zeros(3, 2)
+    expect("tensor([1])", refused(lambda: a.tensor("x", [1.0]), "x"))
+    expect("tensor(rows (2, 3), row_shape=(3, 2))",
+           refused(lambda: a.tensor("x", torch.zeros(4, 2, 3), row_shape=(3, 2)), "x"))
+    expect("tensor(shape (3, 2), shape=(2, 3))", refused(lambda: a.tensor("x", x, shape=(2, 3)), "x"))
+    expect("tensor(float32, dtype=float64)", refused(lambda: a.tensor("x", x, dtype=torch.float64), "x"))
+    expect("tensor(cpu, device=meta)", refused(lambda: a.tensor("x", x, device="meta"), "x"))
+    expect("inputs_like(1 of 2)", refused(lambda: a.inputs_like("inputs", (x,), (x, x)), "inputs", TypeError))
+    expect("inputs_like(reshaped)", refused(lambda: a.inputs_like("inputs", (x, x.reshape(6)), (x, x)), "inputs[1]"))
+    rows = torch.tensor([0, 4])
+    expect("index_rows(value 4 > 3)", refused(lambda: a.index_rows("slots", rows, device="cpu", high=3), "slots"))
+    expect("index_rows(2 rows of 3)", refused(lambda: a.index_rows("slots", rows, device="cpu", rows=3), "slots"))
+    expect("index_rows(int32)", refused(lambda: a.index_rows("slots", rows.int(), device="cpu"), "slots"))
+    expect("index_rows(0 rows)", refused(lambda: a.index_rows("slots", rows[:0], device="cpu"), "slots"))
+    return found
+
+
+def test_the_given_checks_keep_their_rules():
+    assert problems(args) == []
+
+
+#: Plausible wrong versions of coursekit/args.py: (why, old text, new text).
+WRONG = [
+    ("NaN slips through a plain value < 0 check", "    if not math.isfinite(value):\n", "    if False:\n"),
+    ("a bool is taken for a number", "    if not _not_bool(value) or not isinstance(value, (int, float)):",
+     "    if not isinstance(value, (int, float)):"),
+    ("a bool is taken for a count", "    if not _not_bool(value) or not isinstance(value, int):\n"
+     "        raise ValueError(f\"{name}: expected an int >= {at_least}",
+     "    if not isinstance(value, int):\n        raise ValueError(f\"{name}: expected an int >= {at_least}"),
+    ("an empty iterable accepted where one value is needed", "    if nonempty and not checked:", "    if False:"),
+    ("a generator read twice (empty the second time)", "        return list(values)\n",
+     "        list(values)\n        return list(values)\n"),
+    ("1 taken for a bool", "    if not isinstance(value, bool):", "    if value not in (True, False):"),
+    ("rows compared by element count, not shape",
+     "    if row_shape is not None and (value.dim() < 1 or tuple(value.shape[1:]) != tuple(row_shape)):",
+     "    if row_shape is not None and (value.dim() < 1 or value[0].numel() != math.prod(row_shape)):"),
+    ("a dtype not checked", "    if dtype is not None and value.dtype != dtype:", "    if False:"),
+    ("an index's range not checked", "    if high is not None and x.device.type == \"cpu\"", "    if False"),
+]
+
+
+@pytest.mark.parametrize("why, old, new", WRONG, ids=[w[0] for w in WRONG])
+def test_a_wrong_check_breaks_a_rule(why, old, new):
+    assert SOURCE.count(old) == 1, f"the wrong version '{why}' no longer applies to coursekit/args.py"
+    wrong = types.ModuleType("wrong_args")
+    exec(compile(SOURCE.replace(old, new), "wrong_args", "exec"), wrong.__dict__)  # noqa: S102
+    assert problems(wrong), f"coursekit/args.py with '{why}' breaks no rule test_args checks"
+
+
+@given(st.floats(allow_nan=False, allow_infinity=False, min_value=0.0))
+def test_number_keeps_every_finite_value_at_or_above_its_floor(value):
+    assert args.number("t", value) == value
+
+
+@given(st.integers(max_value=-1) | st.floats(max_value=-1e-300))
+def test_number_refuses_below_its_floor_naming_the_argument(value):
+    assert refused(lambda: args.number("launch_us", value), "launch_us") is None
+
+
+@given(st.lists(st.integers(1, 10**6), max_size=20))
+def test_counts_read_any_iterable_once(values):
+    assert args.counts("capture_sizes", (v for v in values), at_least=1) == values
+
+
+@given(st.integers(-5, 5), st.integers(-5, 5))
+def test_count_holds_its_bounds(value, at_least):
+    if value >= at_least:
+        assert args.count("n", value, at_least=at_least) == value
+    else:
+        assert refused(lambda: args.count("n", value, at_least=at_least), "n") is None
+
+
+def test_one_device_under_two_names():
+    assert args.same_device("cuda", "cuda:0") and args.same_device("cpu:0", "cpu")
+    assert not args.same_device("cuda:1", "cuda") and not args.same_device("cpu", "cuda:0")
+
+
+def test_an_index_off_the_cpu_is_never_read():
+    """On CUDA, reading values makes the CPU wait for the GPU; a meta tensor has no values to read,
+    so a check that read them would raise here."""
+    x = torch.empty(4, dtype=torch.long, device="meta")
+    assert args.index_rows("tokens", x, device="meta", rows=4, high=1) == 4
+
+
+def test_need_cuda_is_a_runtime_error(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(RuntimeError, match="CUDA device"):
+        args.need_cuda("capture")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert args.need_cuda("capture") is None
+
+
+def test_messages_say_what_was_expected_and_what_came():
+    with pytest.raises(ValueError) as info:
+        args.count("n_layers", True, at_least=1)
+    assert str(info.value) == "n_layers: expected an int >= 1 (not a bool, not a float), got True"
+    with pytest.raises(ValueError, match=r"kernel_us\[1\]: expected a finite number, got nan"):
+        args.numbers("kernel_us", [1.0, math.nan])
