@@ -129,6 +129,12 @@ def bytes_per_step(config: ModelConfig, dtype, rows: int) -> int:
     return (weights + cache) * dtype.itemsize
 
 
+def decode_step(model: ToyModel):
+    """An eager uniform decode step of ``model``: ``forward`` with the decode kernel
+    (``max_query_len=1``), as a FULL graph holds it, so eager and graph run the same kernels."""
+    return lambda tokens, positions, slots: model.forward(tokens, positions, slots, max_query_len=1)
+
+
 def measure(impl: Implementation, config: ModelConfig, dtype, device: str, rows_list, iters: int,
             with_compile: bool, with_fused: bool = True) -> dict:
     """Per batch size: eager, piecewise and full steps (and a bare replay), kernels per step; the
@@ -153,16 +159,19 @@ def measure(impl: Implementation, config: ModelConfig, dtype, device: str, rows_
             row["bare_replay_ms"] = time_ms(graph.replay)
 
     model = ToyModel(config, device=device, dtype=dtype)
+    decode = decode_step(model)
     for rows in rows_list:
         args, row = batch(model, rows), out[rows]
-        row["eager_ms"] = time_ms(lambda: model.forward(*args))
-        row["kernels"] = count(model.forward, *args)
+        row["eager_ms"] = time_ms(lambda: decode(*args))
+        row["kernels"] = count(decode, *args)
         engine_row(model, row, args, rows, modes.PIECEWISE, "piecewise")
-        engine_row(model, row, args, rows, modes.FULL, "full")
+        # FULL_DECODE_ONLY: full graphs alone (FULL would capture piecewise ones for mixed
+        # batches too, and count their time and memory); these batches are uniform decode.
+        engine_row(model, row, args, rows, modes.FULL_DECODE_ONLY, "full")
         free(device)
         if with_compile:
             def peer():
-                compiled = torch.compile(model.forward, mode="reduce-overhead")
+                compiled = torch.compile(decode, mode="reduce-overhead")
                 t0 = time.perf_counter()
                 compiled(*args)
                 compiled(*args)
@@ -178,10 +187,10 @@ def measure(impl: Implementation, config: ModelConfig, dtype, device: str, rows_
         def fused_rows():
             model = ToyModel(config, device=device, dtype=dtype, add_rms_norm=fusion.fused_add_rms_norm)
             for rows in rows_list:
-                engine_row(model, out[rows], batch(model, rows), rows, modes.FULL, "full_fused")
+                engine_row(model, out[rows], batch(model, rows), rows, modes.FULL_DECODE_ONLY, "full_fused")
                 free(device)
             for rows in rows_list:
-                out[rows]["fused_kernels"] = count(model.forward, *batch(model, rows))
+                out[rows]["fused_kernels"] = count(decode_step(model), *batch(model, rows))
 
         optional("full + fused add-RMSNorm", fused_rows)
         free(device)
@@ -214,11 +223,12 @@ def sweep(impl: Implementation, config: ModelConfig, dtype, device: str, layers:
     for n in layers:
         model = ToyModel(ModelConfig(**{**config.__dict__, "n_layers": n}), device=device, dtype=dtype)
         args = batch(model, 1)
-        engine = engine_mod.DecodeEngine(model, mode=engine_mod.CUDAGraphMode.FULL, capture_sizes=[1])
+        engine = engine_mod.DecodeEngine(model, mode=engine_mod.CUDAGraphMode.FULL_DECODE_ONLY, capture_sizes=[1])
         engine.capture_model()
+        decode = decode_step(model)
         # Without CUDA there is no profiler count: a nominal one lets a smoke run exercise the fit.
-        kernels = fusion.count_kernels(model.forward, *args) if on_cuda(device) else 20 * n + 10
-        points.append({"layers": n, "kernels": kernels, "eager_ms": time_ms(lambda: model.forward(*args)),
+        kernels = fusion.count_kernels(decode, *args) if on_cuda(device) else 20 * n + 10
+        points.append({"layers": n, "kernels": kernels, "eager_ms": time_ms(lambda: decode(*args)),
                        "graph_ms": time_ms(lambda: engine.step(*args, uniform_decode=True))})
         del engine, model
         free(device)
@@ -240,14 +250,14 @@ def graph_memory(impl: Implementation, config: ModelConfig, dtype, device: str, 
     model = ToyModel(config, device=device, dtype=dtype)
     alone = {}
     for s in sizes:
-        engine = engine_mod.DecodeEngine(model, mode=engine_mod.CUDAGraphMode.FULL, capture_sizes=[s])
+        engine = engine_mod.DecodeEngine(model, mode=engine_mod.CUDAGraphMode.FULL_DECODE_ONLY, capture_sizes=[s])
         engine.capture_model()
         # The engine's figure can come out negative (memory another capture cached is released
         # during this one): it reserved nothing new, so it counts as 0 here.
         alone[s] = max(engine.capture_memory_bytes, 0)
         del engine
         free(device)
-    together = engine_mod.DecodeEngine(model, mode=engine_mod.CUDAGraphMode.FULL, capture_sizes=sizes)
+    together = engine_mod.DecodeEngine(model, mode=engine_mod.CUDAGraphMode.FULL_DECODE_ONLY, capture_sizes=sizes)
     together.capture_model()
     measured = max(together.capture_memory_bytes, 0)
     del together, model

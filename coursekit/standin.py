@@ -12,7 +12,9 @@ What it keeps of a real graph, so CPU tests can check graph runners:
 * Each capture belongs to a memory pool; ``graph.pool()`` returns it, and captures that are handed
   the same ``pool`` share it (as ``torch.cuda.graph(pool=...)`` does).
 
-What it cannot keep: a real replay does not run Python, so values a function reads from Python
+What it refuses by hand: code that reads a tensor's values on the host inside a graph asks
+``inside_standin_graph()`` and raises, as a CUDA capture would (``coursekit.toymodel``'s varlen
+attention does). What it cannot keep: a real replay does not run Python, so values a function reads from Python
 state (a counter, ``.item()``, a branch) are frozen at capture on a GPU but re-read here. Capture
 here also runs ``fn`` once for real (a GPU capture only records), so a function with side effects
 sees one extra call.
@@ -34,9 +36,15 @@ def inside_graph() -> bool:
     """True while code runs as part of a graph: inside a stand-in capture or replay here, inside a
     CUDA stream capture on a GPU. (Warm-up calls are eager, as on a GPU.) Tests use it to see
     which work a runner captured and which it ran eagerly."""
-    if _graph_depth > 0:
+    if inside_standin_graph():
         return True
     return torch.cuda.is_available() and torch.cuda.is_current_stream_capturing()
+
+
+def inside_standin_graph() -> bool:
+    """True inside a stand-in capture or replay: where the stand-in must refuse, by hand, what a
+    CUDA capture refuses by itself (a host sync such as ``int(tensor)``)."""
+    return _graph_depth > 0
 
 
 def _as_graph(fn: Callable, *args: Any) -> Any:

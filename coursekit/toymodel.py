@@ -29,6 +29,29 @@ the model's traced graph at the ops in ``splitting_ops``: ``split_graph`` in
 ``forward(tokens, positions, slots)`` runs the whole step. Every segment takes the same four
 arguments ``(tokens, positions, hidden, attn)`` and ignores those it does not need, so each can be
 captured over the same static buffers.
+
+Attention has two kernels, as FlashAttention 2 has in vLLM 0.26.0, and ``max_query_len`` (the
+most rows any one sequence has in the batch, which the caller knows) picks one:
+
+* ``max_query_len=1``, the **decode kernel**, for uniform decode batches (one row per sequence):
+  each row reads its own slot's cache as it was before the step, plus its own new key and value.
+  Its shapes are fixed by the batch size, so it can be captured in a CUDA graph. A batch in which
+  a sequence has several rows (a prompt) comes out wrong, because no row sees the keys the
+  batch's other rows of its sequence write.
+* any other value, or None, the **varlen kernel**, for any batch: it first writes every row's key
+  and value, then sizes its work by the batch's longest context, ``int(positions.max()) + 1``, a
+  number it reads on the host (FlashAttention 2 takes ``max_seqlen_k`` as a host int too). On a GPU
+  that read waits for the GPU, which a CUDA graph capture refuses; the CPU stand-in of a graph
+  refuses it too (``coursekit.standin.inside_graph``). So a batch with prompt rows cannot run
+  inside a full graph.
+
+That is why vLLM's ``FlashAttentionMetadataBuilder`` declares ``AttentionCGSupport.UNIFORM_BATCH``
+under FlashAttention 2 (``vllm/v1/attention/backends/flash_attn.py``: "a graph is captured with
+max_query_len=1 ... then these graphs will not work for mixed prefill-decode"), and why
+``CompilationConfig.resolve_cudagraph_mode_and_sizes`` (``vllm/config/compilation.py``) turns
+``cudagraph_mode=FULL`` into FULL_AND_PIECEWISE when attention is a splitting op: mixed batches
+then replay the pieces between attention calls and run attention eagerly. This model declares
+the same, ``ToyModel.cudagraph_support = "uniform_batch"``.
 """
 
 from __future__ import annotations
@@ -40,6 +63,7 @@ from typing import Callable
 import torch
 
 from coursekit.fusion import add_rms_norm_reference, rms_norm
+from coursekit.standin import inside_standin_graph
 
 
 @dataclass(frozen=True)
@@ -90,6 +114,11 @@ class ToyModel:
     ``device`` is where its tensors live, named as they name it: ``ToyModel(device="cuda").device``
     is ``cuda:0`` (the current GPU), ``ToyModel(device="cpu:0").device`` is ``cpu``. Compare a
     tensor's ``.device`` with it, never with the name a caller wrote."""
+
+    #: Which batches its attention can run inside a full CUDA graph, in the words of vLLM's
+    #: ``AttentionCGSupport`` (``vllm/v1/attention/backend.py``): uniform decode batches only, as
+    #: FlashAttention 2 (see the module docstring).
+    cudagraph_support = "uniform_batch"
 
     def __init__(self, config: ModelConfig = ModelConfig(), device: str | torch.device = "cpu",
                  dtype: torch.dtype = torch.float32, add_rms_norm: Callable | None = None):
@@ -194,26 +223,49 @@ class ToyModel:
         return (hidden, *self._pre_attention(index, hidden, positions))
 
     def attention(self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
-                  positions: torch.Tensor, slots: torch.Tensor) -> torch.Tensor:
-        """Write every row's key and value into the cache at ``[slot, position]``, then let each
-        row attend to positions ``0..position`` of its slot. Returns ``(rows, n_heads * head_dim)``."""
+                  positions: torch.Tensor, slots: torch.Tensor, max_query_len: int | None = None) -> torch.Tensor:
+        """Write every row's key and value into the cache at ``[slot, position]`` and let each row
+        attend to positions ``0..position`` of its slot. Returns ``(rows, n_heads * head_dim)``.
+
+        ``max_query_len=1``: the decode kernel, one row per sequence, graph-safe; otherwise the
+        varlen kernel, any batch, never inside a graph (the module docstring says why)."""
         c = self.config
-        self.k_cache[layer, slots, positions] = k
-        self.v_cache[layer, slots, positions] = v
         # Grouped-query attention without copying keys per query head: q as (rows, kv, group, dim).
         q = q.reshape(-1, c.n_kv_heads, c.n_heads // c.n_kv_heads, c.head_dim)
-        keys, values = self.k_cache[layer, slots], self.v_cache[layer, slots]  # rows, L, kv, dim
+        rows = torch.arange(len(positions), device=self.device)
+        if max_query_len == 1:
+            # The decode kernel: the slot's cache as it was, with this row's own key and value in
+            # place. Fixed shapes, no host read; a prompt's earlier rows are not seen.
+            keys, values = self.k_cache[layer, slots], self.v_cache[layer, slots]  # rows, L, kv, dim
+            keys[rows, positions], values[rows, positions] = k, v
+            self.k_cache[layer, slots, positions] = k
+            self.v_cache[layer, slots, positions] = v
+            context = c.max_seq_len
+        else:
+            self.k_cache[layer, slots, positions] = k
+            self.v_cache[layer, slots, positions] = v
+            if inside_standin_graph():  # on a GPU the read below is what a capture refuses
+                raise RuntimeError(
+                    "attention: the varlen kernel reads the batch's longest context on the host, "
+                    "a host sync, not permitted when stream is capturing (the CPU stand-in of a "
+                    "CUDA graph refuses it as CUDA does); only max_query_len=1, the decode kernel "
+                    "of uniform decode batches, can be captured (cudagraph_support = 'uniform_batch')")
+            context = int(positions.max()) + 1
+            keys = self.k_cache[layer, slots, :context]
+            values = self.v_cache[layer, slots, :context]
         scores = torch.einsum("bkgd,blkd->bkgl", q, keys).float() / math.sqrt(c.head_dim)
-        later = torch.arange(c.max_seq_len, device=self.device)[None, :] > positions[:, None]
+        later = torch.arange(context, device=self.device)[None, :] > positions[:, None]
         probs = scores.masked_fill(later[:, None, None, :], float("-inf")).softmax(dim=-1)
         out = torch.einsum("bkgl,blkd->bkgd", probs.to(self.dtype), values)
         return out.reshape(-1, c.n_heads * c.head_dim)
 
-    def forward(self, tokens: torch.Tensor, positions: torch.Tensor, slots: torch.Tensor) -> torch.Tensor:
-        """One decode step, eagerly: logits ``(rows, vocab_size)``."""
+    def forward(self, tokens: torch.Tensor, positions: torch.Tensor, slots: torch.Tensor,
+                max_query_len: int | None = None) -> torch.Tensor:
+        """One step, eagerly: logits ``(rows, vocab_size)``. ``max_query_len`` picks the attention
+        kernel (1: decode, graph-safe; otherwise varlen, never in a graph)."""
         hidden, q, k, v = self.segment(0, tokens, positions, None, None)
         for layer in range(self.config.n_layers):
-            attn = self.attention(layer, q, k, v, positions, slots)
+            attn = self.attention(layer, q, k, v, positions, slots, max_query_len)
             out = self.segment(layer + 1, tokens, positions, hidden, attn)
             if layer + 1 < self.config.n_layers:
                 hidden, q, k, v = out

@@ -43,3 +43,12 @@ def mode_table() -> dict[str, dict]:
 
 def dispatch_configs() -> list[dict]:
     return recorded()["dispatch"]["configs"]
+
+
+def resolved_modes(support: str = "uniform_batch", attention_split: bool = True) -> dict[str, str]:
+    """``{mode asked for: mode vLLM runs}`` from ``CompilationConfig.resolve_cudagraph_mode_and_sizes``
+    for an attention backend declaring ``support`` (an ``AttentionCGSupport`` name, any case:
+    FlashAttention 2 declares ``uniform_batch``) with attention among the splitting ops or not. A
+    mode vLLM refuses maps to ``"error ..."``."""
+    return {r["mode"]: r["runs"] for r in recorded()["mode_resolution"]
+            if r["support"] == support.upper() and r["attention_split"] is attention_split}

@@ -5,7 +5,9 @@ padded up to a captured size (exercise 5), inputs are copied into static buffers
 and graphs are captured with a warm-up (exercise 3). The model is given
 (``coursekit.toymodel.ToyModel``: read its docstring): a small Qwen2-shaped decoder with a static
 KV cache indexed by ``[slot, position]`` and one reserved ``padding_slot``, and a forward pass cut
-into segments at its attention calls.
+into segments at its attention calls. Its attention, like FlashAttention 2's in vLLM, can run a
+uniform decode batch inside a full CUDA graph but not a batch with prompt rows (the model's
+docstring says why): that is what PIECEWISE graphs are for.
 
 The lines marked ``# given`` check the arguments (with ``coursekit/args.py``, or plain lines where
 it has no such check: the model, ``generate``'s requests); keep them, and write the rest.
@@ -34,10 +36,17 @@ class DecodeEngine:
 
     Construction ``DecodeEngine(model, mode=CUDAGraphMode.FULL, capture_sizes=None,
     warmup_iters=1, capture=None)``, each default as written (an engine built without ``mode``
-    captures FULL graphs; without ``warmup_iters``, each capture warms up once); a ``model``
+    asks for FULL graphs; without ``warmup_iters``, each capture warms up once); a ``model``
     that is not a ``ToyModel`` -> ValueError naming ``model``:
       * ``model``: the model, kept as ``self.model`` (``step`` reads its device and config).
-      * ``dispatcher``: a ``CudagraphDispatcher(mode, capture_sizes, model.config.max_seqs)``
+      * ``mode``: the mode the engine runs, as vLLM 0.26.0 resolves the one asked for
+        (``CompilationConfig.resolve_cudagraph_mode_and_sizes``): the model's attention holds
+        only uniform decode batches in a full graph (``model.cudagraph_support ==
+        "uniform_batch"``, FlashAttention 2's ``AttentionCGSupport.UNIFORM_BATCH``) and the model
+        is cut at its attention calls (vLLM's ``splitting_ops``), so FULL becomes
+        FULL_AND_PIECEWISE: full graphs for uniform decode batches, piecewise ones for mixed
+        batches. Every other mode stays as given (FULL_DECODE_ONLY runs mixed batches eagerly).
+      * ``dispatcher``: a ``CudagraphDispatcher(self.mode, capture_sizes, model.config.max_seqs)``
         (one token per request: ``q = 1``); ``capture_sizes`` defaults
         to ``engine_capture_sizes(model.config.max_seqs)``, vLLM's plan for ``max_seqs`` requests
         (up to twice as many tokens: a prompt step may fill them).
@@ -57,7 +66,9 @@ class DecodeEngine:
     first), each as ``capture(fn, *inputs, warmup_iters=warmup_iters, pool=pool)`` over the first
     ``num_tokens`` rows of the static buffers (``tokens`` first), all in one memory pool: ``pool``
     is None for the first graph and that graph's ``graph.pool()`` for every later one.
-      * FULL: one graph of ``model.forward(tokens, positions, slots)``.
+      * FULL: one graph of ``model.forward(tokens, positions, slots, max_query_len=1)`` (the
+        decode kernel: a FULL key is a uniform decode batch, one row per sequence; the varlen
+        kernel cannot be captured).
       * PIECEWISE: one graph per segment ``i`` of ``model.segment(i, tokens, positions, hidden,
         attn)`` over the ``tokens``, ``positions`` and ``attn`` buffers and a static ``hidden``
         (the ``hidden`` buffer, or the previous segment's static ``hidden`` output); attention is
@@ -86,13 +97,17 @@ class DecodeEngine:
         that reads the values, so on CUDA it costs a host sync, the one exception to the rule
         above. Callers that know the flag pass it (``generate`` does; so does the benchmark);
         when it is given, the engine never reads the values of ``slots`` on CUDA.
+      * ``max_query_len`` (the attention kernel, see ``ToyModel``): 1 when ``uniform_decode``
+        is true (the decode kernel), None otherwise (the varlen kernel, right for any batch).
       * The batch runs as ``dispatcher.dispatch(n, uniform_decode)`` says. NONE (or nothing
-        captured for its key): ``model.forward`` on the inputs as they are. Otherwise, at every
+        captured for its key): ``model.forward(tokens, positions, slots, max_query_len)`` on the
+        inputs as they are. Otherwise, at every
         replay, the first ``n`` rows of the static buffers hold the inputs (copied in with
         ``copy_``: the graphs read the buffers' memory) and rows ``n .. desc.num_tokens - 1``
         hold token 0, position 0 and ``model.padding_slot``, so that padded rows read and write
         only the padding slot; FULL replays its graph, PIECEWISE its segments with
-        ``model.attention`` run eagerly between them.
+        ``model.attention(layer, q, k, v, positions, slots, max_query_len)`` run eagerly between
+        them, over the static ``positions`` and ``slots`` buffers' first ``desc.num_tokens`` rows.
       * The result is the first ``n`` rows of the logits as a fresh tensor (``(n, vocab_size)``,
         in the model's dtype). Graph or eager, they are the eager model's logits for those rows,
         within 1e-5 in float32 and 5e-2 in bfloat16 (which keeps 8 significant bits): a replay

@@ -29,6 +29,11 @@ class DecodeEngine:
             raise ValueError(f"model: expected a coursekit.toymodel.ToyModel, got {type(model).__name__}")  # given
         sizes = engine_capture_sizes(model.config.max_seqs) if capture_sizes is None else list(capture_sizes)
         self.model = model
+        if mode is CUDAGraphMode.FULL and model.cudagraph_support == "uniform_batch":
+            # Mixed batches cannot run in a full graph here; attention is where the model is cut,
+            # so vLLM gives them piecewise graphs instead (resolve_cudagraph_mode_and_sizes).
+            mode = CUDAGraphMode.FULL_AND_PIECEWISE
+        self.mode = mode
         self.dispatcher = CudagraphDispatcher(mode, sizes, model.config.max_seqs)
         self.warmup_iters = warmup_iters
         self.capture = capture if capture is not None else _default_capture(model)
@@ -58,7 +63,7 @@ class DecodeEngine:
         for mode, desc in self.dispatcher.capture_descs():
             s = desc.num_tokens
             if mode is CUDAGraphMode.FULL:
-                graph = self.capture(self.model.forward, self.tokens[:s], self.positions[:s],
+                graph = self.capture(_Decode(self.model), self.tokens[:s], self.positions[:s],
                                      self.slots[:s], warmup_iters=self.warmup_iters, pool=pool)
                 pool = pool or graph.graph.pool()
             else:
@@ -85,10 +90,11 @@ class DecodeEngine:
         if uniform_decode is None:
             uniform_decode = len(torch.unique(slots)) == n
         mode, desc = self.dispatcher.dispatch(n, uniform_decode)
+        max_query_len = 1 if uniform_decode else None  # one row per sequence: the decode kernel
         graph = self.graphs.get((mode, desc))
         if graph is None:
             self.stats["eager"] += 1
-            return self.model.forward(tokens, positions, slots)
+            return self.model.forward(tokens, positions, slots, max_query_len)
         s = desc.num_tokens
         self.tokens[:n].copy_(tokens)
         self.positions[:n].copy_(positions)
@@ -103,7 +109,8 @@ class DecodeEngine:
                 out = piece.replay()
                 if layer < c.n_layers:
                     _, q, k, v = out
-                    self.attn[:s].copy_(self.model.attention(layer, q, k, v, self.positions[:s], self.slots[:s]))
+                    self.attn[:s].copy_(self.model.attention(layer, q, k, v, self.positions[:s], self.slots[:s],
+                                                             max_query_len))
             logits = out
         self.stats[(mode, desc)] += 1
         return logits[:n].clone()
@@ -144,6 +151,17 @@ class DecodeEngine:
             slots = torch.tensor(active, dtype=torch.long, device=device)
             for i, t in zip(active, self.step(tokens, positions, slots, True).argmax(dim=-1).tolist()):
                 new[i].append(int(t))
+
+
+class _Decode:
+    """``model.forward`` with the decode kernel (``max_query_len=1``), the only one a FULL graph
+    can hold."""
+
+    def __init__(self, model: ToyModel):
+        self.model = model
+
+    def __call__(self, tokens, positions, slots):
+        return self.model.forward(tokens, positions, slots, max_query_len=1)
 
 
 class _Segment:

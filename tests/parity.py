@@ -192,7 +192,7 @@ ENFORCED_BY: dict[str, tuple[str, ...] | Reason] = {
     "test_engine.py::test_capture_largest_first_in_one_pool": ("ex8.capture_largest_first_in_one_pool",),
     "test_engine.py::test_piecewise_runs_attention_eagerly_and_full_captures_it": ("ex8.piecewise_attention_is_eager",),
     "test_engine.py::test_capture_model_records_time_and_memory": ("ex8.capture_largest_first_in_one_pool",),
-    "test_engine.py::test_an_engine_built_with_the_defaults_captures_full_graphs_warmed_up_once": ("ex8.capture_largest_first_in_one_pool",),
+    "test_engine.py::test_an_engine_built_with_the_defaults_captures_full_and_piecewise_graphs_warmed_up_once": ("ex8.capture_largest_first_in_one_pool",),
     "test_engine.py::test_static_buffers_have_the_stated_dtypes_shapes_and_contents": ("ex8.padding_uses_the_padding_slot",),
     "test_engine.py::test_graphs_hold_what_capture_returned_under_their_keys": ("ex8.capture_largest_first_in_one_pool",),
     "test_engine.py::test_default_capture_sizes_are_vllms_plan": ("ex8.engine_default_sizes", "ex8.capture_largest_first_in_one_pool"),
@@ -206,6 +206,7 @@ ENFORCED_BY: dict[str, tuple[str, ...] | Reason] = {
     "test_engine.py::test_a_step_of_300_rows_runs_eagerly": ("ex8.step_logits",),
     "test_engine.py::test_every_mode_on_cuda": ("ex8.gpu_engine",),
     "test_engine.py::test_capture_on_cuda_records_memory": ("ex8.gpu_engine",),
+    "test_engine.py::test_full_graphs_alone_run_a_prompt_step_eagerly": ("ex8.piecewise_attention_is_eager",),
     # ---------------------------------------------------------------- ex9 tradeoffs
     "test_tradeoffs.py::test_timeline_worked_example": ('ex9.eager_timeline',),
     "test_tradeoffs.py::test_timeline_no_kernels_is_empty": ('ex9.eager_timeline',),

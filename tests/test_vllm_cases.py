@@ -96,24 +96,47 @@ def test_every_name_the_readme_cites_is_in_vllm():
     assert not missing, "\n".join(missing)
 
 
+def test_the_engine_runs_each_mode_as_vllm_resolves_it_for_its_attention():
+    """``ToyModel.cudagraph_support`` is FlashAttention 2's ``UNIFORM_BATCH`` and the model is cut at
+    its attention calls: each engine runs the mode vLLM 0.26.0's
+    ``CompilationConfig.resolve_cudagraph_mode_and_sizes`` resolves for that (recorded: FULL ->
+    FULL_AND_PIECEWISE, every other mode as asked)."""
+    from coursekit.toymodel import ToyModel
+    from coursekit.vllm_recorded import resolved_modes
+
+    engine = Implementation("solutions").module("engine")
+    runs = resolved_modes(ToyModel.cudagraph_support, attention_split=True)
+    assert runs["FULL"] == "FULL_AND_PIECEWISE" and len(runs) == 5, runs
+    for asked, want in runs.items():
+        got = engine.DecodeEngine(ToyModel(), mode=engine.CUDAGraphMode[asked]).mode.name
+        assert got == want, (asked, got, want)
+
+
 def test_the_engines_capture_plan_is_vllms():
     """DecodeEngine with its default sizes captures what vLLM 0.26.0 captures for max_num_seqs
-    requests of one token each: the same (mode, descriptor) keys in the same order."""
+    requests of one token each, in the mode it runs (resolved for its attention, as vLLM does):
+    the same (mode, descriptor) keys in the same order."""
     import torch
 
     from coursekit.standin import RecordingCapture
     from coursekit.toymodel import ModelConfig, ToyModel
+    from coursekit.vllm_recorded import resolved_modes
 
     engine = Implementation("solutions").module("engine")
     plans = recorded()["engine_plans"]
     assert len(plans) == 40
+    by_key = {(p["max_num_seqs"], p["mode"]): p for p in plans}
     for plan in plans:
         if plan["max_num_seqs"] > 24 and plan["mode"] not in ("FULL", "FULL_AND_PIECEWISE"):
             continue  # the large engines once or twice: the dispatcher's rule is checked above
         model = ToyModel(ModelConfig(max_seqs=plan["max_num_seqs"], n_layers=1, max_seq_len=8))
         runner = engine.DecodeEngine(model, mode=engine.CUDAGraphMode[plan["mode"]], capture=RecordingCapture())
+        # The model's attention holds uniform decode batches only (FlashAttention 2's
+        # UNIFORM_BATCH): the plan is the one of the mode vLLM resolves that to.
+        runs_as = resolved_modes(model.cudagraph_support)[plan["mode"]]
+        want = by_key[(plan["max_num_seqs"], runs_as)]["capture_descs"]
         got = [[m.name, d.num_tokens, d.num_reqs, d.uniform] for m, d in runner.dispatcher.capture_descs()]
-        assert got == plan["capture_descs"], (plan["max_num_seqs"], plan["mode"])
+        assert got == want, (plan["max_num_seqs"], plan["mode"], runs_as)
         with torch.no_grad():
             runner.capture_model()
         assert list(runner.graphs) == runner.dispatcher.capture_descs(), "captured in the plan's order"

@@ -16,7 +16,7 @@ from coursekit.checks import check_rejects
 from coursekit.standin import RecordingCapture, inside_graph
 from coursekit.strategies import MODES
 from coursekit.toymodel import ModelConfig, ToyModel
-from coursekit.vllm_recorded import engine_cases
+from coursekit.vllm_recorded import engine_cases, mode_table, resolved_modes
 
 pytestmark = pytest.mark.ex8
 gpu = pytest.mark.gpu
@@ -266,8 +266,11 @@ def test_padded_batches_replay_their_bucket_with_fixed_buffers(engine, mode, dev
     model.attention = counted
     runner.capture_model()
     descs = runner.dispatcher.capture_descs()
-    assert len(runner.graphs) == len(descs) == 4, (
-        f"mode {mode} with sizes [1, 2, 4, 8]: expected one graph per descriptor, 4 in all; "
+    # FULL runs as FULL_AND_PIECEWISE (this model's attention, like FlashAttention 2's, holds only
+    # uniform decode batches in a full graph): a PIECEWISE graph and a FULL one per size.
+    graphs = {"FULL": 8, "PIECEWISE": 4}[mode]
+    assert len(runner.graphs) == len(descs) == graphs, (
+        f"mode {mode} with sizes [1, 2, 4, 8]: expected one graph per descriptor, {graphs} in all; "
         f"capture_descs() lists {len(descs)}, graphs holds {len(runner.graphs)}")
     if mode == "PIECEWISE":
         pieces = [len(g) for g in runner.graphs.values()]
@@ -361,19 +364,24 @@ def test_capture_model_records_time_and_memory(engine):
         "a CPU (no GPU memory reserved)")
 
 
-def test_an_engine_built_with_the_defaults_captures_full_graphs_warmed_up_once(engine):
+def test_an_engine_built_with_the_defaults_captures_full_and_piecewise_graphs_warmed_up_once(engine):
     """``DecodeEngine(model)`` as the docstring writes its defaults: ``mode=CUDAGraphMode.FULL``,
-    ``capture_sizes=None`` (vLLM's plan for max_seqs), ``warmup_iters=1``."""
+    which this model runs as FULL_AND_PIECEWISE, ``capture_sizes=None`` (vLLM's plan for
+    max_seqs), ``warmup_iters=1``."""
     model, recorder = ToyModel(), RecordingCapture()
     runner = engine.DecodeEngine(model, capture=recorder)
     runner.capture_model()
     sizes = next(c[3] for c in engine_cases() if c[:3] == (model.config.max_seqs, 0, 8192))
     keys = sorted(((k[0].name, k[1].num_tokens, bool(k[1].uniform)) if isinstance(k, tuple) and len(k) == 2
                    else repr(k) for k in runner.graphs), key=repr)
-    want = sorted((("FULL", s, False) for s in sizes), key=repr)  # FULL: one mixed-batch graph per size
+    # FULL_AND_PIECEWISE: a PIECEWISE graph per size for mixed batches, a FULL one per size of
+    # at most max_seqs requests for uniform decode batches
+    want = sorted([("PIECEWISE", s, False) for s in sizes]
+                  + [("FULL", s, True) for s in sizes if s <= model.config.max_seqs], key=repr)
     assert keys == want, (
         f"DecodeEngine(model) captured graphs under {keys}; the default mode is "
-        f"CUDAGraphMode.FULL (and the default sizes {sizes}), which captures {want}")
+        f"CUDAGraphMode.FULL, which this model's attention (cudagraph_support 'uniform_batch') "
+        f"turns into FULL_AND_PIECEWISE, with the default sizes {sizes}: {want}")
     warmups = sorted({c["warmup_iters"] for c in recorder.calls})
     assert warmups == [1], (f"DecodeEngine(model).capture_model() warmed up with warmup_iters "
                             f"{warmups}; the default is warmup_iters=1")
@@ -447,7 +455,7 @@ def test_default_capture_sizes_are_vllms_plan(engine, max_seqs):
     runner = engine.DecodeEngine(model, mode=engine.CUDAGraphMode.FULL, capture=recorder)
     runner.capture_model()
     sizes = sorted({d.num_tokens for _, d in runner.dispatcher.capture_descs()})
-    captured = sorted(len(c["inputs"][0]) for c in recorder.calls)
+    captured = sorted({len(c["inputs"][0]) for c in recorder.calls})
     assert sizes == captured == expected, (
         f"capture_sizes=None with max_seqs={max_seqs}: expected vLLM's sizes for max_num_seqs="
         f"{max_seqs}, engine_capture_sizes({max_seqs}) = {expected}; the dispatcher lists {sizes} and "
@@ -630,3 +638,37 @@ def test_a_step_of_300_rows_runs_eagerly(engine):
         f"a step of 300 rows: expected the eager model's (300, {model.config.vocab_size}) logits, got "
         f"shape {tuple(got.shape)}, max error {error:.3g}\n  rule: tokens, positions and slots of one "
         "length n >= 1 (any n) are accepted")
+
+
+#: The mode vLLM 0.26.0 runs for each mode asked for, for an attention backend like this model's
+#: (FlashAttention 2's UNIFORM_BATCH, attention split off): recorded from vLLM's own
+#: ``CompilationConfig.resolve_cudagraph_mode_and_sizes``.
+RUNS_AS = resolved_modes(ToyModel.cudagraph_support, attention_split=True)
+
+
+@pytest.mark.parametrize("mode", sorted(RUNS_AS))
+def test_full_graphs_alone_run_a_prompt_step_eagerly(engine, mode):
+    """This model's attention, like FlashAttention 2's in vLLM 0.26.0, can hold only a uniform
+    decode batch in a full graph (``ToyModel.cudagraph_support == "uniform_batch"``). So the engine
+    runs FULL as vLLM's ``resolve_cudagraph_mode_and_sizes`` does: as FULL_AND_PIECEWISE, whose
+    PIECEWISE graphs run a prompt step (attention eager between them). With full graphs alone
+    (FULL_DECODE_ONLY) a prompt step runs eagerly."""
+    runs_as = RUNS_AS[mode]
+    mixed = mode_table()[runs_as]["mixed_mode"]  # vLLM's, recorded: not your exercise 6's
+    prompt_step = "eager" if mixed == "NONE" else mixed
+    prompt = rows([5, 6, 7, 8], [0, 1, 2, 3], [0, 0, 0, 0])  # four tokens of one prompt: a mixed batch
+    expected = ToyModel().forward(*prompt)
+    runner = engine.DecodeEngine(ToyModel(), mode=engine.CUDAGraphMode[mode], capture_sizes=[4])
+    got_mode = getattr(runner, "mode", None)
+    assert got_mode is engine.CUDAGraphMode[runs_as], (
+        f"DecodeEngine(mode={mode}).mode is {got_mode!r}; expected {runs_as}\n  rule: FULL becomes "
+        "FULL_AND_PIECEWISE (the model's attention holds only uniform decode batches in a full "
+        "graph, and the model is cut at its attention calls); every other mode stays as given")
+    runner.capture_model()
+    got = runner.step(*prompt)
+    error = (got - expected).abs().max().item()
+    assert error <= 1e-5, f"mode {mode}: a prompt step differs from the eager model by {error:.3g}"
+    ran = ["eager" if k == "eager" else k[0].name for k in runner.stats]
+    assert ran == [prompt_step], (
+        f"DecodeEngine(mode={mode}, capture_sizes=[4]): a 4-token prompt step (a mixed batch) "
+        f"ran as {ran}; expected {prompt_step} (mode {runs_as}: mixed batches run {mixed})")

@@ -266,6 +266,14 @@ def engine_attention(mod, mode: str, sizes: list | None = None, tokens: list | N
             "replayed": _stats_kinds(engine)}
 
 
+@probe
+def engine_mode(mod, mode: str):
+    """The mode an engine asked for ``mode`` runs (``engine.mode``), by name."""
+    _, engine = _engine(mod, mode, [4], capture_now=False)
+    got = _attr(engine, "mode")
+    return getattr(got, "name", repr(got))
+
+
 def _stats_kinds(engine) -> list:
     """What ``stats`` counted: [mode, num_tokens, uniform] per replayed key, and "eager"."""
     stats = _attr(engine, "stats")
@@ -379,6 +387,9 @@ def checks(draw: Draw) -> list[Check]:
     n = r.randint(1, 4)
     attention_rows = dict(tokens=[r.randint(0, 511) for _ in range(n)], positions=[0] * n,
                           slots=r.sample(range(8), n))
+    prompt_n = r.randint(2, 4)  # one sequence's prompt tokens: a mixed batch, never in a full graph
+    prompt_rows = dict(tokens=[r.randint(0, 511) for _ in range(prompt_n)], positions=list(range(prompt_n)),
+                       slots=[r.randint(0, 7)] * prompt_n)
     shrink_prompts, shrink_new = requests(draw.rng("ex8.generate_shrinks_the_batch"))
     # A prompt step of at most max_seqs (8) tokens, some sequences with several: padded, it still
     # fits a decode graph (<= max_seqs requests), so only the uniform flag keeps it off one.
@@ -480,9 +491,16 @@ def checks(draw: Draw) -> list[Check]:
                  for k in (8, default_seqs)], points=2),
         Check("ex8", "piecewise_attention_is_eager",
               "PIECEWISE captures the segments between attention calls and runs attention eagerly; "
-              "FULL captures the whole forward pass",
+              "FULL captures the whole forward pass of a uniform decode batch; the model's attention "
+              "holds only such batches in a full graph, so FULL runs as FULL_AND_PIECEWISE (engine.mode): "
+              "a prompt step replays the PIECEWISE graphs, and with full graphs alone "
+              "(FULL_DECODE_ONLY) it runs eagerly; every other mode runs as given",
               [P("engine_attention", f"where attention runs ({m}), a {n}-row step", mode=m,
-                 **attention_rows) for m in ("PIECEWISE", "FULL")], points=2),
+                 **attention_rows) for m in ("PIECEWISE", "FULL")]
+              + [P("engine_mode", f"DecodeEngine(mode={m}).mode", mode=m) for m in MODES]
+              + [P("engine_attention", f"where attention runs ({m}), a {len(prompt_rows['tokens'])}-token "
+                   "prompt step", mode=m, **prompt_rows)
+                 for m in ("FULL", "FULL_DECODE_ONLY", "FULL_AND_PIECEWISE")], points=2),
         Check("ex8", "generate_shrinks_the_batch",
               "the first step feeds every prompt token (a mixed batch), later steps only the "
               "unfinished sequences (uniform decode); stats count each (mode, descriptor) replayed; "

@@ -10,6 +10,8 @@ What it drives (vLLM's pure logic, nothing that needs a GPU):
   helpers.
 * an engine's whole capture plan: the sizes for ``max_num_seqs`` (q = 1), then the dispatcher's
   ``get_capture_descs`` in each mode;
+* ``CompilationConfig.resolve_cudagraph_mode_and_sizes``: the mode vLLM runs for each mode asked
+  for, each ``AttentionCGSupport`` a backend declares and attention split off or not;
 * ``CudagraphDispatcher`` (``vllm/v1/cudagraph_dispatcher.py``): ``initialize_cudagraph_keys``
   and ``dispatch`` (with ``valid_modes`` / ``invalid_modes``) for every mode over a grid of
   capture sizes, ``max_num_seqs`` and query lengths ``q = 1 + num_speculative_tokens`` (with
@@ -199,7 +201,8 @@ def record_dispatch() -> list[dict]:
 #: The parts of vLLM whose names the course cites (README's "Where it is in vLLM").
 SOURCE_PARTS = ("vllm/config", "vllm/v1/worker", "vllm/v1/attention", "vllm/compilation",
                 "vllm/forward_context.py", "vllm/v1/cudagraph_dispatcher.py", "vllm/engine/arg_utils.py",
-                "vllm/v1/spec_decode", "vllm/platforms/interface.py", "vllm/_custom_ops.py")
+                "vllm/v1/spec_decode", "vllm/platforms/interface.py", "vllm/_custom_ops.py",
+                "vllm/v1/core/kv_cache_utils.py", "vllm/v1/kv_cache_interface.py")
 
 
 def source_listing() -> dict[str, list[str]]:
@@ -239,6 +242,31 @@ def record_engine_plans() -> list[dict]:
     return plans
 
 
+def record_mode_resolution() -> list[dict]:
+    """What ``CompilationConfig.resolve_cudagraph_mode_and_sizes`` (``vllm/config/compilation.py``)
+    makes of each ``cudagraph_mode`` for each ``AttentionCGSupport`` an attention backend declares
+    (FlashAttention 2: UNIFORM_BATCH; FlashAttention 3: ALWAYS), with attention among the splitting
+    ops (``splitting_ops = CompilationConfig._attention_ops``, piecewise compilation) or not (no
+    splitting ops), for one token per request: the mode vLLM runs, or the error it raises."""
+    from vllm.config.compilation import CompilationMode
+    from vllm.v1.attention.backend import AttentionCGSupport
+
+    rows = []
+    for support in AttentionCGSupport:
+        for mode in CUDAGraphMode:
+            for split in (True, False):
+                config = CompilationConfig(cudagraph_mode=mode, mode=CompilationMode.VLLM_COMPILE,
+                                           splitting_ops=list(CompilationConfig._attention_ops) if split else [])
+                assert config.splitting_ops_contain_attention() is split
+                try:
+                    got = config.resolve_cudagraph_mode_and_sizes(support, "backend", uniform_decode_query_len=1,
+                                                                  max_num_reqs=8).name
+                except ValueError as exc:
+                    got = f"error ValueError: {str(exc)[:80]}"
+                rows.append({"support": support.name, "mode": mode.name, "attention_split": split, "runs": got})
+    return rows
+
+
 def main() -> None:
     data = {
         "vllm_version": vllm.__version__,
@@ -260,6 +288,7 @@ def main() -> None:
             "configs": record_dispatch(),
         },
         "engine_plans": record_engine_plans(),
+        "mode_resolution": record_mode_resolution(),
     }
     OUT.write_text(json.dumps(data, sort_keys=True, separators=(",", ":")) + "\n", encoding="ascii")
     print(f"wrote {OUT} ({OUT.stat().st_size // 1024} KiB) from vLLM {vllm.__version__}")
