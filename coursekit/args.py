@@ -28,7 +28,7 @@ from typing import Iterable
 
 import torch
 
-__all__ = ["count", "counts", "flag", "function", "index_rows", "inputs_like", "need_cuda", "number", "numbers", "tensor",
+__all__ = ["count", "counts", "decode_requests", "flag", "function", "index_rows", "instance", "same_length", "inputs_like", "need_cuda", "number", "numbers", "tensor",
            "tensors"]
 
 
@@ -106,6 +106,47 @@ def function(name: str, value: object) -> object:
     if not callable(value):
         raise TypeError(f"{name}: expected a callable, got {type(value).__name__}")
     return value
+
+
+def instance(name: str, value: object, cls: type) -> object:
+    """``value`` itself when it is a ``cls``. Otherwise ``ValueError`` naming ``name``."""
+    if not isinstance(value, cls):
+        raise ValueError(f"{name}: expected a {cls.__module__}.{cls.__qualname__}, got {type(value).__name__}")
+    return value
+
+
+def same_length(first: str, a: object, second: str, b: object) -> None:
+    """Nothing when ``a`` and ``b`` have one length; otherwise ``ValueError`` naming both
+    (``"n_kernels and step_ms: expected the same length, got 3 and 2"``)."""
+    if len(a) != len(b):
+        raise ValueError(f"{first} and {second}: expected the same length, got {len(a)} and {len(b)}")
+
+
+def decode_requests(prompts: object, max_new_tokens: object, *, max_seqs: int,
+                    max_seq_len: int) -> tuple[list[list[int]], list[int]]:
+    """A batch of generation requests as ``(prompts, counts)``: the prompts as a list of lists
+    (read once), and one count of new tokens per prompt (an int ``max_new_tokens`` is every
+    prompt's). ``ValueError`` naming ``prompts`` for none or more than ``max_seqs`` prompts (one
+    KV-cache slot each) or an empty prompt; naming ``max_new_tokens`` for a count that is not an
+    int >= 1, counts whose number is not the number of prompts, or a sequence that would need a
+    position past the cache: ``len(prompt) + count - 1 > max_seq_len`` (the last new token is
+    never fed back, so exactly ``max_seq_len`` is fine)."""
+    prompts = [list(p) for p in _items("prompts", prompts)]
+    if not 1 <= len(prompts) <= max_seqs:
+        raise ValueError(f"prompts: expected 1..{max_seqs} prompts (one KV-cache slot each), got {len(prompts)}")
+    if not all(prompts):
+        raise ValueError("prompts: every prompt needs at least one token, got an empty one")
+    if isinstance(max_new_tokens, int) and not isinstance(max_new_tokens, bool):
+        max_new_tokens = [max_new_tokens] * len(prompts)
+    counts_ = counts("max_new_tokens", max_new_tokens, at_least=1)
+    if len(counts_) != len(prompts):
+        raise ValueError(f"max_new_tokens: expected an int or one count per prompt ({len(prompts)}), "
+                         f"got {len(counts_)} counts")
+    for i, (p, m) in enumerate(zip(prompts, counts_)):
+        if len(p) + m - 1 > max_seq_len:
+            raise ValueError(f"max_new_tokens: prompt {i} ({len(p)} tokens) plus {m} new tokens does not "
+                             f"fit max_seq_len = {max_seq_len}")
+    return prompts, counts_
 
 
 def tensor(name: str, value: object, *, shape: tuple | None = None, row_shape: tuple | None = None,

@@ -9,8 +9,8 @@ into segments at its attention calls. Its attention, like FlashAttention 2's in 
 uniform decode batch inside a full CUDA graph but not a batch with prompt rows (the model's
 docstring says why): that is what PIECEWISE graphs are for.
 
-The lines marked ``# given`` check the arguments (with ``coursekit/args.py``, or plain lines where
-it has no such check: the model, ``generate``'s requests); keep them, and write the rest.
+The lines marked ``# given`` check the arguments (``coursekit/args.py``); keep them, and write the
+rest.
 
 Check your work with ``python -m pytest exercises -m ex8``. On a CPU the graphs are the course's
 stand-in (``coursekit.standin.capture_on_cpu``); ``python -m pytest exercises -m "ex8 and gpu"``
@@ -137,8 +137,7 @@ class DecodeEngine:
         warmup_iters: int = 1,
         capture: Callable | None = None,
     ):
-        if not isinstance(model, ToyModel):  # given
-            raise ValueError(f"model: expected a coursekit.toymodel.ToyModel, got {type(model).__name__}")  # given
+        args.instance("model", model, ToyModel)  # given
         raise NotImplementedError("exercise 8: DecodeEngine.__init__")
 
     def capture_model(self) -> None:
@@ -154,20 +153,6 @@ class DecodeEngine:
 
     def generate(self, prompts: Sequence[Sequence[int]], max_new_tokens: int | Sequence[int]) -> list[list[int]]:
         c = self.model.config  # given
-        prompts = [list(p) for p in prompts]  # given: a list of lists now
-        if not 1 <= len(prompts) <= c.max_seqs:  # given
-            raise ValueError(f"prompts: expected 1..{c.max_seqs} prompts (one KV-cache slot each), "
-                             f"got {len(prompts)}")  # given
-        if not all(prompts):  # given
-            raise ValueError("prompts: every prompt needs at least one token, got an empty one")  # given
-        if isinstance(max_new_tokens, int):  # given: an int is every sequence's count
-            max_new_tokens = [max_new_tokens] * len(prompts)  # given
-        max_new_tokens = args.counts("max_new_tokens", max_new_tokens, at_least=1)  # given: a list now
-        if len(max_new_tokens) != len(prompts):  # given
-            raise ValueError(f"max_new_tokens: expected an int or one count per prompt ({len(prompts)}), "
-                             f"got {len(max_new_tokens)} counts")  # given
-        for i, (p, m) in enumerate(zip(prompts, max_new_tokens)):  # given: the last new token is never fed back
-            if len(p) + m - 1 > c.max_seq_len:  # given
-                raise ValueError(f"max_new_tokens: prompt {i} ({len(p)} tokens) plus {m} new tokens does "
-                                 f"not fit max_seq_len = {c.max_seq_len}")  # given
+        prompts, max_new_tokens = args.decode_requests(  # given: a list of lists, one count per prompt
+            prompts, max_new_tokens, max_seqs=c.max_seqs, max_seq_len=c.max_seq_len)
         raise NotImplementedError("exercise 8: DecodeEngine.generate")

@@ -123,9 +123,7 @@ def fit_launch_model(n_kernels: Sequence[float], step_ms: Sequence[float]) -> tu
     ValueError naming ``n_kernels`` or ``step_ms``; fewer than two distinct kernel counts ->
     ValueError naming ``n_kernels`` (a line through one x is not determined).
     """
-    if len(n_kernels) != len(step_ms):  # given
-        raise ValueError(f"n_kernels and step_ms: expected the same length, got {len(n_kernels)} and "  # given
-                         f"{len(step_ms)}")  # given
+    args.same_length("n_kernels", n_kernels, "step_ms", step_ms)  # given
     raise NotImplementedError("exercise 1: fit_launch_model")
 
 

@@ -50,8 +50,7 @@ class BatchDescriptor:
 class CudagraphDispatcher:
     def __init__(self, mode: CUDAGraphMode, capture_sizes: Iterable[int], max_num_seqs: int,
                  uniform_decode_query_len: int = 1):
-        if not isinstance(mode, CUDAGraphMode):  # given
-            raise ValueError(f"mode: expected a CUDAGraphMode, got {mode!r}")  # given
+        args.instance("mode", mode, CUDAGraphMode)  # given
         capture_sizes = args.counts("capture_sizes", capture_sizes, at_least=1)  # given: a list now
         max_num_seqs = args.count("max_num_seqs", max_num_seqs, at_least=1)  # given
         uniform_decode_query_len = args.count(  # given

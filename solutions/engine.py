@@ -25,8 +25,7 @@ class DecodeEngine:
         warmup_iters: int = 1,
         capture: Callable | None = None,
     ):
-        if not isinstance(model, ToyModel):  # given
-            raise ValueError(f"model: expected a coursekit.toymodel.ToyModel, got {type(model).__name__}")  # given
+        args.instance("model", model, ToyModel)  # given
         sizes = engine_capture_sizes(model.config.max_seqs) if capture_sizes is None else list(capture_sizes)
         self.model = model
         if mode is CUDAGraphMode.FULL and model.cudagraph_support == "uniform_batch":
@@ -117,22 +116,8 @@ class DecodeEngine:
 
     def generate(self, prompts: Sequence[Sequence[int]], max_new_tokens: int | Sequence[int]) -> list[list[int]]:
         c = self.model.config  # given
-        prompts = [list(p) for p in prompts]  # given: a list of lists now
-        if not 1 <= len(prompts) <= c.max_seqs:  # given
-            raise ValueError(f"prompts: expected 1..{c.max_seqs} prompts (one KV-cache slot each), "
-                             f"got {len(prompts)}")  # given
-        if not all(prompts):  # given
-            raise ValueError("prompts: every prompt needs at least one token, got an empty one")  # given
-        if isinstance(max_new_tokens, int):  # given: an int is every sequence's count
-            max_new_tokens = [max_new_tokens] * len(prompts)  # given
-        max_new_tokens = args.counts("max_new_tokens", max_new_tokens, at_least=1)  # given: a list now
-        if len(max_new_tokens) != len(prompts):  # given
-            raise ValueError(f"max_new_tokens: expected an int or one count per prompt ({len(prompts)}), "
-                             f"got {len(max_new_tokens)} counts")  # given
-        for i, (p, m) in enumerate(zip(prompts, max_new_tokens)):  # given: the last new token is never fed back
-            if len(p) + m - 1 > c.max_seq_len:  # given
-                raise ValueError(f"max_new_tokens: prompt {i} ({len(p)} tokens) plus {m} new tokens does "
-                                 f"not fit max_seq_len = {c.max_seq_len}")  # given
+        prompts, max_new_tokens = args.decode_requests(  # given: a list of lists, one count per prompt
+            prompts, max_new_tokens, max_seqs=c.max_seqs, max_seq_len=c.max_seq_len)
         device = self.model.device
         rows = [(i, j, t) for i, p in enumerate(prompts) for j, t in enumerate(p)]
         logits = self.step(*(torch.tensor(col, dtype=torch.long, device=device)

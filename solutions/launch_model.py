@@ -75,9 +75,7 @@ def simulate_eager_ms(kernel_us: Sequence[float], launch_us: float) -> float:
 
 
 def fit_launch_model(n_kernels: Sequence[float], step_ms: Sequence[float]) -> tuple[float, float]:
-    if len(n_kernels) != len(step_ms):  # given
-        raise ValueError(f"n_kernels and step_ms: expected the same length, got {len(n_kernels)} and "  # given
-                         f"{len(step_ms)}")  # given
+    args.same_length("n_kernels", n_kernels, "step_ms", step_ms)  # given
     xs, ys = [float(x) for x in n_kernels], [float(y) for y in step_ms]
     if len(set(xs)) < 2:
         raise ValueError(

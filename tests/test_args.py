@@ -74,6 +74,9 @@ def problems(a: types.ModuleType) -> list[str]:
     expect("index_rows(2 rows of 3)", refused(lambda: a.index_rows("slots", rows, device="cpu", rows=3), "slots"))
     expect("index_rows(int32)", refused(lambda: a.index_rows("slots", rows.int(), device="cpu"), "slots"))
     expect("index_rows(0 rows)", refused(lambda: a.index_rows("slots", rows[:0], device="cpu"), "slots"))
+    expect("decode_requests(one past the cache)",
+           refused(lambda: a.decode_requests([[1, 2]], 4, max_seqs=2, max_seq_len=4), "max_new_tokens"))
+    expect("same_length([1, 2], [1])", refused(lambda: a.same_length("n", [1, 2], "s", [1]), "n"))
     return found
 
 
@@ -98,6 +101,8 @@ WRONG = [
      "    if row_shape is not None and (value.dim() < 1 or value[0].numel() != math.prod(row_shape)):"),
     ("a dtype not checked", "    if dtype is not None and value.dtype != dtype:", "    if False:"),
     ("an index's range not checked", "    if high is not None and x.device.type == \"cpu\"", "    if False"),
+    ("a request one past the cache accepted", "        if len(p) + m - 1 > max_seq_len:", "        if len(p) + m - 2 > max_seq_len:"),
+    ("lengths compared by identity", "    if len(a) != len(b):", "    if a is not b and False:"),
 ]
 
 
@@ -158,3 +163,20 @@ def test_messages_say_what_was_expected_and_what_came():
     assert str(info.value) == "n_layers: expected an int >= 1 (not a bool, not a float), got True"
     with pytest.raises(ValueError, match=r"kernel_us\[1\]: expected a finite number, got nan"):
         args.numbers("kernel_us", [1.0, math.nan])
+
+
+def test_decode_requests_read_once_and_hold_the_cache():
+    prompts, counts = args.decode_requests(iter([(1, 2), [3]]), 3, max_seqs=2, max_seq_len=4)
+    assert prompts == [[1, 2], [3]] and counts == [3, 3]
+    assert refused(lambda: args.decode_requests([[1], [2], [3]], 1, max_seqs=2, max_seq_len=4), "prompts") is None
+    assert refused(lambda: args.decode_requests([[1], []], 1, max_seqs=2, max_seq_len=4), "prompts") is None
+    assert refused(lambda: args.decode_requests([[1]], [1, 1], max_seqs=2, max_seq_len=4),
+                   "max_new_tokens") is None
+    assert refused(lambda: args.decode_requests([[1, 2]], 4, max_seqs=2, max_seq_len=4), "max_new_tokens") is None
+    assert args.decode_requests([[1, 2]], 3, max_seqs=2, max_seq_len=4)[1] == [3]  # exactly full: fine
+
+
+def test_instance_and_same_length_name_what_is_wrong():
+    assert refused(lambda: args.instance("mode", 2, bool), "mode") is None
+    assert refused(lambda: args.same_length("n_kernels", [1, 2], "step_ms", [1]), "n_kernels") is None
+    assert args.same_length("a", [1], "b", (2,)) is None
