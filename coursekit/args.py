@@ -32,15 +32,11 @@ __all__ = ["count", "counts", "decode_requests", "flag", "function", "index_rows
            "tensors"]
 
 
-def _not_bool(value: object) -> bool:
-    return not isinstance(value, bool)
-
-
 def number(name: str, value: object, *, at_least: float = 0.0, above: float | None = None) -> float:
     """``value`` as a float: a finite int or float (not a bool, not NaN, not inf) that is ``>=
     at_least`` (0 unless told), or ``> above`` when ``above`` is given. Otherwise ``ValueError``
     naming ``name``."""
-    if not _not_bool(value) or not isinstance(value, (int, float)):
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise ValueError(f"{name}: expected a number (an int or a float, not a bool), got {value!r}")
     if not math.isfinite(value):
         raise ValueError(f"{name}: expected a finite number, got {value!r}")
@@ -63,12 +59,7 @@ def numbers(name: str, values: Iterable[object], *, at_least: float = 0.0) -> li
 def count(name: str, value: object, *, at_least: int = 0, at_most: int | None = None) -> int:
     """``value`` itself: an int (not a bool, not a float such as 2.0) with ``at_least <= value``
     (and ``value <= at_most`` when given). Otherwise ``ValueError`` naming ``name``."""
-    if not _not_bool(value) or not isinstance(value, int):
-        raise ValueError(f"{name}: expected an int >= {at_least} (not a bool, not a float), got {value!r}")
-    if value < at_least or (at_most is not None and value > at_most):
-        bounds = f">= {at_least}" if at_most is None else f"in {at_least}..{at_most}"
-        raise ValueError(f"{name}: expected an int {bounds}, got {value!r}")
-    return value
+    return _whole(name, value, at_least, at_most, among=False)
 
 
 def counts(name: str, values: Iterable[object], *, at_least: int = 0, at_most: int | None = None,
@@ -76,19 +67,22 @@ def counts(name: str, values: Iterable[object], *, at_least: int = 0, at_most: i
     """Every item of ``values`` checked by ``count``, as a list in the order read (``values`` is
     read once: a generator works); errors name ``name`` itself. ``nonempty=True``: no items ->
     ``ValueError`` naming ``name``."""
-    items = _items(name, values)
-    checked = [_count_item(name, v, at_least, at_most) for v in items]
+    checked = [_whole(name, v, at_least, at_most, among=True) for v in _items(name, values)]
     if nonempty and not checked:
         raise ValueError(f"{name}: expected at least one value, got none")
     return checked
 
 
-def _count_item(name: str, value: object, at_least: int, at_most: int | None) -> int:
-    if not _not_bool(value) or not isinstance(value, int):
-        raise ValueError(f"{name}: expected ints (not bools, not floats), got {value!r} among them")
+def _whole(name: str, value: object, at_least: int, at_most: int | None, among: bool) -> int:
+    """``count``'s rule, for one value or (``among``) for one of several."""
+    kind, got = ("ints", f"got {value!r} among them") if among else ("an int", f"got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, int):
+        floor = "" if among else f" >= {at_least}"
+        raise ValueError(f"{name}: expected {kind}{floor} (not {'bools' if among else 'a bool'}, "
+                         f"not {'floats' if among else 'a float'}), {got}")
     if value < at_least or (at_most is not None and value > at_most):
         bounds = f">= {at_least}" if at_most is None else f"in {at_least}..{at_most}"
-        raise ValueError(f"{name}: expected ints {bounds}, got {value!r} among them")
+        raise ValueError(f"{name}: expected {kind} {bounds}, {got}")
     return value
 
 
