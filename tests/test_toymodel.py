@@ -44,3 +44,21 @@ def test_the_varlen_kernel_reads_only_what_the_batch_needs():
 
 def test_the_model_declares_what_vllm_declares_for_flash_attention_2():
     assert ToyModel.cudagraph_support == "uniform_batch"
+
+
+@pytest.mark.gpu
+def test_on_cuda_a_capture_refuses_the_varlen_kernel_and_holds_the_decode_kernel():
+    """What the CPU stand-in imitates, on real CUDA graphs: the varlen kernel's host read
+    (``int(positions.max())``) is refused by the capture ("operation not permitted when stream is
+    capturing"), and the decode kernel captures and replays the eager logits."""
+    from solutions.capture import capture  # the reference: it ends a failed capture cleanly
+
+    model = ToyModel(device="cuda")
+    prompt, decode = (tuple(t.cuda() for t in batch) for batch in (PROMPT, DECODE))
+    with pytest.raises(RuntimeError):
+        capture(model.forward, *prompt, warmup_iters=1)
+    graph = capture(lambda *batch: model.forward(*batch, max_query_len=1), *decode, warmup_iters=1)
+    model.reset_cache()
+    replayed = graph.replay().clone()
+    torch.cuda.synchronize()
+    assert torch.allclose(replayed, ToyModel(device="cuda").forward(*decode), atol=1e-5)
