@@ -145,7 +145,7 @@ class CudagraphDispatcher:
         capture_sizes = args.counts("capture_sizes", capture_sizes, at_least=1)  # given: a list now
         max_num_seqs = args.count("max_num_seqs", max_num_seqs, at_least=1)  # given
         uniform_decode_query_len = args.count(  # given
-            "uniform_decode_query_len", uniform_decode_query_len, at_least=1)
+            "uniform_decode_query_len", uniform_decode_query_len, at_least=1)  # given
         raise NotImplementedError("exercise 6: CudagraphDispatcher.__init__")
 
     def keys(self) -> dict[CUDAGraphMode, set[BatchDescriptor]]:

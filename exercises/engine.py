@@ -154,5 +154,5 @@ class DecodeEngine:
     def generate(self, prompts: Sequence[Sequence[int]], max_new_tokens: int | Sequence[int]) -> list[list[int]]:
         c = self.model.config  # given
         prompts, max_new_tokens = args.decode_requests(  # given: a list of lists, one count per prompt
-            prompts, max_new_tokens, max_seqs=c.max_seqs, max_seq_len=c.max_seq_len)
+            prompts, max_new_tokens, max_seqs=c.max_seqs, max_seq_len=c.max_seq_len)  # given
         raise NotImplementedError("exercise 8: DecodeEngine.generate")

@@ -58,7 +58,7 @@ def measure_launch_tax(n_ops: int = 200, numel: int = 1024, iters: int = 100) ->
     needed.
     """
     n_ops, numel, iters = (args.count(name, value, at_least=1)  # given
-                           for name, value in (("n_ops", n_ops), ("numel", numel), ("iters", iters)))
+                           for name, value in (("n_ops", n_ops), ("numel", numel), ("iters", iters)))  # given
     args.need_cuda("measure_launch_tax")  # given
     raise NotImplementedError("exercise 2: measure_launch_tax")
 

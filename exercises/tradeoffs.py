@@ -81,8 +81,8 @@ def kv_bytes_per_token(n_layers: int, n_kv_heads: int, head_dim: int, dtype_byte
     Errors: an argument that is not an int (a bool is not) or is below 1 -> ``ValueError`` naming it.
     """
     n_layers, n_kv_heads, head_dim, dtype_bytes = (  # given
-        args.count(name, value, at_least=1) for name, value in (
-            ("n_layers", n_layers), ("n_kv_heads", n_kv_heads), ("head_dim", head_dim), ("dtype_bytes", dtype_bytes)))
+        args.count(name, value, at_least=1) for name, value in (  # given
+            ("n_layers", n_layers), ("n_kv_heads", n_kv_heads), ("head_dim", head_dim), ("dtype_bytes", dtype_bytes)))  # given
     raise NotImplementedError("exercise 9: kv_bytes_per_token")
 
 

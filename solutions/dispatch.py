@@ -54,7 +54,7 @@ class CudagraphDispatcher:
         capture_sizes = args.counts("capture_sizes", capture_sizes, at_least=1)  # given: a list now
         max_num_seqs = args.count("max_num_seqs", max_num_seqs, at_least=1)  # given
         uniform_decode_query_len = args.count(  # given
-            "uniform_decode_query_len", uniform_decode_query_len, at_least=1)
+            "uniform_decode_query_len", uniform_decode_query_len, at_least=1)  # given
         sizes = sorted(set(capture_sizes))
         self.max_num_seqs = max_num_seqs
         q = self.q = uniform_decode_query_len

@@ -33,7 +33,7 @@ def time_ms(fn: Callable[[], object], iters: int = 100, warmup: int = 10) -> flo
 
 def measure_launch_tax(n_ops: int = 200, numel: int = 1024, iters: int = 100) -> LaunchTax:
     n_ops, numel, iters = (args.count(name, value, at_least=1)  # given
-                           for name, value in (("n_ops", n_ops), ("numel", numel), ("iters", iters)))
+                           for name, value in (("n_ops", n_ops), ("numel", numel), ("iters", iters)))  # given
     args.need_cuda("measure_launch_tax")  # given
     # A private generator: the default CUDA generator is left mid-capture by a failed capture.
     x = torch.rand(numel, device="cuda", generator=torch.Generator(device="cuda")) + 0.5

@@ -41,8 +41,8 @@ def implied_launch_us(eager_ms: float, compute_ms: float, n_kernels: int) -> tup
 
 def kv_bytes_per_token(n_layers: int, n_kv_heads: int, head_dim: int, dtype_bytes: int = 2) -> int:
     n_layers, n_kv_heads, head_dim, dtype_bytes = (  # given
-        args.count(name, value, at_least=1) for name, value in (
-            ("n_layers", n_layers), ("n_kv_heads", n_kv_heads), ("head_dim", head_dim), ("dtype_bytes", dtype_bytes)))
+        args.count(name, value, at_least=1) for name, value in (  # given
+            ("n_layers", n_layers), ("n_kv_heads", n_kv_heads), ("head_dim", head_dim), ("dtype_bytes", dtype_bytes)))  # given
     return 2 * n_layers * n_kv_heads * head_dim * dtype_bytes
 
 

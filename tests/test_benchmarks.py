@@ -26,6 +26,18 @@ def test_decode_engine_benchmark_runs_end_to_end_on_the_cpu(tmp_path):
     assert "<svg" in (tmp_path / "decode-engine.svg").read_text()
 
 
+def test_decode_engine_benchmark_on_unfinished_exercises_says_which(tmp_path):
+    """A student who runs the benchmark before finishing gets one line naming the exercise, not a
+    traceback (the stubs raise NotImplementedError("exercise N: ...")); without the guard, Python
+    prints the traceback and this fails."""
+    done = subprocess.run([sys.executable, "benchmarks/decode_engine.py", "--impl", "exercises", "--device",
+                           "cpu", "--quick", "--configs", "toy", "--out", str(tmp_path)], cwd=REPO_ROOT,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 1, done.stderr[-2000:]
+    assert "Traceback" not in done.stderr and "exercise " in done.stderr and "is not written yet" in done.stderr, \
+        done.stderr[-2000:]
+
+
 def load_benchmark():
     spec = importlib.util.spec_from_file_location("decode_engine_benchmark",
                                                   REPO_ROOT / "benchmarks" / "decode_engine.py")

@@ -631,7 +631,8 @@ def test_a_step_of_300_rows_runs_eagerly(engine):
     batch past the buckets; two equal ints above 256 are distinct objects, so `is not` refuses them."""
     eager, (model, runner) = ToyModel(), engine_for(engine, "FULL", sizes=[2])
     n = torch.arange(300)
-    inputs = [(n * 7) % model.config.vocab_size, n % model.config.max_seq_len, n % model.config.max_seqs]
+    # each row its own cache cell (slot n // 64, position n % 64): rows sharing one would race for it
+    inputs = [(n * 7) % model.config.vocab_size, n % model.config.max_seq_len, n // model.config.max_seq_len]
     got = runner.step(*inputs)
     error = (got - eager.forward(*inputs)).abs().max().item()
     assert got.shape == (300, model.config.vocab_size) and error <= 1e-5, (
