@@ -16,9 +16,8 @@ Two kinds of value are refused everywhere, because Python lets them through sile
 ``need_cuda`` is the one check that raises something else: ``RuntimeError``, because no argument
 is wrong when the machine has no GPU.
 
-Their tests: ``tests/test_args.py`` (each check on its own) and the public tests marked
-``given`` in ``exercises/tests/`` (each exercise calls them). They carry no points: the grader
-grades what you write.
+The public tests marked ``given`` in ``exercises/tests/`` check that each exercise still makes
+them. They carry no points: the grader grades what you write.
 """
 
 from __future__ import annotations

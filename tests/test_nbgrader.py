@@ -274,7 +274,9 @@ def test_our_grader_gives_the_same_per_exercise_scores(course):
         judge = Judge(gpu="off", timeout_s=CHECK_TIMEOUT_S, jobs=2)
         for student in course.students:
             path = course.root / "submitted" / student / nb.ASSIGNMENT / f"{nb.ASSIGNMENT}.ipynb"
-            ours = {e.exercise: (e.score, e.max_score) for e in judge.grade(load(path)).exercises}
+            # an exercise of GPU checks only (3) has no CPU cell in the notebook: left out here
+            ours = {e.exercise: (e.score, e.max_score) for e in judge.grade(load(path)).exercises
+                    if e.max_score or not e.pending}
             assert ours == per_exercise(cell_scores(course.root, student)), student
 
 

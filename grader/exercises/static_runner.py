@@ -128,11 +128,11 @@ def checks(draw: Draw) -> list[Check]:
     return [
         Check("ex4", "runner_returns_fn_of_latest_inputs",
               "copy every input into its static buffer (copy_), replay, return fn of these inputs",
-              runs, compare=same(keys=("outputs",)), points=1),
+              runs, compare=same(keys=("outputs",)), points=2),
         Check("ex4", "runner_owns_stable_buffers",
               "static_inputs is a tuple of one buffer per input, a copy the runner owns that holds "
               "the example's values when fn is captured, same address on every call",
-              runs, compare=same(keys=RUNNER_KEYS), points=2),
+              runs, compare=same(keys=RUNNER_KEYS), points=1),
         Check("ex4", "runner_captures_once",
               "capture once at construction, with the runner's buffers and warmup_iters (3 when "
               "not given)",

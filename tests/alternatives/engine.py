@@ -5,6 +5,7 @@ dicts, a plain-dict stats, buffers made with new_full, and generate driven by a 
 
 from __future__ import annotations
 
+import functools
 import time
 
 import torch
@@ -20,7 +21,10 @@ class DecodeEngine:
         self.model = model
         if capture_sizes is None:
             capture_sizes = engine_capture_sizes(max_num_seqs=model.config.max_seqs)
-        self.dispatcher = CudagraphDispatcher(mode, list(capture_sizes), model.config.max_seqs)
+        # full graphs of uniform decode batches only (the model's attention): mixed ones go piecewise
+        self.mode = {CUDAGraphMode.FULL: CUDAGraphMode.FULL_AND_PIECEWISE}.get(mode, mode) \
+            if model.cudagraph_support != "always" else mode
+        self.dispatcher = CudagraphDispatcher(self.mode, list(capture_sizes), model.config.max_seqs)
         self.warmup_iters = warmup_iters
         if capture is None:
             if model.device.type == "cuda":
@@ -53,7 +57,7 @@ class DecodeEngine:
             n = desc.num_tokens
             bufs = (self.tokens[:n], self.positions[:n])
             if mode == CUDAGraphMode.FULL:
-                g = self.capture(self.model.forward, *bufs, self.slots[:n],
+                g = self.capture(functools.partial(self.model.forward, max_query_len=1), *bufs, self.slots[:n],
                                  warmup_iters=self.warmup_iters, pool=shared)
                 self.full_graphs[desc] = g
                 self.graphs[(mode, desc)] = g
@@ -94,13 +98,14 @@ class DecodeEngine:
         if uniform_decode is None:
             uniform_decode = len(set(slots.tolist())) == n
         mode, desc = self.dispatcher.dispatch(n, uniform_decode=uniform_decode)
+        one_row_each = 1 if uniform_decode else None
         if mode == CUDAGraphMode.FULL and desc in self.full_graphs:
             graph, pieces = self.full_graphs[desc], None
         elif mode == CUDAGraphMode.PIECEWISE and desc in self.piece_graphs:
             graph, pieces = None, self.piece_graphs[desc]
         else:
             self.stats["eager"] = self.stats.get("eager", 0) + 1
-            return self.model.forward(tokens, positions, slots)
+            return self.model.forward(tokens, positions, slots, max_query_len=one_row_each)
         s = desc.num_tokens
         for buffer, values, pad in ((self.tokens, tokens, 0), (self.positions, positions, 0),
                                     (self.slots, slots, self.model.padding_slot)):
@@ -115,7 +120,8 @@ class DecodeEngine:
                     break
                 hidden, q, k, v = out
                 self.hidden[:s].copy_(hidden)
-                self.attn[:s].copy_(self.model.attention(index, q, k, v, self.positions[:s], self.slots[:s]))
+                self.attn[:s].copy_(self.model.attention(index, q, k, v, self.positions[:s], self.slots[:s],
+                                                         max_query_len=one_row_each))
         key = (mode, desc)
         self.stats[key] = self.stats.get(key, 0) + 1
         return out[:n].clone()
