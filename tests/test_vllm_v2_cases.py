@@ -1,0 +1,95 @@
+"""vLLM 0.26.0's V2 GPU model runner against its V1 runner, from their records (no vLLM needed).
+
+``coursekit/data/vllm-0.26.0-v2-cases.json`` (``tests/platforms/record_vllm_v2_cases.py``: V2's
+``CudaGraphManager``) and ``coursekit/data/vllm-0.26.0-cases.json`` (``record_vllm_cases.py``:
+V1's ``CudagraphDispatcher``), on the same grid, answers in the same encoding.
+
+* q = 1: the capture lists and engine plans agree everywhere; the dispatch answers agree except
+  in one recorded set: mode FULL, a uniform batch of n > max_num_seqs one-token requests (a batch
+  the scheduler never makes). V1 caps num_reqs at max_num_seqs and answers its mixed FULL graph;
+  V2 finds that graph's num_reqs too small and runs eager.
+* q > 1: they differ (V2 does not round the sizes to multiples of q, it rounds its decode graphs);
+  the number of differences is the recorded one.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+DATA = Path(__file__).resolve().parents[1] / "coursekit" / "data"
+V1 = json.loads((DATA / "vllm-0.26.0-cases.json").read_text(encoding="ascii"))
+V2 = json.loads((DATA / "vllm-0.26.0-v2-cases.json").read_text(encoding="ascii"))
+
+
+def _key(c: dict) -> tuple:
+    return c["mode"], tuple(c["capture_sizes"]), c["max_num_seqs"], c["q"]
+
+
+def differences(v1: dict, v2: dict) -> list[list]:
+    """Every case where the two records differ, as [mode, sizes, max_num_seqs, q, part, n, V1's, V2's]."""
+    old = {_key(c): c for c in v1["dispatch"]["configs"]}
+    out = []
+    for c in v2["dispatch"]["configs"]:
+        k, o = _key(c), old[_key(c)]
+        head = [k[0], list(k[1]), k[2], k[3]]
+        if c["capture_descs"] != o["capture_descs"]:
+            out.append([*head, "capture_descs", 0, o["capture_descs"], c["capture_descs"]])
+        for part, answers in c["dispatch"].items():
+            assert len(answers) == len(o["dispatch"][part]), (k, part)
+            out += [[*head, part, n, x, y] for n, (x, y) in enumerate(zip(o["dispatch"][part], answers), 1) if x != y]
+    plans = {(p["max_num_seqs"], p["mode"]): p["capture_descs"] for p in v1["engine_plans"]}
+    for p in v2["engine_plans"]:
+        want = plans[p["max_num_seqs"], p["mode"]]
+        if p["capture_descs"] != want:
+            out.append(["plan " + p["mode"], None, p["max_num_seqs"], 1, "capture_descs", 0, want, p["capture_descs"]])
+    return out
+
+
+def test_the_v2_record_is_vllms_on_v1s_grid():
+    assert V2["vllm_version"] == V1["vllm_version"] and V2["vllm_version"].split("+")[0] == "0.26.0"
+    assert "record_vllm_v2_cases.py" in V2["by"] and V2["recorded"]
+    assert (Path(__file__).resolve().parent / "platforms" / "record_vllm_v2_cases.py").is_file()
+    assert [_key(c) for c in V2["dispatch"]["configs"]] == [_key(c) for c in V1["dispatch"]["configs"]]
+    assert len(V2["dispatch"]["configs"]) == 180
+    assert {(p["max_num_seqs"], p["mode"]) for p in V2["engine_plans"]} == \
+        {(p["max_num_seqs"], p["mode"]) for p in V1["engine_plans"]}
+    for c in V2["dispatch"]["configs"]:  # only V1's unrestricted calls have a V2 counterpart
+        assert set(c["dispatch"]) == {"all uniform=0", "all uniform=1"}
+
+
+def test_at_q1_v2_agrees_with_v1_but_for_the_recorded_set():
+    diffs = [d for d in differences(V1, V2) if d[3] == 1]
+    assert diffs == V2["v1_comparison"]["q1_differences"]
+    # The whole set, said as a rule: FULL mode, uniform batches with more requests than max_num_seqs.
+    assert diffs and all(mode == "FULL" and part == "all uniform=1" and n > seqs and old.startswith("F")
+                         and old.endswith(f",{seqs},0") and new == "N"
+                         for mode, _, seqs, _, part, n, old, new in diffs)
+    expected = [[c["mode"], c["capture_sizes"], c["max_num_seqs"], 1, "all uniform=1", n, old, "N"]
+                for c in V1["dispatch"]["configs"] if c["mode"] == "FULL" and c["q"] == 1
+                for n, old in enumerate(c["dispatch"]["all uniform=1"], 1) if n > c["max_num_seqs"] and old != "N"]
+    assert diffs == expected and len(diffs) == 164
+    # Capture lists and engine plans: no difference at all.
+    assert not [d for d in diffs if d[4] == "capture_descs"]
+
+
+def test_at_q_above_1_v2_differs_from_v1_by_the_recorded_count():
+    diffs = [d for d in differences(V1, V2) if d[3] > 1]
+    assert diffs and len(diffs) == V2["v1_comparison"]["q_gt1_difference_count"]
+    # V1 rounds the FULL sizes to multiples of q; V2 keeps them for its mixed graphs.
+    assert any(d[4] == "capture_descs" for d in diffs)
+
+
+def test_the_comparison_can_fail():
+    v2 = copy.deepcopy(V2)
+    c = next(c for c in v2["dispatch"]["configs"] if c["q"] == 1 and c["mode"] == "FULL_AND_PIECEWISE")
+    assert c["dispatch"]["all uniform=0"][0] == "P1"
+    c["dispatch"]["all uniform=0"][0] = "N"
+    diffs = [d for d in differences(V1, v2) if d[3] == 1]
+    assert diffs != V2["v1_comparison"]["q1_differences"]
+    assert [c["mode"], c["capture_sizes"], c["max_num_seqs"], 1, "all uniform=0", 1, "P1", "N"] in diffs
+    v2 = copy.deepcopy(V2)
+    p = next(p for p in v2["engine_plans"] if p["capture_descs"])
+    p["capture_descs"].pop()
+    assert [d for d in differences(V1, v2) if d[3] == 1] != V2["v1_comparison"]["q1_differences"]
