@@ -59,9 +59,13 @@ def test_the_v2_record_is_vllms_on_v1s_grid():
         assert set(c["dispatch"]) == {"all uniform=0", "all uniform=1"}
 
 
-def test_at_q1_v2_agrees_with_v1_but_for_the_recorded_set():
+#: How many answers differ at q = 2 and 3, counted when V2 was recorded (2026-12-05): 48 capture
+#: lists and 1,368 dispatch answers. A re-record that changes it changes what the course teaches.
+Q_ABOVE_1_DIFFERENCES = 1416
+
+
+def test_at_q1_v2_agrees_with_v1_but_for_one_set():
     diffs = [d for d in differences(V1, V2) if d[3] == 1]
-    assert diffs == V2["v1_comparison"]["q1_differences"]
     # The whole set, said as a rule: FULL mode, uniform batches with more requests than max_num_seqs.
     assert diffs and all(mode == "FULL" and part == "all uniform=1" and n > seqs and old.startswith("F")
                          and old.endswith(f",{seqs},0") and new == "N"
@@ -76,7 +80,7 @@ def test_at_q1_v2_agrees_with_v1_but_for_the_recorded_set():
 
 def test_at_q_above_1_v2_differs_from_v1_by_the_recorded_count():
     diffs = [d for d in differences(V1, V2) if d[3] > 1]
-    assert diffs and len(diffs) == V2["v1_comparison"]["q_gt1_difference_count"]
+    assert len(diffs) == Q_ABOVE_1_DIFFERENCES, len(diffs)
     # V1 rounds the FULL sizes to multiples of q; V2 keeps them for its mixed graphs.
     assert any(d[4] == "capture_descs" for d in diffs)
 
@@ -87,9 +91,9 @@ def test_the_comparison_can_fail():
     assert c["dispatch"]["all uniform=0"][0] == "P1"
     c["dispatch"]["all uniform=0"][0] = "N"
     diffs = [d for d in differences(V1, v2) if d[3] == 1]
-    assert diffs != V2["v1_comparison"]["q1_differences"]
+    assert len(diffs) == 165
     assert [c["mode"], c["capture_sizes"], c["max_num_seqs"], 1, "all uniform=0", 1, "P1", "N"] in diffs
     v2 = copy.deepcopy(V2)
     p = next(p for p in v2["engine_plans"] if p["capture_descs"])
     p["capture_descs"].pop()
-    assert [d for d in differences(V1, v2) if d[3] == 1] != V2["v1_comparison"]["q1_differences"]
+    assert any(d[4] == "capture_descs" for d in differences(V1, v2) if d[3] == 1)

@@ -28,10 +28,11 @@ skips ``adjust_cudagraph_sizes_for_spec_decode``); it rounds each size up to a m
 for its decode graphs itself. ``VLLM_USE_BREAKABLE_CUDAGRAPH`` must be unset (PIECEWISE graphs
 then have ``num_reqs = None``).
 
-The grid is V1's (``record_vllm_cases.py``: ``record_dispatch``'s size lists, seed 6 included,
-``max_num_seqs`` and ``q``; ``record_engine_plans``' engines, their sizes from
-``VllmConfig._set_cudagraph_sizes`` on the same stand-in), copied here so that this script
-imports nothing of the course; the test checks the grids are the same.
+The grid is V1's, read from V1's record (``coursekit/data/vllm-<version>-cases.json``, as data:
+re-record V1 first): the mode, sizes, ``max_num_seqs`` and ``q`` of every ``dispatch`` config, and
+the ``max_num_seqs`` of every engine plan (their sizes from ``VllmConfig._set_cudagraph_sizes`` on
+the same stand-in). So the two records always share one grid, and this script imports nothing of
+the course.
 
 To re-record (the venv is the one of ``record_vllm_cases.py``'s docstring), from the repository
 root:
@@ -39,9 +40,8 @@ root:
     /tmp/vllm-venv/bin/python tests/platforms/record_vllm_v2_cases.py
 
 It writes ``coursekit/data/vllm-<version>-v2-cases.json``; run twice the same day, the file is
-the same byte for byte. It also reads V1's record (``coursekit/data/vllm-<version>-cases.json``, as
-data: re-record V1 first) and writes the differences it finds (``v1_comparison``): every one at
-q = 1 and their count at q > 1, which the test recomputes from the two files.
+the same byte for byte. It records V2's answers only; ``tests/test_vllm_v2_cases.py`` compares them
+with V1's.
 """
 
 from __future__ import annotations
@@ -49,7 +49,6 @@ from __future__ import annotations
 import datetime
 import json
 import os
-import random
 import sys
 import types
 from pathlib import Path
@@ -143,30 +142,26 @@ def answer(m: CudaGraphManager, n: int, uniform: bool, q: int, max_num_seqs: int
     return f"{got.cg_mode.name[0]}{t}" if r is None and not u else f"{got.cg_mode.name[0]}{t},{r},{int(u)}"
 
 
-def record_dispatch() -> list[dict]:
-    """record_vllm_cases.py's ``record_dispatch`` grid (180 configurations), V2's answers."""
-    rng = random.Random(6)
-    size_lists = [[1, 2, 4, 8, 16, 24, 32], [1, 2, 4, 8], [3, 5, 6, 12, 20]]
-    size_lists += [sorted(rng.sample(range(1, 41), rng.randint(2, 7)))]
+def record_dispatch(v1: dict) -> list[dict]:
+    """V2's answers on the configurations of V1's record, in its order."""
     out = []
-    for mode in CUDAGraphMode:
-        for sizes in size_lists:
-            for max_num_seqs in (3, 8, 20):
-                for q in (1, 2, 3):
-                    m = manager(mode, sizes, max_num_seqs, q)
-                    top = max(sizes) + 2
-                    calls = {f"all uniform={int(u)}": [answer(m, n, u, q, max_num_seqs) for n in range(1, top + 1)]
-                             for u in (False, True)}
-                    out.append({"mode": mode.name, "capture_sizes": sizes, "max_num_seqs": max_num_seqs, "q": q,
-                                "capture_descs": capture_descs(m, q), "dispatch": calls})
+    for config in v1["dispatch"]["configs"]:
+        mode, sizes = CUDAGraphMode[config["mode"]], config["capture_sizes"]
+        max_num_seqs, q = config["max_num_seqs"], config["q"]
+        m = manager(mode, sizes, max_num_seqs, q)
+        top = max(sizes) + 2
+        calls = {f"all uniform={int(u)}": [answer(m, n, u, q, max_num_seqs) for n in range(1, top + 1)]
+                 for u in (False, True)}
+        out.append({"mode": mode.name, "capture_sizes": sizes, "max_num_seqs": max_num_seqs, "q": q,
+                    "capture_descs": capture_descs(m, q), "dispatch": calls})
     return out
 
 
-def record_engine_plans() -> list[dict]:
-    """record_vllm_cases.py's ``record_engine_plans`` engines (q = 1, 8192 tokens), V2's capture
-    descriptors in capture order, flattened like V1's: [mode, num_tokens, num_reqs, uniform]."""
+def record_engine_plans(v1: dict) -> list[dict]:
+    """The engines of V1's record (q = 1, 8192 tokens), V2's capture descriptors in capture order,
+    flattened like V1's: [mode, num_tokens, num_reqs, uniform]."""
     plans = []
-    for max_num_seqs in (1, 2, 3, 5, 8, 24, 100, 256):
+    for max_num_seqs in sorted({p["max_num_seqs"] for p in v1["engine_plans"]}):
         sizes = capture_sizes(max_num_seqs, 0, 8192)
         for mode in CUDAGraphMode:
             m = manager(mode, sizes, max_num_seqs, 1)
@@ -175,30 +170,10 @@ def record_engine_plans() -> list[dict]:
     return plans
 
 
-def differences(v1: dict, v2: dict) -> list[list]:
-    """Where V2's record and V1's differ, case by case: [mode, capture_sizes, max_num_seqs, q,
-    part, n, V1's, V2's], part 'capture_descs' (n 0) or a dispatch call ('all uniform=u', n its
-    num_tokens), then the engine plans as ['plan', None, max_num_seqs, 1, 'capture_descs', 0, ...]."""
-    key = lambda c: (c["mode"], tuple(c["capture_sizes"]), c["max_num_seqs"], c["q"])  # noqa: E731
-    old = {key(c): c for c in v1["dispatch"]["configs"]}
-    new = {key(c): c for c in v2["dispatch"]["configs"]}
-    assert old.keys() == new.keys(), "V1's grid and this script's differ: copy record_dispatch's grid again"
-    out = []
-    for k, c in new.items():
-        if c["capture_descs"] != old[k]["capture_descs"]:
-            out.append([*k[:1], list(k[1]), *k[2:], "capture_descs", 0, old[k]["capture_descs"], c["capture_descs"]])
-        for part, answers in c["dispatch"].items():
-            out += [[*k[:1], list(k[1]), *k[2:], part, n, x, y]
-                    for n, (x, y) in enumerate(zip(old[k]["dispatch"][part], answers, strict=True), 1) if x != y]
-    plans = {(p["max_num_seqs"], p["mode"]): p["capture_descs"] for p in v1["engine_plans"]}
-    assert plans.keys() == {(p["max_num_seqs"], p["mode"]) for p in v2["engine_plans"]}
-    out += [["plan " + p["mode"], None, p["max_num_seqs"], 1, "capture_descs", 0, plans[p["max_num_seqs"], p["mode"]],
-             p["capture_descs"]] for p in v2["engine_plans"] if p["capture_descs"] != plans[p["max_num_seqs"], p["mode"]]]
-    return out
-
-
 def main() -> None:
-    configs = record_dispatch()
+    v1 = json.loads(V1.read_text(encoding="ascii"))
+    assert v1["vllm_version"] == vllm.__version__, "re-record V1 first"
+    configs = record_dispatch(v1)
     data = {
         "vllm_version": vllm.__version__,
         "recorded": datetime.date.today().isoformat(),
@@ -220,17 +195,7 @@ def main() -> None:
                              "PIECEWISE then FULL, each largest num_tokens first",
             "configs": configs,
         },
-        "engine_plans": record_engine_plans(),
-    }
-    v1 = json.loads(V1.read_text(encoding="ascii"))
-    assert v1["vllm_version"] == vllm.__version__, "re-record V1 first"
-    diffs = differences(v1, data)
-    data["v1_comparison"] = {
-        "against": V1.name,
-        "difference": "[mode, capture_sizes, max_num_seqs, q, part, n, V1's, V2's]: part 'capture_descs' "
-                      "(n 0) or a dispatch call (n = num_tokens); engine plans as mode 'plan <mode>'",
-        "q1_differences": [d for d in diffs if d[3] == 1],
-        "q_gt1_difference_count": sum(d[3] > 1 for d in diffs),
+        "engine_plans": record_engine_plans(v1),
     }
     OUT.write_text(json.dumps(data, sort_keys=True, separators=(",", ":")) + "\n", encoding="ascii")
     print(f"wrote {OUT} ({OUT.stat().st_size // 1024} KiB, {len(configs)} configurations, "
