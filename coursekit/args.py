@@ -27,8 +27,8 @@ from typing import Iterable
 
 import torch
 
-__all__ = ["count", "counts", "decode_requests", "flag", "function", "index_rows", "instance", "same_length", "inputs_like", "need_cuda", "number", "numbers", "tensor",
-           "tensors"]
+__all__ = ["count", "counts", "decode_requests", "flag", "function", "index_rows", "instance", "same_length", "inputs_like", "need_cuda", "number", "numbers", "one_of",
+           "tensor", "tensors"]
 
 
 def number(name: str, value: object, *, at_least: float = 0.0, above: float | None = None) -> float:
@@ -90,6 +90,15 @@ def flag(name: str, value: object) -> bool:
     ``ValueError`` naming ``name``."""
     if not isinstance(value, bool):
         raise ValueError(f"{name}: expected a bool (True or False), got {value!r}")
+    return value
+
+
+def one_of(name: str, value: object, choices: tuple) -> object:
+    """``value`` itself when it is one of ``choices``, of the same type (``"v1"`` for ``("v1",
+    "v2")``; ``"V1"``, ``None`` or a bool are not). Otherwise ``ValueError`` naming ``name``
+    (``"runner: expected one of 'v1', 'v2', got 'v3'"``)."""
+    if not any(type(value) is type(c) and value == c for c in choices):
+        raise ValueError(f"{name}: expected one of {', '.join(map(repr, choices))}, got {value!r}")
     return value
 
 

@@ -6,10 +6,14 @@ than tau. They disagree, and this exercise finds where: the launch time at which
 CPU-bound, and the tau that a measured step implies under each model (the H200's 7B decode step
 is in the CPU-bound regime).
 
-Graphs are not free either. ``enforce_eager=True`` in vLLM skips capture and keeps the memory the
-graphs would have taken for the KV cache. The second half prices that trade: the graphs' memory
-(one shared pool or a pool each), the KV-cache bytes one token needs, and the tokens of KV cache
-the graphs cost.
+Graphs are not free either: they hold GPU memory. ``enforce_eager=True`` in vLLM skips capture,
+and what that memory is then worth depends on which of vLLM 0.26.0's two GPU model runners sizes
+the KV cache: the V1 runner takes its estimate of the graphs' memory out of the KV cache's budget,
+so eager gets those tokens back; the V2 runner (the default for dense models, the lesson's
+Qwen2.5-7B among them) sizes the cache without the graphs and captures them afterwards, so they
+cost no tokens. The second half prices that trade: the graphs' memory (one shared pool or a pool
+each), the KV-cache bytes one token needs, and the tokens of KV cache the graphs cost under each
+runner.
 
 The lines marked ``# given`` check the arguments (``coursekit/args.py``); keep them, and write
 the rest. Run ``python -m exercises.tradeoffs`` to print the course's figures once you are done, and
@@ -104,15 +108,30 @@ def graph_memory_bytes(per_graph_bytes: Iterable[int], shared_pool: bool = True)
     raise NotImplementedError("exercise 9: graph_memory_bytes")
 
 
-def kv_tokens_forgone(graph_bytes: int, bytes_per_token: int) -> int:
-    """Tokens of KV cache the graphs' memory could have held: whole tokens,
-    ``graph_bytes // bytes_per_token``. What ``enforce_eager=True`` buys back.
+def kv_tokens_forgone(graph_bytes: int, bytes_per_token: int, runner: str = "v1") -> int:
+    """Tokens of KV cache that the graphs' memory costs under vLLM 0.26.0's GPU model runner
+    ``runner``: what ``enforce_eager=True`` buys back. An int, whole tokens.
+
+    - ``runner="v1"`` (the default; the V1 runner, ``vllm/v1/worker/gpu_model_runner.py``): before
+      the KV cache is sized, ``Worker.determine_available_memory`` (``vllm/v1/worker/gpu_worker.py``,
+      lines 500 to 545) asks the runner's ``profile_cudagraph_memory`` for the graphs' memory and,
+      with ``VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS`` at its default 1, takes it out of the cache's
+      budget. The cache loses whole tokens: ``graph_bytes // bytes_per_token``.
+    - ``runner="v2"`` (the V2 runner, ``vllm/v1/worker/gpu/model_runner.py``; vLLM's default for
+      dense generate models such as the lesson's Qwen2.5-7B, ``VllmConfig.use_v2_model_runner``):
+      its ``profile_cudagraph_memory`` returns 0 (line 705), so the cache is sized as if there were
+      no graphs; they are captured afterwards, out of the memory ``gpu_memory_utilization`` leaves
+      free. 0 tokens, whatever ``graph_bytes`` is (eager then buys back only that headroom, and
+      too little headroom fails at capture with out of memory).
 
     Errors (``ValueError`` naming the argument): ``graph_bytes`` not an int (a bool is not) or
-    negative; ``bytes_per_token`` not an int (a bool is not) or below 1.
+    negative; ``bytes_per_token`` not an int (a bool is not) or below 1; ``runner`` anything but
+    the string ``"v1"`` or ``"v2"`` (not ``"V1"``, not None, not a bool) -> ``ValueError`` naming
+    ``runner``.
     """
     graph_bytes = args.count("graph_bytes", graph_bytes, at_least=0)  # given
     bytes_per_token = args.count("bytes_per_token", bytes_per_token, at_least=1)  # given
+    runner = args.one_of("runner", runner, ("v1", "v2"))  # given
     raise NotImplementedError("exercise 9: kv_tokens_forgone")
 
 

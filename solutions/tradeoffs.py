@@ -54,9 +54,12 @@ def graph_memory_bytes(per_graph_bytes: Iterable[int], shared_pool: bool = True)
     return max(per_graph_bytes) if shared_pool else sum(per_graph_bytes)
 
 
-def kv_tokens_forgone(graph_bytes: int, bytes_per_token: int) -> int:
+def kv_tokens_forgone(graph_bytes: int, bytes_per_token: int, runner: str = "v1") -> int:
     graph_bytes = args.count("graph_bytes", graph_bytes, at_least=0)  # given
     bytes_per_token = args.count("bytes_per_token", bytes_per_token, at_least=1)  # given
+    runner = args.one_of("runner", runner, ("v1", "v2"))  # given
+    if runner == "v2":  # V2 sizes the KV cache first and captures after: the graphs take no tokens
+        return 0
     return graph_bytes // bytes_per_token
 
 

@@ -60,6 +60,11 @@ def problems(a: types.ModuleType) -> list[str]:
         found.append("numbers of a generator is not its items as floats")
     for bad in (1, 0, "yes", None):
         expect(f"flag({bad!r})", refused(lambda: a.flag("f", bad), "f"))
+    for bad in ("V1", "v3", None, True, 1):
+        expect(f"one_of({bad!r}, ('v1', 'v2'))", refused(lambda: a.one_of("runner", bad, ("v1", "v2")), "runner"))
+    expect("one_of(1, (1, 2))", refused(lambda: a.one_of("k", True, (1, 2)), "k"))
+    if a.one_of("runner", "v2", ("v1", "v2")) != "v2":
+        found.append("one_of('v2', ('v1', 'v2')) is not 'v2'")
     x = torch.zeros(3, 2)
     expect("tensor([1])", refused(lambda: a.tensor("x", [1.0]), "x"))
     expect("tensor(rows (2, 3), row_shape=(3, 2))",
@@ -101,6 +106,8 @@ WRONG = [
     ("a dtype not checked", "    if dtype is not None and value.dtype != dtype:", "    if False:"),
     ("an index's range not checked", "    if high is not None and x.device.type == \"cpu\"", "    if False"),
     ("a request one past the cache accepted", "        if len(p) + m - 1 > max_seq_len:", "        if len(p) + m - 2 > max_seq_len:"),
+    ("a choice compared by == alone (True taken for 1)", "    if not any(type(value) is type(c) and value == c for c in choices):",
+     "    if value not in choices:"),
     ("lengths compared by identity", "    if len(a) != len(b):", "    if a is not b and False:"),
 ]
 

@@ -289,35 +289,71 @@ def test_graph_memory_rejects_a_flag_that_is_no_bool(tradeoffs, flag):
 
 # ------------------------------------------------------------------------------- kv_tokens_forgone
 
+TOKENS_RULE = "whole tokens, graph_bytes // bytes_per_token (runner defaults to \"v1\")"
+RUNNER_RULE = {
+    "v1": ("runner \"v1\": vLLM's V1 runner takes its estimate of the graphs' memory out of the KV "
+           "cache's budget (Worker.determine_available_memory): whole tokens, graph_bytes // bytes_per_token"),
+    "v2": ("runner \"v2\": vLLM's V2 runner sizes the KV cache before it captures (its "
+           "profile_cudagraph_memory returns 0): the graphs cost no tokens, the int 0, whatever graph_bytes is"),
+}
+
+
+def check_tokens(got, expected, what, rule):
+    assert type(got) is int and got == expected, (
+        f"{what}: expected the int {expected}, got {type(got).__name__} {got!r}\n  rule: {rule}"
+    )
+
 
 @pytest.mark.parametrize("graph_bytes, per_token, expected", [
     (1024**3, 57344, 18724), (57344 * 3, 57344, 3), (57343, 57344, 0), (0, 57344, 0),
 ])
 def test_kv_tokens_forgone_examples(tradeoffs, graph_bytes, per_token, expected):
-    got = tradeoffs.kv_tokens_forgone(graph_bytes, per_token)
-    assert type(got) is int and got == expected, (
-        f"kv_tokens_forgone({graph_bytes}, {per_token}): expected the int {expected}, got "
-        f"{type(got).__name__} {got!r}\n  rule: whole tokens, graph_bytes // bytes_per_token"
-    )
+    check_tokens(tradeoffs.kv_tokens_forgone(graph_bytes, per_token), expected,
+                 f"kv_tokens_forgone({graph_bytes}, {per_token})", TOKENS_RULE)
 
 
 @given(st.integers(0, 2**40), st.integers(1, 2**22))
 def test_kv_tokens_forgone_is_whole_tokens(tradeoffs, graph_bytes, per_token):
-    got = tradeoffs.kv_tokens_forgone(graph_bytes, per_token)
-    assert type(got) is int and got == graph_bytes // per_token, (
-        f"kv_tokens_forgone({graph_bytes}, {per_token}): expected {graph_bytes // per_token}, got {got!r}\n"
-        "  rule: whole tokens, graph_bytes // bytes_per_token"
-    )
+    check_tokens(tradeoffs.kv_tokens_forgone(graph_bytes, per_token), graph_bytes // per_token,
+                 f"kv_tokens_forgone({graph_bytes}, {per_token})", TOKENS_RULE)
+
+
+@pytest.mark.parametrize("runner, expected", [("v1", 18724), ("v2", 0)])
+def test_kv_tokens_forgone_of_a_gib_by_runner(tradeoffs, runner, expected):
+    # The lesson's Qwen2.5-7B (57344 bytes a token) with 1 GiB of graphs, under each runner.
+    check_tokens(tradeoffs.kv_tokens_forgone(1024**3, 57344, runner=runner), expected,
+                 f"kv_tokens_forgone(1 GiB, 57344, runner={runner!r})", RUNNER_RULE[runner])
+
+
+@given(st.integers(0, 2**40), st.integers(1, 2**22))
+def test_kv_tokens_forgone_v1_takes_the_graphs_out_of_the_cache(tradeoffs, graph_bytes, per_token):
+    check_tokens(tradeoffs.kv_tokens_forgone(graph_bytes, per_token, runner="v1"), graph_bytes // per_token,
+                 f"kv_tokens_forgone({graph_bytes}, {per_token}, runner='v1')", RUNNER_RULE["v1"])
+
+
+@given(st.integers(0, 2**40), st.integers(1, 2**22))
+def test_kv_tokens_forgone_v2_costs_no_tokens(tradeoffs, graph_bytes, per_token):
+    check_tokens(tradeoffs.kv_tokens_forgone(graph_bytes, per_token, runner="v2"), 0,
+                 f"kv_tokens_forgone({graph_bytes}, {per_token}, runner='v2')", RUNNER_RULE["v2"])
 
 
 @pytest.mark.given
 @pytest.mark.parametrize("args, name", [((-1, 10), "graph_bytes"), ((1.5, 10), "graph_bytes"),
                                         ((True, 10), "graph_bytes"), ((100, 0), "bytes_per_token"),
-                                        ((100, 2.0), "bytes_per_token"), ((100, True), "bytes_per_token")])
+                                        ((100, 2.0), "bytes_per_token"), ((100, True), "bytes_per_token"),
+                                        ((-1, 10, "v2"), "graph_bytes"), ((100, 0, "v2"), "bytes_per_token")])
 def test_kv_tokens_forgone_rejects_bad_input(tradeoffs, args, name):
     check_rejects(lambda: tradeoffs.kv_tokens_forgone(*args), name,
                   f"kv_tokens_forgone{args}: graph_bytes an int >= 0, bytes_per_token an int >= 1 "
-                  "(a bool is not an int here)")
+                  "(a bool is not an int here), for either runner")
+
+
+@pytest.mark.given
+@pytest.mark.parametrize("runner", ["v3", "V1", "", "v1 ", None, True, 1], ids=repr)
+def test_kv_tokens_forgone_rejects_a_runner_it_does_not_know(tradeoffs, runner):
+    check_rejects(lambda: tradeoffs.kv_tokens_forgone(100, 10, runner=runner), "runner",
+                  f"kv_tokens_forgone(100, 10, runner={runner!r}): runner is the string \"v1\" or \"v2\" "
+                  "(vLLM 0.26.0's two GPU model runners); anything else is a ValueError naming runner")
 
 
 # ------------------------------------------------------------------------------- the figures
@@ -327,5 +363,5 @@ def test_running_the_module_prints_the_figures(impl, tradeoffs):
     """``python -m <impl>.tradeoffs`` prints the course's figures through the exercise's functions."""
     out = run_as_script(impl, "tradeoffs")
     for figure in ("tau 14.6 us if additive, 18.8 us if CPU-bound", "57344 bytes of KV cache per token",
-                   "forgoes 18724 tokens"):
+                   "V1 runner: 1 GiB of graphs forgoes 18724 tokens", "V2 runner: 1 GiB of graphs forgoes 0 tokens"):
         assert figure in out, f"`python -m ...tradeoffs` should print {figure!r}; it printed:\n{out}"

@@ -55,4 +55,15 @@ MUTANTS = [
     M("tradeoffs", "tokens-kib", "bytes per token taken as KiB",
       ("return graph_bytes // bytes_per_token",
        "return graph_bytes // (1024 * bytes_per_token)")),
+    M("tradeoffs", "tokens-runner-ignored", "the runner ignored: V2 answers V1's figure, as if it too took "
+      "the graphs out of the KV cache",
+      ('    if runner == "v2":', "    if False:")),
+    M("tradeoffs", "tokens-runners-swapped", "the runners swapped: V1 costs no tokens, V2 the graphs' tokens",
+      ('    if runner == "v2":', '    if runner == "v1":')),
+    M("tradeoffs", "tokens-never-forgone", "graphs never cost KV tokens: V1 answers 0 too (V2's rule for both)",
+      ('    if runner == "v2":', "    if True:")),
+    M("tradeoffs", "tokens-default-v2", "runner defaults to \"v2\" (the lesson's model runs V2) instead of \"v1\"",
+      ('bytes_per_token: int, runner: str = "v1") -> int:', 'bytes_per_token: int, runner: str = "v2") -> int:')),
+    M("tradeoffs", "tokens-v2-none", "V2 answers None (nothing forgone) instead of the int 0",
+      ("        return 0\n    return graph_bytes // bytes_per_token", "        return None\n    return graph_bytes // bytes_per_token")),
 ]
