@@ -4,8 +4,10 @@ CI has no vLLM, so everything vLLM-specific is read from the record of vLLM 0.26
 (``coursekit/data/vllm-0.26.0-formats.json``, written by ``python -m
 coursekit.record_vllm_formats``): the lab's command lines may use only flags recorded there, and
 its log parser is tested on lines built from the recorded format strings (the %-fields and
-f-string fields filled with sample values, behind vLLM's recorded log prefix). No timing is
-asserted; the synthetic latencies are exact numbers the analysis must give back.
+f-string fields filled with sample values, behind vLLM's recorded log prefix). The few messages
+that tell the model runners apart and are not in the record are quoted, with file and line, from
+vLLM 0.26.0's source in ``tests/vllm_v2_log.py``. No timing is asserted; the synthetic latencies
+are exact numbers the analysis must give back.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import pytest
 from coursekit import lesson
 from coursekit import vllm_lab as lab
 from coursekit.impl import Implementation
+from tests import vllm_v2_log as v2log
 
 RECORDED = json.loads(lab.FORMATS.read_text(encoding="ascii"))
 FMT = RECORDED["formats"]
@@ -88,6 +91,8 @@ def test_commands_use_only_recorded_flags(variant, tmp_path):
         # vLLM reads a string mode as CUDAGraphMode[value.upper()] (recorded validator)
         assert "value.upper()" in RECORDED["cudagraph_modes"]["from_string"]["text"]
         assert config["cudagraph_mode"].upper() in RECORDED["cudagraph_modes"]["members"]
+    elif variant == "default":  # the lesson's plain command: no graph flag of its own
+        assert words.index("--output-json") == len(words) - 2
     else:
         assert variant == "eager" and "--enforce-eager" in words
 
@@ -95,18 +100,87 @@ def test_commands_use_only_recorded_flags(variant, tmp_path):
 def test_dry_run_prints_every_command_with_recorded_flags_only(capsys, tmp_path):
     assert lab.main(["run", "--dry-run", "--out", str(tmp_path), "--batch-sizes", "1", "4"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert len(lines) == len(lab.VARIANTS) * 2 * len(lab.DEFAULT_OUTPUT_LENS)
-    for line in lines:
+    commands = [line for line in lines if not line.startswith("#")]
+    variants = lab.PRESETS["modes"]["variants"]
+    assert len(commands) == len(variants) * 2 * len(lab.DEFAULT_OUTPUT_LENS) * len(lab.RUNNERS)
+    for line in commands:
         words = shlex.split(line.split(" > ")[0])
         assert {w for w in words if w.startswith("--")} <= set(RECORDED["flags"])
-        assert words[0] == "VLLM_USE_V2_MODEL_RUNNER=0", (
-            f"every command pins vLLM's V1 model runner; got {line!r}")
+        assert words[0] == "env", f"every command starts with its runner's environment: {line!r}"
+    assert lines[-1].startswith("# time budget: about ") and "ESTIMATE" in lines[-1]
 
 
-def test_the_v1_model_runner_is_pinned():
-    # vLLM 0.26.0's envs.py reads VLLM_USE_V2_MODEL_RUNNER with bool(int(value)): "0" -> False,
-    # which VllmConfig.use_v2_model_runner returns as is (None would let vLLM pick V2).
-    assert bool(int(lab.RUN_ENV["VLLM_USE_V2_MODEL_RUNNER"])) is False
+def _runner_of(line: str) -> str:
+    words = shlex.split(line.split(" > ")[0])
+    env = words[:words.index("vllm")]
+    if "VLLM_USE_V2_MODEL_RUNNER=0" in env:
+        assert "-u" not in env
+        return "v1"
+    assert env[1:3] == ["-u", "VLLM_USE_V2_MODEL_RUNNER"], line
+    assert not any(w.startswith("VLLM_USE_V2_MODEL_RUNNER=") for w in env), line
+    return "default"
+
+
+def test_both_runners_are_planned_beside_each_other_by_default(capsys, tmp_path):
+    assert lab.main(["run", "--dry-run", "--out", str(tmp_path), "--variants", "eager",
+                     "--batch-sizes", "1"]) == 0
+    commands = [c for c in capsys.readouterr().out.splitlines() if not c.startswith("#")]
+    # each configuration's two runs one after the other: default (vLLM's choice), then V1
+    assert [_runner_of(c) for c in commands] == ["default", "v1"] * len(lab.DEFAULT_OUTPUT_LENS)
+    for a, b in zip(commands[::2], commands[1::2]):
+        assert a.split(" vllm ", 1)[1].replace("default-", "v1-") == b.split(" vllm ", 1)[1]
+    assert lab.main(["run", "--dry-run", "--out", str(tmp_path), "--runners", "v1"]) == 0
+    commands = [c for c in capsys.readouterr().out.splitlines() if not c.startswith("#")]
+    assert {_runner_of(c) for c in commands} == {"v1"}
+
+
+def test_the_default_runner_unsets_the_variable_and_v1_pins_it():
+    shell = {"PATH": "/bin", "VLLM_USE_V2_MODEL_RUNNER": "1"}  # left in the student's shell
+    default, v1 = lab.runner_env("default", shell), lab.runner_env("v1", shell)
+    assert "VLLM_USE_V2_MODEL_RUNNER" not in default  # VllmConfig.use_v2_model_runner decides
+    assert default["PATH"] == "/bin" and default["NO_COLOR"] == "1"
+    # vLLM 0.26.0's envs.py reads VLLM_USE_V2_MODEL_RUNNER with maybe_convert_bool,
+    # bool(int(value)): "0" -> False, which VllmConfig.use_v2_model_runner returns as is.
+    assert bool(int(v1["VLLM_USE_V2_MODEL_RUNNER"])) is False
+
+
+@pytest.mark.parametrize("preset", list(lab.PRESETS))
+def test_presets_plan_their_models_and_variants_with_a_budget(preset, capsys, tmp_path):
+    assert lab.main(["run", "--dry-run", "--preset", preset, "--out", str(tmp_path)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    commands = [c for c in lines if not c.startswith("#")]
+    want = lab.PRESETS[preset]
+    models = [shlex.split(c)[shlex.split(c).index("--model") + 1] for c in commands]
+    assert list(dict.fromkeys(models)) == want["models"]
+    runs = lab.plan(want["variants"], want["batch_sizes"], want["output_lens"], want["runners"],
+                    want["models"])
+    assert len(commands) == len(runs)
+    assert lines[-1] == "# " + lab.budget_line(runs)
+    assert f"about {lab.estimate_seconds(runs) / 60:.0f} min" in lines[-1]
+
+
+def test_the_lesson_preset_is_the_lessons_command_and_options_win_over_a_preset(capsys, tmp_path):
+    assert lab.PRESETS["lesson"]["models"] == ["Qwen/Qwen2.5-7B-Instruct-AWQ"]
+    assert lab.PRESETS["lesson"]["variants"] == ["default", "eager"]
+    assert lab.VARIANTS["default"][1] == []  # the lesson's plain command: no graph flag
+    assert lab.PRESETS["small-vs-large"]["models"] == ["Qwen/Qwen2.5-0.5B-Instruct",
+                                                       "Qwen/Qwen2.5-7B-Instruct-AWQ"]
+    assert lab.main(["run", "--dry-run", "--preset", "lesson", "--out", str(tmp_path),
+                     "--model", "m/small", "--runners", "default"]) == 0
+    commands = [c for c in capsys.readouterr().out.splitlines() if not c.startswith("#")]
+    assert len(commands) == 2 * len(lab.DEFAULT_OUTPUT_LENS)
+    assert all("--model m/small " in c and "--enforce-eager" in c for c in commands[2:])
+
+
+def test_the_budget_is_an_estimate_that_grows_with_the_plan():
+    one = lab.plan(["eager"], [1], [32, 160], ["v1"])
+    assert lab.estimate_seconds(one) == pytest.approx(
+        2 * lab.START_S + 13 * (2 * lab.PREFILL_S + lab.STEP_S * (32 + 160)))
+    graphs = lab.plan(["default"], [1], [32, 160], ["v1"])
+    assert lab.estimate_seconds(graphs) - lab.estimate_seconds(one) == pytest.approx(
+        2 * (lab.COMPILE_S + lab.CAPTURE_S))
+    assert lab.estimate_seconds(lab.plan(["eager"], [1], [32, 160], list(lab.RUNNERS))) == \
+        pytest.approx(2 * lab.estimate_seconds(one))
 
 
 # --- the parser on format-derived text ---------------------------------------------------------
@@ -181,29 +255,89 @@ def test_ansi_colour_and_progress_bars_do_not_hide_a_line():
     assert lab.parse_log("Capturing CUDA graphs: 50%|#####\r" + line)["kv_cache_tokens"] == 1000
 
 
+# --- which model runner ran, from the log ------------------------------------------------------
+
+
+def v1_lines() -> list[str]:
+    return [ENGINE + prefix(FMT["model_loading"]["text"] % ("0.93", 3.2)),
+            ENGINE + prefix(FMT["graph_memory_estimate"]["text"] % (0.31,))]
+
+
+def v2_lines() -> list[str]:
+    return [ENGINE + prefix(v2log.USING_V2),
+            ENGINE + prefix(FMT["model_loading_v2"]["text"] % ("0.93", 3.2))]
+
+
+def test_the_log_tells_v1_from_v2():
+    v1 = lab.parse_log("\n".join(v1_lines()))
+    assert v1["runner"] == "V1" and v1["model_loading"] == {"gib": 0.93, "secs": 3.2}
+    v2 = lab.parse_log("\n".join(v2_lines()))
+    assert v2["runner"] == "V2" and v2["model_loading"] == {"gib": 0.93, "secs": 3.2}
+    assert "graph_memory_estimate" not in v2
+    # each message alone is enough
+    assert lab.parse_log(prefix(v2log.USING_V2))["runner"] == "V2"
+    assert lab.parse_log(prefix(FMT["model_loading_v2"]["text"] % ("1", 2.0)))["runner"] == "V2"
+    assert lab.parse_log(prefix(FMT["model_loading"]["text"] % ("1", 2.0)))["runner"] == "V1"
+    assert lab.parse_log(prefix(v2log.V1_ESTIMATE_APPLIED))["runner"] == "V1"
+    assert "runner" not in lab.parse_log(prefix(FMT["kv_cache_memory"]["text"] % ("17.6",)))
+    both = lab.parse_log("\n".join(v1_lines() + v2_lines()))
+    assert both["runner"] == "V1 and V2"
+
+
+@pytest.mark.parametrize("line, why", [(v2log.V2_NEEDS_TRITON, "requires Triton"),
+                                       (v2log.V2_UNSUPPORTED, "does not yet support prompt embeds")])
+def test_the_log_says_when_vllm_declines_v2(line, why):
+    facts = lab.parse_log(prefix(line) + "\n" + prefix(FMT["model_loading"]["text"] % ("1", 2.0)))
+    assert facts["runner"] == "V1" and facts["runner_v2_declined"] == {"why": why}
+
+
 # --- a whole synthetic run ---------------------------------------------------------------------
 
 #: ms per decode step by variant and batch size; prefill 20 ms; KV tokens and graph GiB.
-STEP_MS = {"eager": {1: 12.0, 8: 14.0}, "none": {1: 8.0, 8: 9.5},
+STEP_MS = {"default": {1: 3.1, 8: 4.05}, "eager": {1: 12.0, 8: 14.0}, "none": {1: 8.0, 8: 9.5},
            "piecewise": {1: 5.0, 8: 6.0}, "full_decode_only": {1: 3.0, 8: 4.0},
            "full_and_piecewise": {1: 3.2, 8: 4.1}}
-KV_TOKENS = {"eager": 1_540_000, "none": 1_539_000, "piecewise": 1_515_000,
+KV_TOKENS = {"default": 1_505_000, "eager": 1_540_000, "none": 1_539_000, "piecewise": 1_515_000,
              "full_decode_only": 1_510_000, "full_and_piecewise": 1_500_000}
-GRAPH_GIB = {"piecewise": 0.25, "full_decode_only": 0.30, "full_and_piecewise": 0.45}
+GRAPH_GIB = {"default": 0.40, "piecewise": 0.25, "full_decode_only": 0.30, "full_and_piecewise": 0.45}
 
 
-def synthetic_log(variant: str, latency_s: float) -> str:
+#: The V2 runner reserves no graph memory before it sizes the KV cache: its graph variants keep
+#: the baseline's KV tokens (vllm/v1/worker/gpu/model_runner.py:705-707 returns 0). Its steps are
+#: made a little shorter, so that a mix-up of the runners shows in the decode times.
+V2_FACTOR = 0.9
+
+
+#: The "big" model of the small-vs-large tests: the same launches, 8 ms more compute per step.
+BIG_EXTRA_MS = 8.0
+
+
+def step_ms(variant, batch, runner="v1", model=None) -> float:
+    return (STEP_MS[variant][batch] * (V2_FACTOR if runner == "default" else 1.0)
+            + (BIG_EXTRA_MS if model == "m/big" else 0.0))
+
+
+def synthetic_log(variant: str, latency_s: float, runner: str = "v1",
+                  with_estimate: bool = True) -> str:
+    v2 = runner == "default"
+    kv_tokens = KV_TOKENS["none"] if v2 and variant in GRAPH_GIB else KV_TOKENS[variant]
     lines = [prefix(engine_config())]
     if variant == "eager":
         lines.append(prefix(FMT["enforce_eager"]["text"]))
-    lines += [ENGINE + prefix(FMT["model_loading"]["text"] % ("0.93", 3.2)),
+    if v2:
+        lines.append(ENGINE + prefix(v2log.USING_V2))
+    lines += [ENGINE + prefix(FMT["model_loading_v2" if v2 else "model_loading"]["text"]
+                              % ("0.93", 3.2)),
               ENGINE + prefix(FMT["kv_cache_memory"]["text"] % ("17.6",)),
-              prefix(FMT["kv_cache_tokens"]["text"] % (f"{KV_TOKENS[variant]:,}",)),
-              prefix(FMT["max_concurrency"]["text"] % ("2,048", KV_TOKENS[variant] / 2048))]
+              prefix(FMT["kv_cache_tokens"]["text"] % (f"{kv_tokens:,}",)),
+              prefix(FMT["max_concurrency"]["text"] % ("2,048", kv_tokens / 2048))]
     if variant in GRAPH_GIB:
-        lines += [ENGINE + prefix(FMT["graph_memory_estimate"]["text"] % (GRAPH_GIB[variant],)),
-                  "Capturing CUDA graphs (decode, FULL): 100%|##########| 67/67\r",
-                  ENGINE + prefix(graph_line(9, GRAPH_GIB[variant]))]
+        if not v2 and with_estimate:  # V1 only: V2's profile_cudagraph_memory returns 0
+            lines.append(ENGINE + prefix(FMT["graph_memory_estimate"]["text"]
+                                         % (GRAPH_GIB[variant],)))
+        lines += ["Capturing CUDA graphs (decode, FULL): 100%|##########| 67/67\r",
+                  ENGINE + prefix(graph_line(9, GRAPH_GIB[variant],
+                                             "graph_capture_v2" if v2 else "graph_capture"))]
     elif variant == "none":
         lines.append(ENGINE + prefix(FMT["graph_capture_skipped"]["text"]))
     lines += ["Warming up...", fill_fstring(FMT["bench_avg_latency"]["text"],
@@ -211,47 +345,58 @@ def synthetic_log(variant: str, latency_s: float) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_folder(folder, variants=tuple(STEP_MS), with_config=True, with_json=True):
-    runs = lab.plan(list(variants), [1, 8], [32, 160])
+def write_folder(folder, variants=tuple(STEP_MS), with_config=True, with_json=True,
+                 runners=("v1",), models=(None,), with_estimate=True):
+    runs = lab.plan(list(variants), [1, 8], [32, 160], list(runners), list(models))
     (folder / "runs").mkdir(parents=True)
     keys = RECORDED["latency_json"]["keys"]
     for run in runs:
-        step_ms = STEP_MS[run["variant"]][run["batch_size"]]
-        latency = (20.0 + (run["output_len"] - 1) * step_ms) / 1e3
-        (folder / run["log"]).write_text(synthetic_log(run["variant"], latency), encoding="utf-8")
+        ms = step_ms(run["variant"], run["batch_size"], run["runner"], run.get("model"))
+        latency = (20.0 + (run["output_len"] - 1) * ms) / 1e3
+        (folder / run["log"]).write_text(synthetic_log(run["variant"], latency, run["runner"],
+                                                       with_estimate), encoding="utf-8")
         if with_json:
             (folder / run["json"]).write_text(json.dumps(
                 {keys[0]: latency, keys[1]: [latency], keys[2]: {"50": latency}}))
         run["returncode"] = 0
     manifest = {"lab": "vllm_lab", "vllm": "0.26.0", "gpu": "NVIDIA GeForce RTX 4090 (synthetic)",
-                "model": "Qwen/Qwen2.5-0.5B-Instruct", "input_len": 32,
-                "variants": list(variants), "runs": runs}
+                "input_len": 32, "variants": list(variants), "runners": list(runners),
+                "runs": runs}
+    if models == (None,):
+        manifest["model"] = "Qwen/Qwen2.5-0.5B-Instruct"
+    else:
+        manifest["models"] = list(models)
     (folder / lab.MANIFEST).write_text(json.dumps(manifest))
     if with_config:
-        (folder / lab.MODEL_CONFIG).write_text(json.dumps(QWEN05))
+        for model in models:
+            name = lab.MODEL_CONFIG if model is None else lab.model_config_name(model)
+            (folder / name).write_text(json.dumps(QWEN05))
     return folder
 
 
 def test_analyze_recovers_the_decode_times_tau_eff_and_kv_tokens(tmp_path, solutions):
     record = lab.analyze(write_folder(tmp_path / "run"), solutions)
+    assert [(g["model"], g["runner"], g["runner_ran"]) for g in record["groups"]] == [
+        ("Qwen/Qwen2.5-0.5B-Instruct", "v1", "V1")]
+    group = lab.group_of(record)
     for variant, steps in STEP_MS.items():
-        got = record["variants"][variant]["decode_ms"]
+        got = group["variants"][variant]["decode_ms"]
         assert got == pytest.approx({str(b): ms for b, ms in steps.items()}), variant
-    assert record["kernels_per_step"] == K_ESTIMATE
-    assert "ESTIMATE" in record["kernels_per_step_source"]
-    assert record["baseline"] == "none"  # same compiled kernels: only the graphs differ
+    assert group["kernels_per_step"] == K_ESTIMATE
+    assert "ESTIMATE" in group["kernels_per_step_source"]
+    assert group["baseline"] == "none"  # same compiled kernels: only the graphs differ
     for variant in lab.GRAPH_VARIANTS:
         for b in (1, 8):
             expected = (STEP_MS["none"][b] - STEP_MS[variant][b]) * 1e3 / (K_ESTIMATE - 1)
-            assert record["tau_eff_us"][variant][str(b)] == pytest.approx(expected)
+            assert group["tau_eff_us"][variant][str(b)] == pytest.approx(expected)
     assert record["tau_us"] == lesson.H200_TAU_EAGER_US
-    assert record["kv_bytes_per_token"] == PER_TOKEN
+    assert group["kv_bytes_per_token"] == PER_TOKEN
     for variant, gib in GRAPH_GIB.items():
-        row = record["kv_tokens_forgone"][variant]
+        row = group["kv_tokens_forgone"][variant]
         assert row["from_graph_memory"] == round(gib * 1024 ** 3) // PER_TOKEN
         assert row["measured"] == KV_TOKENS["none"] - KV_TOKENS[variant]  # tau_eff's baseline
-    assert record["variants"]["piecewise"]["graph_capture_s"] == 9
-    assert record["variants"]["none"]["graph_skipped"] is True
+    assert group["variants"]["piecewise"]["graph_capture_s"] == 9
+    assert group["variants"]["none"]["graph_skipped"] is True
 
 
 def test_analyze_writes_json_and_svg(tmp_path, capsys):
@@ -261,7 +406,7 @@ def test_analyze_writes_json_and_svg(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "given (--kernels-per-step)" in out and "wrote" in out
     record = json.loads((folder / lab.RESULT_JSON).read_text())
-    assert record["kernels_per_step"] == 300
+    assert lab.group_of(record)["kernels_per_step"] == 300
     svg = ET.parse(folder / lab.RESULT_SVG).getroot()
     names = {g.get("data-name") for g in svg.iter("{http://www.w3.org/2000/svg}g")}
     assert {"(a) decode step time", "(b) speedup over --enforce-eager",
@@ -270,15 +415,16 @@ def test_analyze_writes_json_and_svg(tmp_path, capsys):
 
 def test_without_the_json_the_log_s_printout_is_used(tmp_path, solutions):
     record = lab.analyze(write_folder(tmp_path / "run", with_json=False), solutions)
-    assert record["variants"]["eager"]["decode_ms"]["1"] == pytest.approx(12.0)
+    assert lab.group_of(record)["variants"]["eager"]["decode_ms"]["1"] == pytest.approx(12.0)
 
 
 def test_eager_is_the_baseline_when_none_was_not_run(tmp_path, solutions):
     variants = ("eager", "full_decode_only")
     record = lab.analyze(write_folder(tmp_path / "run", variants), solutions, kernels=301)
-    assert record["baseline"] == "eager"
-    assert record["tau_eff_us"]["full_decode_only"]["1"] == pytest.approx(9.0e3 / 300)
-    measured = record["kv_tokens_forgone"]["full_decode_only"]["measured"]
+    group = lab.group_of(record)
+    assert group["baseline"] == "eager"
+    assert group["tau_eff_us"]["full_decode_only"]["1"] == pytest.approx(9.0e3 / 300)
+    measured = group["kv_tokens_forgone"]["full_decode_only"]["measured"]
     assert measured == KV_TOKENS["eager"] - KV_TOKENS["full_decode_only"]
 
 
@@ -305,7 +451,8 @@ def test_unfinished_exercises_leave_their_figures_out_and_say_so(tmp_path, capsy
     out = capsys.readouterr().out
     assert "exercise 1 is not finished" in out and "exercise 9 is not finished" in out
     record = json.loads((folder / lab.RESULT_JSON).read_text())
-    assert "tau_eff_us" not in record and "kv_tokens_forgone" not in record
+    group = lab.group_of(record)
+    assert "tau_eff_us" not in group and "kv_tokens_forgone" not in group
     assert (folder / lab.RESULT_SVG).is_file()
 
 
@@ -344,6 +491,9 @@ def test_refusal_names_what_is_missing(monkeypatch):
     (["run", "--gpu-memory-utilization", "0"], "--gpu-memory-utilization"),
     (["run", "--gpu-memory-utilization", "nan"], "--gpu-memory-utilization"),
     (["run", "--variants", "full"], "--variants"),
+    (["run", "--runners", "v2"], "--runners"),
+    (["run", "--preset", "quick"], "--preset"),
+    (["run", "--model", "-x"], "--model"),
     (["analyze", "FOLDER", "--kv-shape", "24,2,64"], "--kv-shape"),
     (["analyze", "FOLDER", "--kernels-per-step", "-3"], "--kernels-per-step"),
 ])
@@ -364,7 +514,7 @@ def test_without_a_model_config_kv_shape_is_asked_for(tmp_path, capsys, solution
     assert "--kv-shape" in capsys.readouterr().err
     record = lab.analyze(folder, solutions, kernels=300,
                          shape={"n_layers": 24, "n_kv_heads": 2, "head_dim": 64, "dtype_bytes": 2})
-    assert record["kv_bytes_per_token"] == PER_TOKEN
+    assert lab.group_of(record)["kv_bytes_per_token"] == PER_TOKEN
 
 
 def test_help_says_nothing_has_run_on_a_gpu(capsys):
@@ -375,33 +525,144 @@ def test_help_says_nothing_has_run_on_a_gpu(capsys):
 
 def test_run_wiring_with_a_stand_in_for_vllm(tmp_path, monkeypatch, capsys):
     """``run`` end to end with vLLM replaced: each command's log and JSON land where the manifest
-    says, and the analysis reads them back (the subprocess is faked, nothing is timed)."""
+    says, each runner gets its environment (the default runner's without the variable, even when
+    the shell has it), and the analysis reads them back apart (the subprocess is faked, nothing is
+    timed)."""
     import torch
 
     def fake_run(command, stdout, stderr, env, timeout):
-        variant = next(v for v, (_, flags) in lab.VARIANTS.items() if flags[-1] == command[-1])
+        variant = next(v for v, (_, flags) in lab.VARIANTS.items()
+                       if flags and flags[-1] == command[-1]) if command[-1].startswith(
+            ("--enforce", "{")) else "default"
+        runner = "v1" if env.get("VLLM_USE_V2_MODEL_RUNNER") == "0" else "default"
+        assert runner == "v1" or "VLLM_USE_V2_MODEL_RUNNER" not in env
         batch = int(command[command.index("--batch-size") + 1])
         out_len = int(command[command.index("--output-len") + 1])
-        latency = (20.0 + (out_len - 1) * STEP_MS[variant][batch]) / 1e3
-        stdout.write(synthetic_log(variant, latency))
+        latency = (20.0 + (out_len - 1) * step_ms(variant, batch, runner)) / 1e3
+        stdout.write(synthetic_log(variant, latency, runner))
         with open(command[command.index("--output-json") + 1], "w") as f:
             json.dump({"avg_latency": latency, "percentiles": {"50": latency}}, f)
         assert env["NO_COLOR"] == "1"
-        assert env["VLLM_USE_V2_MODEL_RUNNER"] == "0"
         return type("Done", (), {"returncode": 0})()
 
     monkeypatch.setattr(lab, "refusal", lambda: None)
     monkeypatch.setattr(lab.subprocess, "run", fake_run)
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda: "stand-in GPU")
+    monkeypatch.setenv("VLLM_USE_V2_MODEL_RUNNER", "1")  # left in the student's shell
     folder = tmp_path / "out"
     folder.mkdir()
     (folder / lab.MODEL_CONFIG).write_text(json.dumps(QWEN05))  # as if saved by transformers
     monkeypatch.setitem(__import__("sys").modules, "transformers", None)  # config not refetched
-    assert lab.main(["run", "--out", str(folder), "--batch-sizes", "1", "8", "--impl",
-                     "solutions"]) == 0
+    assert lab.main(["run", "--out", str(folder), "--batch-sizes", "1", "8", "--variants",
+                     "eager", "full_decode_only", "--impl", "solutions"]) == 0
     record = json.loads((folder / lab.RESULT_JSON).read_text())
     assert record["gpu"] == "stand-in GPU"
     manifest = json.loads((folder / lab.MANIFEST).read_text())
-    assert manifest["env"]["VLLM_USE_V2_MODEL_RUNNER"] == "0"
-    assert record["variants"]["full_decode_only"]["decode_ms"] == pytest.approx({"1": 3.0,
-                                                                                 "8": 4.0})
+    assert manifest["runners"] == ["default", "v1"]
+    assert {r["runner"] for r in manifest["runs"]} == {"default", "v1"}
+    assert manifest["runner_env"]["v1"]["set"] == {"VLLM_USE_V2_MODEL_RUNNER": "0"}
+    assert manifest["runner_env"]["default"]["unset"] == ["VLLM_USE_V2_MODEL_RUNNER"]
+    for runner, ran, factor in (("v1", "V1", 1.0), ("default", "V2", V2_FACTOR)):
+        group = lab.group_of(record, runner=runner)
+        assert group["runner_ran"] == ran
+        assert group["variants"]["full_decode_only"]["decode_ms"] == pytest.approx(
+            {"1": 3.0 * factor, "8": 4.0 * factor})
+
+
+# --- the runners kept apart ----------------------------------------------------------------------
+
+
+def test_analyze_keeps_the_runners_apart_and_says_which_ran(tmp_path, solutions, capsys):
+    folder = write_folder(tmp_path / "run", runners=("default", "v1"))
+    record = lab.analyze(folder, solutions)
+    assert [(g["runner"], g["runner_ran"]) for g in record["groups"]] == [("default", "V2"),
+                                                                          ("v1", "V1")]
+    v2, v1 = lab.group_of(record, runner="default"), lab.group_of(record, runner="v1")
+    for variant in STEP_MS:
+        assert v1["variants"][variant]["decode_ms"]["1"] == pytest.approx(STEP_MS[variant][1])
+        assert v2["variants"][variant]["decode_ms"]["1"] == pytest.approx(
+            STEP_MS[variant][1] * V2_FACTOR)
+    # V2: no estimate in its log, and none expected; V1: the estimate, subtracted before the KV
+    assert v2["variants"]["piecewise"]["graph_estimate_gib"] is None
+    assert v1["variants"]["piecewise"]["graph_estimate_gib"] == GRAPH_GIB["piecewise"]
+    assert v2["graph_reserve"].startswith("V2 reserves none")
+    assert v1["graph_reserve"].startswith("V1 subtracts its estimate")
+    assert v2["kv_tokens_forgone"]["piecewise"]["measured"] == 0  # nothing reserved
+    assert not record["notes"], record["notes"]  # a V2 run without the estimate is no error
+    assert lab.main(["analyze", str(folder), "--impl", "solutions"]) == 0
+    out = capsys.readouterr().out
+    titles = [line for line in out.splitlines() if line.startswith("== ")]
+    assert "runner default (vLLM's own choice" in titles[0] and "ran: V2 (from " in titles[0]
+    assert "V2: 'Using V2 Model Runner'" in titles[0]
+    assert "runner v1 (V1 pinned" in titles[1] and "ran: V1 (from " in titles[1]
+    assert "V1: 'Estimated CUDA graph memory'" in titles[1]
+    assert "V2 reserves none" in out and "vLLM's estimate -> none (V2 reserves none)" in out
+    assert "Runners side by side (default | v1)" in out
+    side = next(line for line in out.splitlines() if line.strip().startswith("piecewise")
+                and "KV " in line and " | " in line)
+    assert f"KV {KV_TOKENS['none']:,} | {KV_TOKENS['piecewise']:,}" in side
+
+
+def test_a_v1_graph_run_without_its_estimate_is_named(tmp_path, solutions):
+    record = lab.analyze(write_folder(tmp_path / "run", runners=("default", "v1"),
+                                      with_estimate=False), solutions)
+    named = [n for n in record["notes"] if "Estimated CUDA graph memory" in n]
+    assert named and all("runner v1" in n for n in named)
+    assert len(named) == len(GRAPH_GIB)
+
+
+def test_a_runner_other_than_asked_is_named(tmp_path, solutions):
+    folder = write_folder(tmp_path / "run", variants=("eager", "piecewise"))
+    manifest = json.loads((folder / lab.MANIFEST).read_text())
+    for run in manifest["runs"]:  # the V1 pin's logs now read as V2's
+        log = folder / run["log"]
+        log.write_text(synthetic_log(run["variant"], 0.5, "default"))
+    record = lab.analyze(folder, solutions)
+    assert any("asked for V1, but the log says V2 ran" in n for n in record["notes"])
+
+
+def test_a_folder_from_before_the_runners_is_read_as_v1(tmp_path, solutions):
+    folder = write_folder(tmp_path / "run", variants=("eager", "none"))
+    manifest = json.loads((folder / lab.MANIFEST).read_text())
+    for run in manifest["runs"]:
+        del run["runner"]
+    del manifest["runners"]
+    manifest["env"] = {"VLLM_USE_V2_MODEL_RUNNER": "0", "NO_COLOR": "1"}
+    (folder / lab.MANIFEST).write_text(json.dumps(manifest))
+    record = lab.analyze(folder, solutions)
+    assert record["runners"] == ["v1"] and lab.group_of(record)["runner_ran"] == "V1"
+
+
+# --- small against large -------------------------------------------------------------------------
+
+
+def test_the_speedup_per_model_is_side_by_side(tmp_path, solutions, capsys):
+    folder = write_folder(tmp_path / "run", variants=("default", "eager"),
+                          runners=("default", "v1"), models=("m/small", "m/big"))
+    record = lab.analyze(folder, solutions)
+    assert [(g["model"], g["runner"]) for g in record["groups"]] == [
+        ("m/small", "default"), ("m/small", "v1"), ("m/big", "default"), ("m/big", "v1")]
+    row = record["speedup_by_model"]["v1"]["default"]["1"]
+    assert row["m/small"] == pytest.approx(12.0 / 3.1)
+    assert row["m/big"] == pytest.approx(20.0 / 11.1)
+    assert row["m/small"] > row["m/big"]  # smaller compute, bigger gain from graphs
+    assert lab.main(["analyze", str(folder), "--impl", "solutions"]) == 0
+    out = capsys.readouterr().out
+    assert "Speedup over eager per model, side by side (small | big)" in out
+    assert f"small {12.0 / 3.1:.2f}x | big {20.0 / 11.1:.2f}x" in out
+
+
+def test_per_model_options_need_one_value_per_model(tmp_path, capsys, solutions):
+    folder = write_folder(tmp_path / "run", variants=("default", "eager"),
+                          models=("m/small", "m/big"))
+    assert lab.main(["analyze", str(folder), "--impl", "solutions", "--kernels-per-step",
+                     "300"]) == 2
+    err = capsys.readouterr().err
+    assert "--kernels-per-step" in err and "2 model(s)" in err
+    assert lab.main(["analyze", str(folder), "--impl", "solutions", "--kernels-per-step",
+                     "300", "400"]) == 0
+    record = json.loads((folder / lab.RESULT_JSON).read_text())
+    assert [g["kernels_per_step"] for g in record["groups"]] == [300, 400]
+    assert lab.main(["analyze", str(folder), "--impl", "solutions", "--kv-shape",
+                     "24,2,64,2"]) == 2
+    assert "--kv-shape" in capsys.readouterr().err
