@@ -1,4 +1,5 @@
-"""What vLLM 0.26.0 itself answered, recorded from its own code: the course's rules for capture
+"""What vLLM 0.26.0 itself answered, recorded from its own code (its V1 GPU model runner; the V2
+runner's record is ``coursekit/vllm_runners.py``'s): the course's rules for capture
 sizes, modes and dispatch are checked against these answers, not against our reading of vLLM.
 
 The file is ``coursekit/data/vllm-0.26.0-cases.json``, written by the course staff's recording
@@ -10,7 +11,7 @@ drives vLLM's code and writes what it answered. It holds:
 * ``explicit_max_cases()``: ``(max_cudagraph_capture_size, sizes)`` for an explicit maximum and
   room for every token (vLLM's stride pattern up to it);
 * ``mode_table()``: every ``CUDAGraphMode`` member's value, truth value and helpers;
-* ``dispatch_configs()``: ``CudagraphDispatcher``'s keys and ``dispatch`` answers per mode,
+* ``dispatch_configs()``: the V1 runner's ``CudagraphDispatcher``'s keys and ``dispatch`` answers per mode,
   capture sizes, ``max_num_seqs`` and query length ``q``.
 """
 

@@ -2,7 +2,8 @@
 
 A CUDA graph replays fixed shapes at fixed addresses, so a server captures one graph per batch
 size in a short list (the *buckets*, vLLM's ``cudagraph_capture_sizes``), pads each real batch up
-to the nearest captured size, and runs eagerly when a batch is larger than every bucket.
+to the nearest captured size, and runs eagerly when a batch is larger than every bucket. Both of
+vLLM 0.26.0's GPU model runners, V1 and V2, do this over the same list.
 
 The lines marked ``# given`` check the arguments (``coursekit/args.py``); keep them, and write
 the rest. Check your work with ``python -m pytest exercises -m ex5``. On a CPU the runner is
@@ -22,9 +23,9 @@ from coursekit.standin import capture_on_cpu  # noqa: F401  (the CPU default for
 
 
 def default_capture_sizes(max_size: int = 512) -> list[int]:
-    """vLLM's default buckets: [1, 2, 4], then the multiples of 8 below 256, then the multiples
-    of 16 from 256 on, keeping only sizes ``<= max_size``, ascending.
-    ``max_size`` not an int (a bool is not) or ``< 1`` -> ValueError naming ``max_size``.
+    """vLLM's default buckets, its V1 and V2 runners' alike: [1, 2, 4], then the multiples of 8
+    below 256, then the multiples of 16 from 256 on, keeping only sizes ``<= max_size``,
+    ascending. ``max_size`` not an int (a bool is not) or ``< 1`` -> ValueError naming ``max_size``.
 
     >>> len(default_capture_sizes(512))
     51
@@ -40,7 +41,9 @@ def default_capture_sizes(max_size: int = 512) -> list[int]:
 def engine_capture_sizes(max_num_seqs: int = 256, num_speculative_tokens: int = 0,
                          max_num_batched_tokens: int = 8192) -> list[int]:
     """The sizes vLLM 0.26.0 captures for an engine's configuration when none are given
-    (``VllmConfig._set_cudagraph_sizes`` in ``vllm/config/vllm.py``).
+    (``VllmConfig._set_cudagraph_sizes`` in ``vllm/config/vllm.py``, shared by its V1 and V2
+    model runners; the V1 runner's later rounding to whole requests for speculative decoding,
+    ``adjust_cudagraph_sizes_for_spec_decode``, is not part of this list).
 
     A decode step of ``max_num_seqs`` requests holds up to ``max_num_seqs * (1 +
     num_speculative_tokens)`` tokens; vLLM captures up to twice that, never above 512 nor above

@@ -1,4 +1,5 @@
-"""Exercise 8 · capstone: a decode engine with CUDA graphs, the way vLLM runs one.
+"""Exercise 8 · capstone: a decode engine with CUDA graphs, the way vLLM's V1 GPU model runner
+runs one (vLLM 0.26.0's V2 runner does the same with its own ``CudaGraphManager``).
 
 Everything meets here: the dispatcher (exercise 6) picks a graph for each batch, batches are
 padded up to a captured size (exercise 5), inputs are copied into static buffers (exercise 4)
@@ -39,17 +40,18 @@ class DecodeEngine:
     asks for FULL graphs; without ``warmup_iters``, each capture warms up once); a ``model``
     that is not a ``ToyModel`` -> ValueError naming ``model``:
       * ``model``: the model, kept as ``self.model`` (``step`` reads its device and config).
-      * ``mode``: the mode the engine runs, as vLLM 0.26.0 resolves the one asked for
-        (``CompilationConfig.resolve_cudagraph_mode_and_sizes``): the model's attention holds
-        only uniform decode batches in a full graph (``model.cudagraph_support ==
-        "uniform_batch"``, FlashAttention 2's ``AttentionCGSupport.UNIFORM_BATCH``) and the model
-        is cut at its attention calls (vLLM's ``splitting_ops``), so FULL becomes
-        FULL_AND_PIECEWISE: full graphs for uniform decode batches, piecewise ones for mixed
-        batches. Every other mode stays as given (FULL_DECODE_ONLY runs mixed batches eagerly).
+      * ``mode``: the mode the engine runs, as vLLM 0.26.0 resolves the one asked for, for its
+        V1 and V2 runners alike (``CompilationConfig.resolve_cudagraph_mode_and_sizes``): the
+        model's attention holds only uniform decode batches in a full graph
+        (``model.cudagraph_support == "uniform_batch"``, FlashAttention 2's
+        ``AttentionCGSupport.UNIFORM_BATCH``) and the model is cut at its attention calls
+        (vLLM's ``splitting_ops``), so FULL becomes FULL_AND_PIECEWISE: full graphs for uniform
+        decode batches, piecewise ones for mixed batches. Every other mode stays as given
+        (FULL_DECODE_ONLY runs mixed batches eagerly).
       * ``dispatcher``: a ``CudagraphDispatcher(self.mode, capture_sizes, model.config.max_seqs)``
-        (one token per request: ``q = 1``); ``capture_sizes`` defaults
-        to ``engine_capture_sizes(model.config.max_seqs)``, vLLM's plan for ``max_seqs`` requests
-        (up to twice as many tokens: a prompt step may fill them).
+        (exercise 6's, after the V1 runner's; one token per request: ``q = 1``);
+        ``capture_sizes`` defaults to ``engine_capture_sizes(model.config.max_seqs)``, vLLM's plan
+        for ``max_seqs`` requests (up to twice as many tokens: a prompt step may fill them).
       * Static input buffers of ``rows = max(capture_sizes)`` rows (the largest capture size),
         owned by the engine, on the model's device: ``tokens``, ``positions`` and ``slots`` (1-D,
         int64), and for piecewise graphs ``hidden`` (``(rows, hidden_size)``) and ``attn``

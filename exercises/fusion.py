@@ -3,8 +3,9 @@
 Fusion helps twice. A chain of elementwise ops run one kernel at a time launches N kernels *and*
 sends the tensor through HBM N times (each kernel reads its input and writes its output); one
 fused kernel launches once and keeps the intermediates in registers. vLLM fuses the small ops
-around its big GEMMs for both reasons; its ``fused_add_rms_norm`` adds the residual and
-normalizes in one kernel, which is what you build here.
+around its big GEMMs for both reasons, in model code its V1 and V2 runners share; its
+``fused_add_rms_norm`` adds the residual and normalizes in one kernel, which is what you build
+here.
 
 The lines marked ``# given`` check the arguments (``coursekit/args.py``); keep them, and write
 the rest. Check your work with ``python -m pytest exercises -m ex7`` (the kernel counts need a

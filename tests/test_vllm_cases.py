@@ -85,7 +85,7 @@ def test_every_name_the_readme_cites_is_in_vllm():
     rows = [line.split("|")[1:-1] for line in table.splitlines()[2:]]
     assert len(rows) >= 15, "the table lost its rows"
     missing = []
-    for ex, idea, path, names in rows:
+    for ex, idea, path, names, _runner in rows:
         path = path.strip().strip("`")
         if path not in files:
             missing.append(f"ex{ex.strip()} {idea.strip()}: no file {path} in vLLM {VLLM_VERSION}")
@@ -94,6 +94,138 @@ def test_every_name_the_readme_cites_is_in_vllm():
                     if name not in files[path]]
     assert {int(r[0]) for r in rows} >= {3, 4, 5, 6, 7, 8}, "every exercise from 3 to 8 has a row"
     assert not missing, "\n".join(missing)
+
+
+V2_TREE = "vllm/v1/worker/gpu/"
+RUNNERS = ("V1", "V2", "both")
+
+
+def _readme_rows() -> list[dict]:
+    """The rows of README's "Where it is in vLLM 0.26.0" table: ex, idea, path, names, runner."""
+    import re
+
+    readme = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
+    table = re.search(r"<!-- vllm-map -->\n(.*?)<!-- /vllm-map -->", readme, re.DOTALL).group(1)
+    lines = table.splitlines()
+    header = [c.strip() for c in lines[0].split("|")[1:-1]]
+    assert header == ["ex", "idea", "file", "function or class", "runner"], header
+    rows = []
+    for line in lines[2:]:
+        ex, idea, path, names, runner = (c.strip() for c in line.split("|")[1:-1])
+        rows.append({"ex": int(ex), "idea": idea, "path": path.strip("`"), "runner": runner,
+                     "names": re.findall(r"`([^`]+)`", names)})
+    return rows
+
+
+def test_every_readme_row_says_which_runner():
+    """Each row of README's table names the GPU model runner it holds for: V1
+    (``vllm/v1/worker/gpu_model_runner.py`` and its ``CudagraphDispatcher``), V2 (the tree
+    ``vllm/v1/worker/gpu/``) or both (code they share). A V2 row points into V2's tree, a V1 or
+    both row outside it; a V1 name that V2's tree defines too (``GPUModelRunner.capture_model``)
+    has its V2 row beside it; and exercises 6, 8 and 9 each point at V2 as well."""
+    import json
+
+    listing = json.loads((REPO_ROOT / "tests" / "platforms" / f"vllm-{VLLM_VERSION}-source.json").read_text())
+    files = listing["files"]
+    rows = _readme_rows()
+    wrong = [f"ex{r['ex']} {r['idea']}: runner {r['runner']!r}, not one of {RUNNERS}"
+             for r in rows if r["runner"] not in RUNNERS]
+    wrong += [f"ex{r['ex']} {r['idea']}: a V2 row outside {V2_TREE}: {r['path']}"
+              for r in rows if r["runner"] == "V2" and not r["path"].startswith(V2_TREE)]
+    wrong += [f"ex{r['ex']} {r['idea']}: a {r['runner']} row inside V2's tree: {r['path']}"
+              for r in rows if r["runner"] != "V2" and r["path"].startswith(V2_TREE)]
+    runner_of: dict[tuple[str, str], set[str]] = {}
+    for r in rows:
+        for name in r["names"]:
+            runner_of.setdefault((r["path"], name), set()).add(r["runner"])
+    wrong += [f"{path} {name}: rows say {sorted(rs)}" for (path, name), rs in runner_of.items()
+              if len(rs) > 1]
+    v2_names = {name for r in rows if r["runner"] == "V2" for name in r["names"]}
+    for r in rows:
+        if r["runner"] != "V1":
+            continue
+        for name in r["names"]:
+            twins = [p for p, names in files.items() if p.startswith(V2_TREE) and name in names]
+            if twins and name not in v2_names:
+                wrong.append(f"ex{r['ex']}: V1's {name} has a V2 twin in {twins} without a V2 row")
+    assert not wrong, "\n".join(wrong)
+    by_ex = {e: {r["runner"] for r in rows if r["ex"] == e} for e in {r["ex"] for r in rows}}
+    assert all("V2" in by_ex[e] for e in (6, 8, 9)), {e: sorted(by_ex[e]) for e in (6, 8, 9)}
+    assert all("V1" in by_ex[e] for e in (3, 5, 6, 8, 9)), by_ex
+
+
+def _vllm_source():
+    """vLLM 0.26.0's source: $LAUNCH_TAX_VLLM_SOURCE, the one this Python can import, or the
+    recording venv's (tests/platforms/record_vllm_cases.py installs it in /tmp/vllm-venv)."""
+    import glob
+    import importlib.util
+    import os
+    import re
+    from pathlib import Path
+
+    candidates = [os.environ.get("LAUNCH_TAX_VLLM_SOURCE", "")]
+    try:
+        spec = importlib.util.find_spec("vllm")
+        candidates.append(str(Path(spec.origin).parent) if spec and spec.origin else "")
+    except (ImportError, ValueError):
+        pass
+    candidates += sorted(glob.glob("/tmp/vllm-venv/lib/python3*/site-packages/vllm"))
+    for c in filter(None, candidates):
+        version = Path(c) / "_version.py"
+        if version.is_file() and re.search(rf"version = '{re.escape(VLLM_VERSION)}[+']",
+                                           version.read_text()):
+            return Path(c)
+    return None
+
+
+def test_no_v1_row_is_reached_by_the_v2_runner():
+    """From vLLM's own source: no file of V2's tree imports a V1 row's name from that row's file
+    and uses it (V2 imports V1's ``GPUModelRunner`` for ``reload_weights`` only, never for a
+    method the table cites); V1's spec-decode rounding is called only when the V2 runner is not
+    used; and V2's ``profile_cudagraph_memory`` returns 0 (no graph memory estimate)."""
+    import ast as pyast
+
+    import pytest
+
+    src = _vllm_source()
+    if src is None:
+        pytest.skip(f"vLLM {VLLM_VERSION}'s source: set LAUNCH_TAX_VLLM_SOURCE to its package folder")
+    v2_files = sorted((src / "v1" / "worker" / "gpu").rglob("*.py"))
+    assert len(v2_files) > 20, v2_files
+    trees = {f: pyast.parse(f.read_text(encoding="utf-8")) for f in v2_files}
+    reached = []
+    for r in _readme_rows():
+        if r["runner"] != "V1":
+            continue
+        module = r["path"].removesuffix(".py").replace("/", ".")
+        for name in r["names"]:
+            head, _, leaf = name.partition(".")
+            for f, tree in trees.items():
+                aliases = {a.asname or a.name for n in pyast.walk(tree)
+                           if isinstance(n, pyast.ImportFrom) and n.module == module
+                           for a in n.names if a.name == head}
+                aliases |= {f"{a.asname or a.name}.{head}" for n in pyast.walk(tree)
+                            if isinstance(n, pyast.Import) for a in n.names if a.name == module}
+                used = aliases if not leaf else {
+                    alias for alias in aliases for n in pyast.walk(tree)
+                    if isinstance(n, pyast.Attribute) and n.attr == leaf
+                    and pyast.unparse(n.value) == alias}
+                if used:
+                    reached.append(f"{f.relative_to(src.parent)} reaches V1's {r['path']} {name}")
+    assert not reached, "\n".join(reached)
+
+    compilation = pyast.parse((src / "config" / "compilation.py").read_text(encoding="utf-8"))
+    guards = [pyast.unparse(n.test) for n in pyast.walk(compilation) if isinstance(n, pyast.If)
+              for c in pyast.walk(n) if isinstance(c, pyast.Call)
+              and getattr(c.func, "attr", "") == "adjust_cudagraph_sizes_for_spec_decode"]
+    assert guards and all("not use_v2_model_runner" in g for g in guards), guards
+
+    runner = trees[src / "v1" / "worker" / "gpu" / "model_runner.py"]
+    profile = [n for n in pyast.walk(runner) if isinstance(n, pyast.FunctionDef)
+               and n.name == "profile_cudagraph_memory"]
+    returns = [pyast.unparse(n.value) for f in profile for n in pyast.walk(f)
+               if isinstance(n, pyast.Return)]
+    assert len(profile) == 1 and returns == ["0"], returns
 
 
 def test_the_engine_runs_each_mode_as_vllm_resolves_it_for_its_attention():
