@@ -64,8 +64,8 @@ EXERCISES = (
              "`default_capture_sizes`, `padded_size`, `pad_rows`, `BucketedGraphRunner` (one graph "
              "per batch size, shared pool)", "CPU (stand-in), GPU",
              "batch-size buckets and padding"),
-    Exercise(6, "dispatch", "a vLLM-style CUDA-graph dispatcher",
-             "`CUDAGraphMode` helpers (vLLM's tuple modes), `CudagraphDispatcher` keys (FULL decode up to `max_num_seqs`), `capture_descs`, `dispatch` with `valid_modes`/`invalid_modes`",
+    Exercise(6, "dispatch", "vLLM's CUDA-graph dispatch, V1 and V2 runners",
+             "`CUDAGraphMode` helpers (vLLM's tuple modes); A, V1: `CudagraphDispatcher` keys (FULL decode up to `max_num_seqs`), `capture_descs`, `dispatch` with `valid_modes`/`invalid_modes`; B, V2: `CudaGraphManager` graphs, `candidates`, `dispatch` (first fit, else eager), `get_uniform_token_count`",
              "CPU", "modes and dispatch: FULL, PIECEWISE or eager for each batch"),
     Exercise(7, "fusion", "kernel fusion",
              "`chain_hbm_bytes` (HBM traffic, fused vs not), `fused_add_rms_norm` (one kernel with "

@@ -1,10 +1,20 @@
-"""Exercise 6 · a vLLM-style CUDA-graph dispatcher (CPU only).
+"""Exercise 6 · vLLM's CUDA-graph dispatch, V1 and V2 runners (CPU only).
 
 vLLM decides, for every batch, whether to replay a FULL graph (the whole forward pass), a
 PIECEWISE graph (everything between attention calls; attention runs eagerly) or nothing. The
 ``cudagraph_mode`` setting says which graphs exist for uniform-decode batches (every request adds
-one token) and which for mixed prefill/decode batches; the dispatcher captures the matching
-``(mode, BatchDescriptor)`` keys and, at run time, picks the best captured key for a batch.
+the same number of tokens) and which for mixed prefill/decode batches.
+
+vLLM 0.26.0 has two GPU model runners that capture the same graphs and look them up differently:
+
+* part A, the V1 runner's ``CudagraphDispatcher``: the captured ``(mode, BatchDescriptor)`` keys,
+  and a lookup that pads the batch, caps its request count and may fall back to PIECEWISE;
+* part B, the V2 runner's ``CudaGraphManager``, the one ``vllm serve`` picks for a dense model
+  such as the lesson's Qwen2.5-7B (``VllmConfig.use_v2_model_runner``): candidate lists per token
+  count, ``BatchExecutionDescriptor`` keys, and a lookup that takes the first graph that fits the
+  batch or runs it eagerly, never a larger size.
+
+Both are checked against answers recorded from vLLM 0.26.0's own code.
 
 The lines marked ``# given`` check the arguments (``coursekit/args.py``); keep them, and write
 the rest. Check your work with ``python -m pytest exercises -m ex6``.
@@ -12,6 +22,7 @@ the rest. Check your work with ``python -m pytest exercises -m ex6``.
 
 from __future__ import annotations
 
+import bisect  # noqa: F401  (part B may use it)
 import enum
 from dataclasses import dataclass
 from typing import AbstractSet, Iterable
@@ -87,8 +98,11 @@ class BatchDescriptor:
     uniform: bool = False
 
 
+# ------------------------------------------------------------------ part A: the V1 runner
+
+
 class CudagraphDispatcher:
-    """Decides which captured graph, if any, runs a batch: vLLM 0.26.0's
+    """Decides which captured graph, if any, runs a batch in vLLM 0.26.0's V1 GPU model runner:
     ``vllm/v1/cudagraph_dispatcher.py`` without LoRA.
 
     ``CudagraphDispatcher(mode, capture_sizes, max_num_seqs, uniform_decode_query_len=1)``:
@@ -161,3 +175,101 @@ class CudagraphDispatcher:
     ) -> tuple[CUDAGraphMode, BatchDescriptor]:
         num_tokens = args.count("num_tokens", num_tokens, at_least=1)  # given
         raise NotImplementedError("exercise 6: CudagraphDispatcher.dispatch")
+
+
+# ------------------------------------------------------------------ part B: the V2 runner
+
+
+@dataclass(frozen=True)
+class BatchExecutionDescriptor:
+    """The V2 runner's key of one graph, and its answer for one batch (vLLM 0.26.0's
+    ``vllm/v1/worker/gpu/cudagraph_utils.py``, without ``num_active_loras``): the runtime mode, the
+    token count the graph was captured for, the requests it holds (None: any number, as a
+    PIECEWISE graph) and the tokens every request adds when it is a uniform-decode graph (None: a
+    graph for any batch). The mode is part of the key; V1 keeps it beside its ``BatchDescriptor``."""
+
+    cg_mode: CUDAGraphMode
+    num_tokens: int
+    num_reqs: int | None
+    uniform_token_count: int | None = None
+
+
+def get_uniform_token_count(num_reqs: int, num_tokens: int, max_query_len: int) -> int | None:
+    """The V2 runner's test for a uniform-decode batch (``get_uniform_token_count`` in
+    ``cudagraph_utils.py``): ``max_query_len`` when the batch's ``num_tokens`` are exactly
+    ``max_query_len`` per request (``num_tokens == max_query_len * num_reqs``), else None.
+
+    Errors (``ValueError`` naming the argument; a bool is not an int here): ``num_reqs`` or
+    ``max_query_len`` not an int >= 1, ``num_tokens`` not an int >= ``num_reqs`` (every request has
+    a token).
+    """
+    num_reqs = args.count("num_reqs", num_reqs, at_least=1)  # given
+    num_tokens = args.count("num_tokens", num_tokens, at_least=num_reqs)  # given: a token per request
+    max_query_len = args.count("max_query_len", max_query_len, at_least=1)  # given
+    raise NotImplementedError("exercise 6: get_uniform_token_count")
+
+
+class CudaGraphManager:
+    """The V2 GPU model runner's graphs for one ``cudagraph_mode``: vLLM 0.26.0's
+    ``CudaGraphManager`` (``vllm/v1/worker/gpu/cudagraph_utils.py``) without LoRA.
+
+    ``CudaGraphManager(mode, capture_sizes, max_num_seqs, decode_query_len=1)``; ``q =
+    decode_query_len``, the tokens each request adds in a uniform-decode step. The sizes are used
+    ascending, each once; the V2 runner does not round them for speculative decoding (V1 does).
+    With mode NONE or no sizes there are no graphs.
+
+    The graphs (``_init_candidates``), walking the sizes ``s`` from the smallest:
+      1. if ``mode`` is a two-routine mode (its ``decode_mode()`` is FULL): a decode graph at ``r =
+         s`` rounded up to a multiple of ``q``, ``BatchExecutionDescriptor(FULL, r, r // q, q)``,
+         unless ``r`` is above ``q * max_num_seqs`` or above the largest size, or that same graph
+         is already there (two sizes can round to one ``r``);
+      2. then, if ``mode.mixed_mode()`` is not NONE, a graph for mixed batches at ``s``:
+         ``BatchExecutionDescriptor(mixed_mode, s, None)`` for PIECEWISE, ``(FULL, s, min(s,
+         max_num_seqs))`` for FULL (``uniform_token_count`` None: it serves any batch that fits).
+    ``capture_descs()``: every graph, as a list, the PIECEWISE ones first, then the FULL ones, each
+    group largest ``num_tokens`` first (the order ``CudaGraphManager.capture`` walks them).
+
+    ``candidates(num_tokens)``: the graphs captured at the smallest token count ``t >=
+    num_tokens`` (a decode graph's ``r`` counts too), in the order they were added above (at one
+    ``t``, the decode graph before the mixed one); ``[]`` when ``num_tokens`` is above every graph.
+    A new list each call.
+
+    ``dispatch(num_reqs, num_tokens, uniform_token_count=None)``: the first candidate of
+    ``candidates(num_tokens)`` that fits the batch, a ``BatchExecutionDescriptor``:
+      * its ``uniform_token_count`` is None or equals the batch's, and
+      * its ``num_reqs`` is None or at least the batch's ``num_reqs``.
+    No candidate fits -> eager: ``BatchExecutionDescriptor(NONE, num_tokens, num_reqs, None)``. The
+    manager never tries a larger token count (V1 caps the request count at ``max_num_seqs``
+    instead and may answer a graph where V2 runs eagerly), and has no ``valid_modes`` /
+    ``invalid_modes``. vLLM answers eager until its graphs are captured; this manager answers as
+    after capture.
+
+    Errors (``ValueError`` naming the argument; a bool is not an int here): ``mode`` not a
+    ``CUDAGraphMode``; a size that is not an int >= 1 (``capture_sizes``); ``max_num_seqs`` or
+    ``decode_query_len`` not an int >= 1; in ``candidates`` and ``dispatch``, ``num_tokens`` not an
+    int >= 1 (``dispatch``: >= ``num_reqs``), ``num_reqs`` not an int >= 1, a
+    ``uniform_token_count`` that is not None or an int >= 1.
+    """
+
+    def __init__(self, mode: CUDAGraphMode, capture_sizes: Iterable[int], max_num_seqs: int,
+                 decode_query_len: int = 1):
+        args.instance("mode", mode, CUDAGraphMode)  # given
+        capture_sizes = args.counts("capture_sizes", capture_sizes, at_least=1)  # given: a list now
+        max_num_seqs = args.count("max_num_seqs", max_num_seqs, at_least=1)  # given
+        decode_query_len = args.count("decode_query_len", decode_query_len, at_least=1)  # given
+        raise NotImplementedError("exercise 6: CudaGraphManager.__init__")
+
+    def capture_descs(self) -> list[BatchExecutionDescriptor]:
+        raise NotImplementedError("exercise 6: CudaGraphManager.capture_descs")
+
+    def candidates(self, num_tokens: int) -> list[BatchExecutionDescriptor]:
+        num_tokens = args.count("num_tokens", num_tokens, at_least=1)  # given
+        raise NotImplementedError("exercise 6: CudaGraphManager.candidates")
+
+    def dispatch(self, num_reqs: int, num_tokens: int,
+                 uniform_token_count: int | None = None) -> BatchExecutionDescriptor:
+        num_reqs = args.count("num_reqs", num_reqs, at_least=1)  # given
+        num_tokens = args.count("num_tokens", num_tokens, at_least=num_reqs)  # given: a token per request
+        if uniform_token_count is not None:  # given
+            args.count("uniform_token_count", uniform_token_count, at_least=1)  # given
+        raise NotImplementedError("exercise 6: CudaGraphManager.dispatch")

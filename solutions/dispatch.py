@@ -1,7 +1,9 @@
-"""Exercise 6 reference: a vLLM-style CUDA-graph dispatcher. Rules: exercises/dispatch.py."""
+"""Exercise 6 reference: a vLLM-style CUDA-graph dispatcher (V1) and graph manager (V2).
+Rules: exercises/dispatch.py."""
 
 from __future__ import annotations
 
+import bisect
 import enum
 from dataclasses import dataclass
 from typing import AbstractSet, Iterable
@@ -109,3 +111,70 @@ class CudagraphDispatcher:
         if CUDAGraphMode.PIECEWISE in allowed and BatchDescriptor(p) in self._keys[CUDAGraphMode.PIECEWISE]:
             return CUDAGraphMode.PIECEWISE, BatchDescriptor(p)
         return eager
+
+
+# ----------------------------------------------------------------------------- the V2 runner
+
+
+@dataclass(frozen=True)
+class BatchExecutionDescriptor:
+    cg_mode: CUDAGraphMode
+    num_tokens: int
+    num_reqs: int | None
+    uniform_token_count: int | None = None
+
+
+def get_uniform_token_count(num_reqs: int, num_tokens: int, max_query_len: int) -> int | None:
+    num_reqs = args.count("num_reqs", num_reqs, at_least=1)  # given
+    num_tokens = args.count("num_tokens", num_tokens, at_least=num_reqs)  # given: a token per request
+    max_query_len = args.count("max_query_len", max_query_len, at_least=1)  # given
+    return max_query_len if num_tokens == max_query_len * num_reqs else None
+
+
+class CudaGraphManager:
+    def __init__(self, mode: CUDAGraphMode, capture_sizes: Iterable[int], max_num_seqs: int,
+                 decode_query_len: int = 1):
+        args.instance("mode", mode, CUDAGraphMode)  # given
+        capture_sizes = args.counts("capture_sizes", capture_sizes, at_least=1)  # given: a list now
+        max_num_seqs = args.count("max_num_seqs", max_num_seqs, at_least=1)  # given
+        decode_query_len = args.count("decode_query_len", decode_query_len, at_least=1)  # given
+        q, sizes = decode_query_len, sorted(set(capture_sizes)) if mode else []
+        # PIECEWISE first: capture_descs walks this dict in the order graphs are captured.
+        self._descs: dict[CUDAGraphMode, list[BatchExecutionDescriptor]] = {
+            CUDAGraphMode.PIECEWISE: [], CUDAGraphMode.FULL: []}
+        self._by_size: dict[int, list[BatchExecutionDescriptor]] = {}
+        decode, mixed_mode = mode.decode_mode(), mode.mixed_mode()
+        for s in sizes:
+            if mode.separate_routine() and decode:
+                r = -(-s // q) * q
+                d = BatchExecutionDescriptor(decode, r, r // q, q)
+                if r <= min(q * max_num_seqs, sizes[-1]) and d not in self._descs[decode]:
+                    self._add(d)
+            if mixed_mode:
+                self._add(BatchExecutionDescriptor(
+                    mixed_mode, s, min(s, max_num_seqs) if mixed_mode is CUDAGraphMode.FULL else None))
+        self._sizes = sorted(self._by_size)
+
+    def _add(self, d: BatchExecutionDescriptor) -> None:
+        self._descs[d.cg_mode].append(d)
+        self._by_size.setdefault(d.num_tokens, []).append(d)
+
+    def capture_descs(self) -> list[BatchExecutionDescriptor]:
+        return [d for descs in self._descs.values() for d in sorted(descs, key=lambda d: -d.num_tokens)]
+
+    def candidates(self, num_tokens: int) -> list[BatchExecutionDescriptor]:
+        num_tokens = args.count("num_tokens", num_tokens, at_least=1)  # given
+        i = bisect.bisect_left(self._sizes, num_tokens)
+        return list(self._by_size[self._sizes[i]]) if i < len(self._sizes) else []
+
+    def dispatch(self, num_reqs: int, num_tokens: int,
+                 uniform_token_count: int | None = None) -> BatchExecutionDescriptor:
+        num_reqs = args.count("num_reqs", num_reqs, at_least=1)  # given
+        num_tokens = args.count("num_tokens", num_tokens, at_least=num_reqs)  # given: a token per request
+        if uniform_token_count is not None:  # given
+            args.count("uniform_token_count", uniform_token_count, at_least=1)  # given
+        for d in self.candidates(num_tokens):
+            if (d.uniform_token_count in (None, uniform_token_count)
+                    and (d.num_reqs is None or d.num_reqs >= num_reqs)):
+                return d
+        return BatchExecutionDescriptor(CUDAGraphMode.NONE, num_tokens, num_reqs)

@@ -159,6 +159,14 @@ ENFORCED_BY: dict[str, tuple[str, ...] | Reason] = {
     "test_dispatch.py::test_dispatcher_rejects": GIVEN,
     "test_dispatch.py::test_dispatcher_refuses_sizes_it_cannot_capture": ("ex6.capture_descs",),
     "test_dispatch.py::test_dispatcher_accepts_arguments_at_their_limits": ("ex6.capture_descs", "ex6.dispatch"),
+    "test_dispatch.py::test_v2_capture_descs_are_vllms": ("ex6.v2_capture_descs",),
+    "test_dispatch.py::test_v2_dispatch_is_vllms": ("ex6.v2_dispatch",),
+    "test_dispatch.py::test_uniform_token_count_is_the_tokens_per_request": ("ex6.v2_dispatch",),
+    "test_dispatch.py::test_v2_answers_a_candidate_or_eager": ("ex6.v2_capture_descs", "ex6.v2_dispatch"),
+    "test_dispatch.py::test_v2_examples": ("ex6.v2_capture_descs", "ex6.v2_dispatch"),
+    "test_dispatch.py::test_v2_decode_query_len_defaults_to_1": ("ex6.v2_capture_descs",),
+    "test_dispatch.py::test_v2_manager_rejects": GIVEN,
+    "test_dispatch.py::test_v2_dispatch_rejects": GIVEN,
     # ---------------------------------------------------------------- ex7 fusion
     "test_fusion.py::test_chain_hbm_bytes": ("ex7.chain_hbm_bytes",),
     "test_fusion.py::test_chain_hbm_bytes_without_ops_is_zero": ("ex7.chain_hbm_bytes",),
@@ -210,6 +218,10 @@ ENFORCED_BY: dict[str, tuple[str, ...] | Reason] = {
     "test_engine.py::test_full_graphs_alone_run_a_prompt_step_eagerly": ("ex8.piecewise_attention_is_eager", "ex8.generate_every_mode"),
     # ---------------------------------------------------------------- ex9 tradeoffs
     "test_tradeoffs.py::test_timeline_worked_example": ('ex9.eager_timeline',),
+    "test_tradeoffs.py::test_kv_tokens_forgone_of_a_gib_by_runner": ("ex9.kv_tokens_by_runner",),
+    "test_tradeoffs.py::test_kv_tokens_forgone_v1_takes_the_graphs_out_of_the_cache": ("ex9.kv_tokens_by_runner",),
+    "test_tradeoffs.py::test_kv_tokens_forgone_v2_costs_no_tokens": ("ex9.kv_tokens_by_runner",),
+    "test_tradeoffs.py::test_kv_tokens_forgone_rejects_a_runner_it_does_not_know": GIVEN,
     "test_tradeoffs.py::test_timeline_no_kernels_is_empty": ('ex9.eager_timeline',),
     "test_tradeoffs.py::test_timeline_keeps_fractions_of_a_microsecond": ('ex9.eager_timeline',),
     "test_tradeoffs.py::test_timeline_times_are_floats_for_int_inputs": ('ex9.eager_timeline',),
@@ -238,5 +250,5 @@ ENFORCED_BY: dict[str, tuple[str, ...] | Reason] = {
     "test_tradeoffs.py::test_kv_tokens_forgone_rejects_bad_input": GIVEN,
     # `python -m` prints the figures through implied_launch_us, cpu_bound_launch_us, kv_bytes_per_token
     # and kv_tokens_forgone: a wrong one costs its own check.
-    "test_tradeoffs.py::test_running_the_module_prints_the_figures": ("ex9.implied_launch_us", "ex9.cpu_bound_launch_us", "ex9.kv_bytes_per_token", "ex9.kv_tokens_forgone"),
+    "test_tradeoffs.py::test_running_the_module_prints_the_figures": ("ex9.implied_launch_us", "ex9.cpu_bound_launch_us", "ex9.kv_bytes_per_token", "ex9.kv_tokens_forgone", "ex9.kv_tokens_by_runner"),
 }

@@ -15,36 +15,15 @@ V1's ``CudagraphDispatcher``), on the same grid, answers in the same encoding.
 from __future__ import annotations
 
 import copy
-import json
 from pathlib import Path
 
-DATA = Path(__file__).resolve().parents[1] / "coursekit" / "data"
-V1 = json.loads((DATA / "vllm-0.26.0-cases.json").read_text(encoding="ascii"))
-V2 = json.loads((DATA / "vllm-0.26.0-v2-cases.json").read_text(encoding="ascii"))
+import pytest
 
+from coursekit import vllm_runners
+from coursekit.vllm_recorded import recorded
+from coursekit.vllm_runners import _key, differences, recorded_v2
 
-def _key(c: dict) -> tuple:
-    return c["mode"], tuple(c["capture_sizes"]), c["max_num_seqs"], c["q"]
-
-
-def differences(v1: dict, v2: dict) -> list[list]:
-    """Every case where the two records differ, as [mode, sizes, max_num_seqs, q, part, n, V1's, V2's]."""
-    old = {_key(c): c for c in v1["dispatch"]["configs"]}
-    out = []
-    for c in v2["dispatch"]["configs"]:
-        k, o = _key(c), old[_key(c)]
-        head = [k[0], list(k[1]), k[2], k[3]]
-        if c["capture_descs"] != o["capture_descs"]:
-            out.append([*head, "capture_descs", 0, o["capture_descs"], c["capture_descs"]])
-        for part, answers in c["dispatch"].items():
-            assert len(answers) == len(o["dispatch"][part]), (k, part)
-            out += [[*head, part, n, x, y] for n, (x, y) in enumerate(zip(o["dispatch"][part], answers), 1) if x != y]
-    plans = {(p["max_num_seqs"], p["mode"]): p["capture_descs"] for p in v1["engine_plans"]}
-    for p in v2["engine_plans"]:
-        want = plans[p["max_num_seqs"], p["mode"]]
-        if p["capture_descs"] != want:
-            out.append(["plan " + p["mode"], None, p["max_num_seqs"], 1, "capture_descs", 0, want, p["capture_descs"]])
-    return out
+V1, V2 = recorded(), recorded_v2()
 
 
 def test_the_v2_record_is_vllms_on_v1s_grid():
@@ -97,3 +76,37 @@ def test_the_comparison_can_fail():
     p = next(p for p in v2["engine_plans"] if p["capture_descs"])
     p["capture_descs"].pop()
     assert any(d[4] == "capture_descs" for d in differences(V1, v2) if d[3] == 1)
+
+
+def test_the_notes_table_is_generated_from_the_records():
+    """Notes chapter 6 (en and zh) holds ``vllm_runners.table()`` between its markers, never a
+    table typed by hand: a stale one names the command that rewrites it."""
+    assert not vllm_runners.stale(), (
+        f"stale V1/V2 table in {vllm_runners.stale()}: run python -m coursekit.vllm_runners --write")
+    for path, lang in vllm_runners.chapters().items():
+        block = vllm_runners.BLOCK.search(path.read_text(encoding="utf-8")).group(2)
+        assert block == vllm_runners.table(lang) and block.count("\n") == 2 + len(
+            {(d[3], d[0], d[4]) for d in differences()}), path
+
+
+def test_the_table_follows_the_records(tmp_path, monkeypatch):
+    """An altered V2 answer changes the table, and a chapter holding the old one is stale."""
+    v2 = copy.deepcopy(V2)
+    c = next(c for c in v2["dispatch"]["configs"] if c["q"] == 1 and c["mode"] == "PIECEWISE")
+    c["dispatch"]["all uniform=0"][0] = "N"
+    before = vllm_runners.table("en")
+    monkeypatch.setattr(vllm_runners, "recorded_v2", lambda: v2)
+    after = vllm_runners.table("en")
+    assert after != before and "| 1 | PIECEWISE | a mixed batch | 1 / " in after
+    chapter = tmp_path / "en" / "06-dispatch.md"
+    chapter.parent.mkdir()
+    chapter.write_text("# 6\n<!-- v1-v2-differences -->\n" + before + "<!-- /v1-v2-differences -->\n", encoding="utf-8")
+    monkeypatch.setattr(vllm_runners, "chapters", lambda: {chapter: "en"})
+    assert vllm_runners.stale() == [chapter] and vllm_runners.main(["--check"]) == 1
+    assert vllm_runners.write() == [chapter] and not vllm_runners.stale()
+    assert after in chapter.read_text(encoding="utf-8")
+
+
+def test_the_table_refuses_an_unknown_language():
+    with pytest.raises(ValueError, match="lang"):
+        vllm_runners.table("fr")

@@ -1,8 +1,10 @@
-"""Exercise 6 · dispatch — a vLLM-style CUDA-graph dispatcher. Run: python -m pytest exercises -m ex6
+"""Exercise 6 · dispatch — how vLLM picks a CUDA graph, in its V1 and V2 runners.
+Run: python -m pytest exercises -m ex6
 
-The oracle is vLLM 0.26.0 itself: its answers were recorded from its own code
-(coursekit/vllm_recorded.py) for every mode over 180 configurations (36,000 answers) of capture sizes,
-max_num_seqs and query length q, with and without valid_modes / invalid_modes.
+The oracle is vLLM 0.26.0 itself: its answers were recorded from its own code for every mode over
+180 configurations of capture sizes, max_num_seqs and query length q: part A from the V1 runner's
+CudagraphDispatcher (coursekit/vllm_recorded.py; 36,000 answers, with and without valid_modes /
+invalid_modes), part B from the V2 runner's CudaGraphManager (coursekit/vllm_runners.py).
 """
 
 import pytest
@@ -12,6 +14,7 @@ from hypothesis import strategies as st
 from coursekit import strategies as S
 from coursekit.checks import check_rejects
 from coursekit.vllm_recorded import VLLM_VERSION, dispatch_configs, mode_table, recorded
+from coursekit.vllm_runners import v2_dispatch_configs
 
 pytestmark = pytest.mark.ex6
 
@@ -321,3 +324,187 @@ def test_dispatcher_accepts_arguments_at_their_limits(dispatch, mode, args):
     largest size, or a q above every size where decode is not FULL (no size is rounded); a batch
     of one token is dispatched (what it answers: the other tests)."""
     dispatch.CudagraphDispatcher(dispatch.CUDAGraphMode[mode], *args).dispatch(1)
+
+
+# ------------------------------------------------------------------------------- part B: the V2 runner
+
+V2_RULE = ("  rule: the candidates are the graphs at the smallest token count >= num_tokens (decode graph "
+           "first); the first whose uniform_token_count is None or the batch's and whose num_reqs is None "
+           "or >= the batch's; none -> (NONE, num_tokens, num_reqs, None); never a larger token count")
+
+
+def manager(dispatch, c):
+    return dispatch.CudaGraphManager(dispatch.CUDAGraphMode[c["mode"]], list(c["capture_sizes"]),
+                                     c["max_num_seqs"], c["q"])
+
+
+def described_v2(c) -> str:
+    return (f"CudaGraphManager({c['mode']}, {c['capture_sizes']}, max_num_seqs={c['max_num_seqs']}, "
+            f"decode_query_len={c['q']})")
+
+
+def plain_v2(dispatch, desc):
+    """A BatchExecutionDescriptor as [mode, num_tokens, num_reqs, uniform_token_count]; anything
+    else spelled out."""
+    if type(desc) is not dispatch.BatchExecutionDescriptor:
+        return f"{desc!r} (expected a BatchExecutionDescriptor)"
+    return [plain(desc.cg_mode), desc.num_tokens, desc.num_reqs, desc.uniform_token_count]
+
+
+def encode_v2(dispatch, desc, n, num_reqs) -> str:
+    """A V2 answer in the recording's notation: 'N' (exactly (NONE, n, num_reqs, None)), 'Ft,r,u'
+    (u = 1 for a decode graph), 'Pt' (num_reqs and uniform_token_count None) or 'Pt,r,u'."""
+    p = plain_v2(dispatch, desc)
+    if isinstance(p, str):
+        return p
+    mode, t, r, u = p
+    if mode == "NONE":
+        return "N" if [t, r, u] == [n, num_reqs, None] and type(t) is int else f"(NONE, {t}, {r}, {u})"
+    return f"{mode[0]}{t}" if r is None and u is None else f"{mode[0]}{t},{r},{int(u is not None)}"
+
+
+def v2_batch(dispatch, c, n: int, uniform: bool) -> tuple[int, int | None]:
+    """How the V2 record called dispatch for a batch of n tokens: a uniform-decode batch is
+    ceil(n / q) requests with get_uniform_token_count's answer; a mixed one min(n, max_num_seqs)
+    requests and no uniform count."""
+    if uniform:
+        reqs = -(-n // c["q"])
+        return reqs, dispatch.get_uniform_token_count(reqs, n, c["q"])
+    return min(n, c["max_num_seqs"]), None
+
+
+def test_v2_capture_descs_are_vllms(dispatch):
+    for c in v2_dispatch_configs():
+        descs = manager(dispatch, c).capture_descs()
+        assert type(descs) is list, f"{described_v2(c)}.capture_descs() must return a list, got {type(descs).__name__}"
+        got = [plain_v2(dispatch, d) for d in descs]
+        want = [[m, t, r, c["q"] if u else None] for m, ds in c["capture_descs"] for t, r, u in ds]
+        assert got == want, (
+            f"{described_v2(c)}.capture_descs() as [mode, num_tokens, num_reqs, uniform_token_count]:\n"
+            f"  vLLM {VLLM_VERSION} (V2): {want}\n  got:            {got}\n  rule: per size s, ascending: in a "
+            "two-routine mode a decode graph (FULL, r, r // q, q) at r = s rounded up to a multiple of q, "
+            "unless r > q * max_num_seqs or r > the largest size, or it is already there; then a mixed graph "
+            "(PIECEWISE, s, None) or (FULL, s, min(s, max_num_seqs)); listed PIECEWISE first, then FULL, "
+            "each largest first")
+
+
+def test_v2_dispatch_is_vllms(dispatch):
+    for c in v2_dispatch_configs():
+        m = manager(dispatch, c)
+        for name, answers in c["dispatch"].items():
+            uniform = name.endswith("=1")
+            for n, want in enumerate(answers, start=1):
+                reqs, count = v2_batch(dispatch, c, n, uniform)
+                got = encode_v2(dispatch, m.dispatch(reqs, n, count), n, reqs)
+                assert got == want, (
+                    f"{described_v2(c)}.dispatch(num_reqs={reqs}, num_tokens={n}, uniform_token_count={count}):"
+                    f"\n  vLLM {VLLM_VERSION} (V2): {want}   got: {got}   ('Ft,r,u' = FULL with t tokens, r "
+                    f"requests, u 1 for a decode graph; 'Pt' = PIECEWISE, num_reqs None; 'N' = (NONE, "
+                    f"{n}, {reqs}, None))\n  candidates({n}): "
+                    f"{[plain_v2(dispatch, d) for d in m.candidates(n)]}\n{V2_RULE}")
+
+
+@given(st.integers(1, 64), st.integers(1, 8), st.integers(1, 8))
+def test_uniform_token_count_is_the_tokens_per_request(dispatch, num_reqs, per_request, max_query_len):
+    """Exactly max_query_len tokens per request: max_query_len; any other batch: None."""
+    num_tokens = num_reqs * per_request
+    got = dispatch.get_uniform_token_count(num_reqs, num_tokens, max_query_len)
+    want = max_query_len if per_request == max_query_len else None
+    assert got == want and type(got) is type(want), (
+        f"get_uniform_token_count({num_reqs}, {num_tokens}, {max_query_len}): expected {want!r}, got {got!r}"
+        f"\n  rule: max_query_len when num_tokens == max_query_len * num_reqs, else None")
+    if max_query_len > 1:  # one token short of max_query_len per request: not uniform
+        short = dispatch.get_uniform_token_count(num_reqs, num_reqs * max_query_len - 1, max_query_len)
+        assert short is None, (
+            f"get_uniform_token_count({num_reqs}, {num_reqs * max_query_len - 1}, {max_query_len}): one "
+            f"request is a token short, so the batch is not uniform: expected None, got {short!r}")
+
+
+@given(S.mode_names, S.size_lists, st.integers(1, 40), st.integers(1, 4), st.integers(1, 120), st.data())
+def test_v2_answers_a_candidate_or_eager(dispatch, mode_name, sizes, max_num_seqs, q, n, data):
+    """The manager never moves to a larger size: its answer is one of candidates(n), all captured
+    at one token count, the smallest graph >= n; or eager at exactly (n, num_reqs)."""
+    m = dispatch.CudaGraphManager(dispatch.CUDAGraphMode[mode_name], list(sizes), max_num_seqs, q)
+    reqs = data.draw(st.integers(1, n), label="num_reqs")
+    count = data.draw(st.sampled_from([None, q, n // reqs]), label="uniform_token_count") or None
+    everything = [plain_v2(dispatch, d) for d in m.capture_descs()]
+    cands = [plain_v2(dispatch, d) for d in m.candidates(n)]
+    above = sorted({d[1] for d in everything if not isinstance(d, str) and d[1] >= n})
+    # As a multiset: the order within one token count is the recorded tests' business.
+    assert sorted(map(str, cands)) == sorted(str(d) for d in everything if above and d[1] == above[0]), (
+        f"{mode_name}, sizes {sorted(set(sizes))}, max_num_seqs={max_num_seqs}, q={q}: candidates({n}) must be "
+        f"the graphs captured at the smallest token count >= {n} ({above[:1] or 'none: []'}), got {cands}")
+    got = plain_v2(dispatch, m.dispatch(reqs, n, count))
+    if got[0] == "NONE":
+        assert got == ["NONE", n, reqs, None], (
+            f"an eager answer is exactly (NONE, num_tokens={n}, num_reqs={reqs}, None), got {got}")
+        assert not [d for d in cands if d[3] in (None, count) and (d[2] is None or d[2] >= reqs)], (
+            f"dispatch({reqs}, {n}, {count}) ran eagerly though a candidate fits: {cands}\n{V2_RULE}")
+    else:
+        assert got in cands, (
+            f"dispatch({reqs}, {n}, {count}) answered {got}, not one of candidates({n}) = {cands}: the V2 "
+            f"runner never moves to a larger token count\n{V2_RULE}")
+
+
+def test_v2_examples(dispatch):
+    """The notes' examples: candidate order, a non-uniform batch, sizes not rounded for q > 1,
+    and the one place V1 and V2 part at q = 1 (more requests than max_num_seqs)."""
+    M, E = dispatch.CUDAGraphMode, dispatch.BatchExecutionDescriptor
+    m = dispatch.CudaGraphManager(M.FULL_AND_PIECEWISE, [1, 2, 4, 8], max_num_seqs=4, decode_query_len=2)
+    got = m.candidates(3)
+    assert got == [E(M.FULL, 4, 2, 2), E(M.PIECEWISE, 4, None, None)], (
+        f"FULL_AND_PIECEWISE, [1, 2, 4, 8], max_num_seqs=4, q=2: candidates(3) are the graphs at 4 tokens, "
+        f"the decode graph first: [(FULL, 4, 2, 2), (PIECEWISE, 4, None, None)]; got {got}")
+    assert m.dispatch(2, 4, 2) == E(M.FULL, 4, 2, 2)
+    got = m.dispatch(2, 3, None)
+    assert got == E(M.PIECEWISE, 4, None, None), (
+        f"a batch of 2 + 1 tokens is not uniform (uniform_token_count None): the decode graph does not "
+        f"fit, the PIECEWISE one does; expected (PIECEWISE, 4, None, None), got {got}")
+    got = m.dispatch(1, 1)
+    assert got == E(M.PIECEWISE, 1, None, None), (
+        f"V2 keeps size 1 for mixed batches at q = 2 (V1 rounds the sizes to [2, 4, 8]); expected "
+        f"(PIECEWISE, 1, None, None), got {got}")
+    got = m.dispatch(5, 9)
+    assert got == E(M.NONE, 9, 5, None), f"9 tokens, above every graph: expected (NONE, 9, 5, None), got {got}"
+    got = dispatch.CudaGraphManager(M.FULL, [1, 2, 4, 8], max_num_seqs=2).dispatch(3, 3, 1)
+    assert got == E(M.NONE, 3, 3, None), (
+        f"FULL, max_num_seqs=2: 3 requests of one token; the graph at 4 tokens holds 2 requests, V2 does "
+        f"not cap the count (V1 does) and runs eagerly: expected (NONE, 3, 3, None), got {got}")
+    assert dispatch.CudaGraphManager(M.NONE, [1, 2], 4).capture_descs() == []
+    assert dispatch.CudaGraphManager(M.FULL, [], 4).dispatch(1, 1) == E(M.NONE, 1, 1, None)
+
+
+def test_v2_decode_query_len_defaults_to_1(dispatch):
+    M = dispatch.CUDAGraphMode
+    for mode in M:
+        plain_m, one = dispatch.CudaGraphManager(mode, [1, 5, 13], 3), dispatch.CudaGraphManager(mode, [1, 5, 13], 3, 1)
+        assert plain_m.capture_descs() == one.capture_descs(), (
+            f"CudaGraphManager({mode.name}, [1, 5, 13], 3) must equal the one with decode_query_len=1 "
+            f"(its default): {plain_m.capture_descs()} vs {one.capture_descs()}")
+        assert plain_m.dispatch(2, 2) == plain_m.dispatch(2, 2, None)
+
+
+@pytest.mark.given
+@pytest.mark.parametrize("args, name", [
+    (("FULL", [1, 2], 4), "mode"), ((None, [0, 2], 4), "capture_sizes"), ((None, [1, 2.5], 4), "capture_sizes"),
+    ((None, [1, True], 4), "capture_sizes"), ((None, [1, 2], 0), "max_num_seqs"),
+    ((None, [1, 2], 4, 0), "decode_query_len"), ((None, [1, 2], 4, True), "decode_query_len")])
+def test_v2_manager_rejects(dispatch, args, name):
+    mode = dispatch.CUDAGraphMode.FULL if args[0] is None else args[0]
+    check_rejects(lambda: dispatch.CudaGraphManager(mode, *args[1:]), name,
+                  f"CudaGraphManager({mode!r}, {', '.join(map(repr, args[1:]))}): a CUDAGraphMode, sizes ints "
+                  ">= 1, max_num_seqs and decode_query_len ints >= 1 (a bool or a float is not an int here)")
+
+
+@pytest.mark.given
+@pytest.mark.parametrize("call, name", [
+    ((0, 1), "num_reqs"), ((2, 1), "num_tokens"), ((1, 2.0), "num_tokens"), ((True, 2), "num_reqs"),
+    ((1, 1, 0), "uniform_token_count"), ((1, 1, 1.0), "uniform_token_count")])
+def test_v2_dispatch_rejects(dispatch, call, name):
+    m = dispatch.CudaGraphManager(dispatch.CUDAGraphMode.FULL, [1, 2, 4], 4)
+    check_rejects(lambda: m.dispatch(*call), name,
+                  f"dispatch{call}: num_reqs an int >= 1, num_tokens an int >= num_reqs, uniform_token_count "
+                  "None or an int >= 1")
+    if name != "uniform_token_count":
+        check_rejects(lambda: dispatch.get_uniform_token_count(*call[:2], 1), name,
+                      f"get_uniform_token_count{call[:2] + (1,)}: num_reqs an int >= 1, num_tokens >= num_reqs")

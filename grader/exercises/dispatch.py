@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from coursekit.strategies import MODES
 from coursekit.vllm_recorded import dispatch_configs
+from coursekit.vllm_runners import v2_dispatch_configs
 from grader.checks import Check, P
 from grader.probes import call, probe
 
@@ -124,6 +125,50 @@ def make_dispatcher(mod, mode: str, sizes: list, max_num_seqs: int, q: int = 1):
     return "accepted"
 
 
+# -- part B: the V2 runner's CudaGraphManager
+
+
+def _exec_desc(mod, desc) -> list | str:
+    """A BatchExecutionDescriptor as [mode name, num_tokens, num_reqs, uniform_token_count]."""
+    if type(desc) is not mod.BatchExecutionDescriptor:
+        return f"<a {type(desc).__name__}, not a BatchExecutionDescriptor>"
+    return [_plain(desc.cg_mode), desc.num_tokens, desc.num_reqs, desc.uniform_token_count]
+
+
+def _manager(mod, mode: str, sizes: list, max_num_seqs: int, q: int | None):
+    """``CudaGraphManager(mode, sizes, max_num_seqs, q)``; ``q`` None: left out (its default)."""
+    args = (mod.CUDAGraphMode[mode], list(sizes), max_num_seqs) + (() if q is None else (q,))
+    return call(mod.CudaGraphManager, *args)
+
+
+def _descs(mod, descs) -> list | str:
+    if _not_a(descs, list):
+        return _not_a(descs, list)
+    return [_exec_desc(mod, d) for d in descs]
+
+
+@probe
+def manager_graphs(mod, mode: str, sizes: list, max_num_seqs: int, q: int | None, tokens: list):
+    """capture_descs() and candidates(n) for each n in ``tokens`` (lists of descriptors)."""
+    m = _manager(mod, mode, sizes, max_num_seqs, q)
+    return {"capture_descs": _descs(mod, call(m.capture_descs)),
+            "candidates": [_descs(mod, call(m.candidates, n)) for n in tokens]}
+
+
+@probe
+def manager_dispatch(mod, mode: str, sizes: list, max_num_seqs: int, q: int | None, queries: list):
+    """Each query is ``[num_reqs, num_tokens, uniform_token_count or "left out"]``."""
+    m = _manager(mod, mode, sizes, max_num_seqs, q)
+    return [_exec_desc(mod, call(m.dispatch, r, n) if u == "left out" else call(m.dispatch, r, n, u))
+            for r, n, u in queries]
+
+
+@probe
+def uniform_counts(mod, batches: list):
+    """``get_uniform_token_count(num_reqs, num_tokens, max_query_len)`` for each batch."""
+    return [call(mod.get_uniform_token_count, *b) for b in batches]
+
+
 # ------------------------------------------------------------------------- checks
 
 
@@ -169,6 +214,37 @@ def queries_for(r: random.Random, sizes: list[int]) -> list[list]:
     return out
 
 
+def manager_setups(r: random.Random) -> list[tuple[list[int], int, int | None]]:
+    """(sizes, max_num_seqs, q) for the V2 manager: V1's setups (q above 1 with sizes that are not
+    its multiples; decode graphs cut at q * max_num_seqs; two sizes rounding to one r), one of
+    vLLM's recorded V2 configurations, no sizes, and q left out."""
+    setups = [(s, n, q) for s, n, q in dispatcher_setups(r)]
+    c = r.choice(v2_dispatch_configs())
+    setups.append((c["capture_sizes"], c["max_num_seqs"], c["q"]))
+    setups += [([], r.randint(1, 8), 1), (sorted(r.sample(range(1, 40), 5)), r.randint(2, 9), None)]
+    return setups
+
+
+def manager_queries(r: random.Random, sizes: list[int], max_num_seqs: int, q: int | None) -> list[list]:
+    """Every token count up to two past the largest size, as a uniform-decode batch (ceil(n / q)
+    requests and their uniform count) and as a mixed one (min(n, max_num_seqs) requests); then
+    batches with more requests than max_num_seqs, uniform counts that are not q, and the count
+    left out."""
+    q1 = q or 1
+    top = max(sizes, default=1) + 2
+    out = []
+    for n in range(1, top + 1):
+        reqs = -(-n // q1)
+        out.append([reqs, n, q1 if n == q1 * reqs else None])
+        out.append([min(n, max_num_seqs), n, None])
+    for _ in range(6):
+        n = r.randint(1, top)
+        out.append([r.randint(1, n), n, r.choice([None, q1, q1 + 1, r.randint(1, 4)])])
+    out += [[max_num_seqs + 1, max(max_num_seqs + 1, r.randint(1, top)), r.choice([None, 1])],
+            [1, r.randint(1, top), "left out"], [1, 1, "left out"]]
+    return out
+
+
 def checks(draw: Draw) -> list[Check]:
     r = draw.rng("ex6.mode_table")
     order = list(MODES)
@@ -193,12 +269,19 @@ def checks(draw: Draw) -> list[Check]:
     refused_calls = [(m, r3.randint(1, refused_sizes_d[-1]), valid, invalid)
                      for m in MODES for valid, invalid in NO_MODE_LEFT]
     refused_calls += [(m, refused_sizes_d[-1] + r3.randint(1, 9), None, list(RUNTIME)) for m in MODES]
+    r4 = draw.rng("ex6.v2_capture_descs")
+    graph_setups = manager_setups(r4)
+    r5 = draw.rng("ex6.v2_dispatch")
+    v2_setups = manager_setups(r5)
+    batches = [[r5.randint(1, 12), 0, r5.randint(1, 4)] for _ in range(12)]
+    batches = [[reqs, reqs * r5.choice((per, per, per + 1, 1)), per] for reqs, _, per in batches]
+    batches += [[3, 5, 2], [1, 1, 1], [4, 4, 1], [2, 7, 3], [5, 15, 3], [1, 3, 3]]
     return [
         Check("ex6", "mode_table",
               "vLLM's CUDAGraphMode: values (pairs for the two-routine modes), NONE falsy, and "
               "separate_routine/decode_mode/mixed_mode/has_full_cudagraphs/has_piecewise_cudagraphs",
               [P("mode_table", f"CUDAGraphMode members and helpers, in the order {order}", order=order)],
-              points=2),
+              points=1),
         Check("ex6", "capture_descs",
               "keys: mixed keys per size (PIECEWISE BD(s); FULL BD(s, min(s, max_num_seqs), False)); "
               "decode FULL keys BD(s, min(s // q, max_num_seqs), True) for q <= s <= q * max_num_seqs "
@@ -219,7 +302,7 @@ def checks(draw: Draw) -> list[Check]:
                  for m, s, n, q in kept_sizes]
               + [P("make_dispatcher", f"CudagraphDispatcher({m}, {s}, max_num_seqs={n}, "
                    f"uniform_decode_query_len={q})", "capture_sizes", mode=m, sizes=s, max_num_seqs=n, q=q)
-                 for m, s, n, q in refused_sizes], points=3),
+                 for m, s, n, q in refused_sizes], points=2),
         Check("ex6", "dispatch",
               "allowed = valid_modes (None or empty: all) minus invalid_modes; NONE with exactly "
               "BD(n) (num_reqs None, uniform False) when the mode is NONE, n is above every size or "
@@ -236,4 +319,28 @@ def checks(draw: Draw) -> list[Check]:
                    f"valid_modes={valid}, invalid_modes={invalid})", "invalid_modes", mode=m,
                    sizes=refused_sizes_d, max_num_seqs=4, num_tokens=n, valid=valid, invalid=invalid)
                  for m, n, valid, invalid in refused_calls], points=3),
+        Check("ex6", "v2_capture_descs",
+              "V2 (CudaGraphManager): per size s ascending, in a two-routine mode a decode graph "
+              "(FULL, r, r // q, q) at r = s rounded up to a multiple of q unless r > q * max_num_seqs, "
+              "r > the largest size or it is already there; then a mixed graph (PIECEWISE, s, None) or "
+              "(FULL, s, min(s, max_num_seqs)); sizes not rounded; NONE or no sizes: no graphs; "
+              "capture_descs a list, PIECEWISE then FULL, each largest first; candidates(n) the graphs "
+              "at the smallest token count >= n, decode graph first, [] above every graph; "
+              "decode_query_len defaults to 1",
+              [P("manager_graphs", f"CudaGraphManager({m}, {s}, max_num_seqs={n}"
+                 + ("" if q is None else f", decode_query_len={q}") + ")", mode=m, sizes=s,
+                 max_num_seqs=n, q=q, tokens=list(range(1, max(s, default=1) + 3)))
+               for m in MODES for s, n, q in graph_setups], points=1),
+        Check("ex6", "v2_dispatch",
+              "V2: dispatch(num_reqs, num_tokens, uniform_token_count=None) answers the first of "
+              "candidates(num_tokens) whose uniform_token_count is None or the batch's and whose "
+              "num_reqs is None or >= the batch's, else (NONE, num_tokens, num_reqs, None): never a "
+              "larger token count, no cap at max_num_seqs; get_uniform_token_count(num_reqs, "
+              "num_tokens, max_query_len) is max_query_len when num_tokens == max_query_len * "
+              "num_reqs, else None",
+              [P("manager_dispatch", f"CudaGraphManager({m}, {s}, max_num_seqs={n}"
+                 + ("" if q is None else f", decode_query_len={q}") + ").dispatch(...)", mode=m, sizes=s,
+                 max_num_seqs=n, q=q, queries=manager_queries(r5, s, n, q))
+               for m in MODES for s, n, q in v2_setups]
+              + [P("uniform_counts", f"get_uniform_token_count on {batches}", batches=batches)], points=1),
     ]

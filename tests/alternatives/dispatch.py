@@ -1,5 +1,6 @@
 """Exercise 6, solved another way: a table of routines, vLLM's precomputed padding array, keys kept
-as dicts from descriptor to mode, and no use of exercise 5's padded_size."""
+as dicts from descriptor to mode, and no use of exercise 5's padded_size; part B (V2) with vLLM's
+precomputed candidate list for every token count instead of a search."""
 
 import enum
 from dataclasses import dataclass
@@ -113,3 +114,76 @@ class CudagraphDispatcher:
         if CUDAGraphMode.PIECEWISE in allowed and self.table.get(BatchDescriptor(p)) == CUDAGraphMode.PIECEWISE:
             return CUDAGraphMode.PIECEWISE, BatchDescriptor(p)
         return none
+
+
+# The V2 manager the way vLLM writes it: a candidate list precomputed for every token count, and
+# descriptors kept per token count in a dict of lists built by (rounded) size.
+
+
+@dataclass(frozen=True)
+class BatchExecutionDescriptor:
+    cg_mode: CUDAGraphMode
+    num_tokens: int
+    num_reqs: object
+    uniform_token_count: object = None
+
+
+def get_uniform_token_count(num_reqs, num_tokens, max_query_len):
+    _check("num_reqs", num_reqs)
+    if type(num_tokens) is not int or num_tokens < num_reqs:
+        raise ValueError(f"num_tokens={num_tokens!r} must be an int of at least num_reqs")
+    _check("max_query_len", max_query_len)
+    if max_query_len == num_tokens // num_reqs and num_tokens == max_query_len * num_reqs:
+        return max_query_len
+    return None
+
+
+class CudaGraphManager:
+    def __init__(self, mode, capture_sizes, max_num_seqs, decode_query_len=1):
+        if type(mode) is not CUDAGraphMode:
+            raise ValueError(f"mode={mode!r} must be a CUDAGraphMode")
+        sizes = sorted({_check("capture_sizes", s) for s in capture_sizes})
+        _check("max_num_seqs", max_num_seqs)
+        q = _check("decode_query_len", decode_query_len)
+        by_token, by_mode = {}, {}
+        if mode and sizes:
+            for s in sizes:
+                if mode.separate_routine() and mode.decode_mode():
+                    r = (s + q - 1) // q * q
+                    if not (r > max_num_seqs * q or r > sizes[-1] or r // q > max_num_seqs):
+                        d = BatchExecutionDescriptor(mode.decode_mode(), r, r // q, q)
+                        if d not in by_mode.get(d.cg_mode, []):
+                            by_mode.setdefault(d.cg_mode, []).append(d)
+                            by_token.setdefault(r, []).append(d)
+                if mode.mixed_mode():
+                    m = mode.mixed_mode()
+                    d = BatchExecutionDescriptor(m, s, min(s, max_num_seqs) if m == CUDAGraphMode.FULL else None)
+                    by_mode.setdefault(m, []).append(d)
+                    by_token.setdefault(s, []).append(d)
+        self._candidates, start = {}, 0
+        for t in sorted(by_token):
+            for i in range(start, t + 1):
+                self._candidates[i] = by_token[t]
+            start = t + 1
+        self._by_mode = {m: sorted(ds, key=lambda d: -d.num_tokens) for m, ds in by_mode.items()}
+
+    def capture_descs(self):
+        out = []
+        for m in (CUDAGraphMode.PIECEWISE, CUDAGraphMode.FULL):
+            out.extend(self._by_mode.get(m, ()))
+        return out
+
+    def candidates(self, num_tokens):
+        return list(self._candidates.get(_check("num_tokens", num_tokens), ()))
+
+    def dispatch(self, num_reqs, num_tokens, uniform_token_count=None):
+        _check("num_reqs", num_reqs)
+        if type(num_tokens) is not int or num_tokens < num_reqs:
+            raise ValueError(f"num_tokens={num_tokens!r} must be an int of at least num_reqs")
+        if uniform_token_count is not None:
+            _check("uniform_token_count", uniform_token_count)
+        for d in self._candidates.get(num_tokens, ()):
+            if ((d.uniform_token_count is None or d.uniform_token_count == uniform_token_count)
+                    and (d.num_reqs is None or d.num_reqs >= num_reqs) and d.num_tokens >= num_tokens):
+                return d
+        return BatchExecutionDescriptor(CUDAGraphMode.NONE, num_tokens, num_reqs)
