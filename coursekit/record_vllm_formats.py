@@ -88,6 +88,13 @@ FORMATS = {
     "bench_avg_latency": (LATENCY, "Avg latency:"),
     "bench_percentile": (LATENCY, "% percentile latency:"),
     "format_gib": ("vllm/utils/mem_utils.py", "round(b / GiB_bytes, 2)"),
+    # Which GPU model runner ran (issue 34): V2 says so; V1 is chosen with a warning when V2 is
+    # declined; V1 alone logs whether its graph estimate was taken out of the KV cache.
+    "runner_v2": ("vllm/v1/worker/gpu_worker.py", "Using V2 Model Runner"),
+    "runner_v2_declined_triton": ("vllm/config/vllm.py", "Model Runner V2 requires Triton"),
+    "runner_v2_declined_unsupported": ("vllm/config/vllm.py", "Model Runner V2 does not yet support %s"),
+    "graph_estimate_applied_enabled": ("vllm/v1/worker/gpu_worker.py", "CUDA graph memory profiling is enabled"),
+    "graph_estimate_applied_disabled": ("vllm/v1/worker/gpu_worker.py", "CUDA graph memory profiling is disabled"),
 }
 
 

@@ -5,8 +5,8 @@ GPU model runners, read back from vLLM's own logs and benchmark output.
 Status: nothing of this lab has run on a GPU yet. Its command lines were checked against vLLM
 0.26.0's source, and its log parser was tested on text built from vLLM 0.26.0's own format
 strings (``coursekit/data/vllm-0.26.0-formats.json``, written by ``python -m
-coursekit.record_vllm_formats``, and the few V2 lines quoted in ``tests/vllm_v2_log.py``), not on
-a real GPU log. Treat the first GPU run as the test.
+coursekit.record_vllm_formats``, the lines telling the two runners apart included), not on a
+real GPU log. Treat the first GPU run as the test.
 
 ``run`` starts ``vllm bench latency`` once per model, variant, batch size, output length and
 runner, and keeps each run's log and ``--output-json``. The runners (saved per run in the
@@ -278,9 +278,9 @@ def budget_line(runs, num_iters: int = 10, num_iters_warmup: int = 3) -> str:
 
 NUMBER = r"-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?"
 #: key -> the message's pattern, found anywhere in a line (vLLM prefixes its lines with the level,
-#: the time and [file:line], and the engine process adds "(EngineCore pid=4242) "). Each key that
-#: is also a key of FORMATS is checked against that recorded format string by the tests; the
-#: others give their source line here and are tested on the lines quoted in tests/vllm_v2_log.py.
+#: the time and [file:line], and the engine process adds "(EngineCore pid=4242) "). The tests
+#: build each message from its recorded format string (coursekit/data/vllm-0.26.0-formats.json:
+#: the key itself, or the keys named in the comment above the pattern).
 PATTERNS = {
     # V1: "Model loading took %s GiB memory and %.6f seconds" (vllm/v1/worker/
     # gpu_model_runner.py:5347-5348); V2: "Model loading took %s GiB and %.6f seconds" (vllm/v1/
@@ -309,12 +309,14 @@ PATTERNS = {
                                    "seconds"),
     # logger.info_once("Using V2 Model Runner") (vllm/v1/worker/gpu_worker.py:377-378): V2 only.
     "runner_v2": re.compile(r"Using V2 Model Runner"),
-    # vLLM chose V1 although the variable was unset (vllm/config/vllm.py:577-579: "Model Runner
+    # Recorded as runner_v2_declined_triton and runner_v2_declined_unsupported. vLLM chose V1
+    # although the variable was unset (vllm/config/vllm.py:577-579: "Model Runner
     # V2 requires Triton; using the V1 model runner instead."; vllm/config/vllm.py:584-588: "Model
     # Runner V2 does not yet support %s; using the V1 model runner instead.").
     "runner_v2_declined": re.compile(r"Model Runner V2 (?P<why>requires Triton|does not yet "
                                      r"support .*?); using the V1 model runner instead"),
-    # Logged only when a V1 estimate > 0 (vllm/v1/worker/gpu_worker.py:565-600): "CUDA graph
+    # Recorded as graph_estimate_applied_enabled and _disabled. Logged only when a V1 estimate > 0
+    # (vllm/v1/worker/gpu_worker.py:565-600): "CUDA graph
     # memory profiling is enabled (default since v0.21.0). ..." (575-576) or "... is disabled
     # (VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=0). ..." (592-593, the estimate is not subtracted).
     "graph_estimate_applied": re.compile(r"CUDA graph memory profiling is (?P<state>enabled|"

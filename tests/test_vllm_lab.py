@@ -4,9 +4,8 @@ CI has no vLLM, so everything vLLM-specific is read from the record of vLLM 0.26
 (``coursekit/data/vllm-0.26.0-formats.json``, written by ``python -m
 coursekit.record_vllm_formats``): the lab's command lines may use only flags recorded there, and
 its log parser is tested on lines built from the recorded format strings (the %-fields and
-f-string fields filled with sample values, behind vLLM's recorded log prefix). The few messages
-that tell the model runners apart and are not in the record are quoted, with file and line, from
-vLLM 0.26.0's source in ``tests/vllm_v2_log.py``. No timing is asserted; the synthetic latencies
+f-string fields filled with sample values, behind vLLM's recorded log prefix), the messages that
+tell the two model runners apart included. No timing is asserted; the synthetic latencies
 are exact numbers the analysis must give back.
 """
 
@@ -22,7 +21,6 @@ import pytest
 from coursekit import lesson
 from coursekit import vllm_lab as lab
 from coursekit.impl import Implementation
-from tests import vllm_v2_log as v2log
 
 RECORDED = json.loads(lab.FORMATS.read_text(encoding="ascii"))
 FMT = RECORDED["formats"]
@@ -264,7 +262,7 @@ def v1_lines() -> list[str]:
 
 
 def v2_lines() -> list[str]:
-    return [ENGINE + prefix(v2log.USING_V2),
+    return [ENGINE + prefix(FMT["runner_v2"]["text"]),
             ENGINE + prefix(FMT["model_loading_v2"]["text"] % ("0.93", 3.2))]
 
 
@@ -275,17 +273,20 @@ def test_the_log_tells_v1_from_v2():
     assert v2["runner"] == "V2" and v2["model_loading"] == {"gib": 0.93, "secs": 3.2}
     assert "graph_memory_estimate" not in v2
     # each message alone is enough
-    assert lab.parse_log(prefix(v2log.USING_V2))["runner"] == "V2"
+    assert lab.parse_log(prefix(FMT["runner_v2"]["text"]))["runner"] == "V2"
     assert lab.parse_log(prefix(FMT["model_loading_v2"]["text"] % ("1", 2.0)))["runner"] == "V2"
     assert lab.parse_log(prefix(FMT["model_loading"]["text"] % ("1", 2.0)))["runner"] == "V1"
-    assert lab.parse_log(prefix(v2log.V1_ESTIMATE_APPLIED))["runner"] == "V1"
+    for key, values in (("graph_estimate_applied_enabled", (0.9, 0.8875, 0.9125)),
+                        ("graph_estimate_applied_disabled", (0.9, 0.9125))):
+        assert lab.parse_log(prefix(FMT[key]["text"] % values))["runner"] == "V1", key
     assert "runner" not in lab.parse_log(prefix(FMT["kv_cache_memory"]["text"] % ("17.6",)))
     both = lab.parse_log("\n".join(v1_lines() + v2_lines()))
     assert both["runner"] == "V1 and V2"
 
 
-@pytest.mark.parametrize("line, why", [(v2log.V2_NEEDS_TRITON, "requires Triton"),
-                                       (v2log.V2_UNSUPPORTED, "does not yet support prompt embeds")])
+@pytest.mark.parametrize("line, why", [
+    (FMT["runner_v2_declined_triton"]["text"], "requires Triton"),
+    (FMT["runner_v2_declined_unsupported"]["text"] % "prompt embeds", "does not yet support prompt embeds")])
 def test_the_log_says_when_vllm_declines_v2(line, why):
     facts = lab.parse_log(prefix(line) + "\n" + prefix(FMT["model_loading"]["text"] % ("1", 2.0)))
     assert facts["runner"] == "V1" and facts["runner_v2_declined"] == {"why": why}
@@ -325,7 +326,7 @@ def synthetic_log(variant: str, latency_s: float, runner: str = "v1",
     if variant == "eager":
         lines.append(prefix(FMT["enforce_eager"]["text"]))
     if v2:
-        lines.append(ENGINE + prefix(v2log.USING_V2))
+        lines.append(ENGINE + prefix(FMT["runner_v2"]["text"]))
     lines += [ENGINE + prefix(FMT["model_loading_v2" if v2 else "model_loading"]["text"]
                               % ("0.93", 3.2)),
               ENGINE + prefix(FMT["kv_cache_memory"]["text"] % ("17.6",)),
