@@ -90,12 +90,21 @@ WORDS = {
     "en": {"header": "| q | `cudagraph_mode` | what is compared | answers that differ | first difference: config, batch: V1 → V2 |",
            "capture_descs": "the graphs captured", "all uniform=0": "a mixed batch",
            "all uniform=1": "a uniform-decode batch", "none": "V1 and V2 agree on every recorded answer.",
-           "config": "sizes {sizes}, max_num_seqs {seqs}", "sep": ", ", "batch": "n = {n}"},
+           "config": "sizes {sizes}, max_num_seqs {seqs}", "sep": ", ",
+           "beyond": " (each a batch of more requests than max_num_seqs: one no scheduler makes)", "batch": "n = {n}"},
     "zh": {"header": "| q | `cudagraph_mode` | 比较的内容 | 不同的答案数 | 第一处不同：配置，批次：V1 → V2 |",
            "capture_descs": "捕获的图", "all uniform=0": "混合批次", "all uniform=1": "均匀 decode 批次",
            "none": "每个记录的答案上 V1 与 V2 一致。",
-           "config": "sizes {sizes}，max_num_seqs {seqs}", "sep": "，", "batch": "n = {n}"},
+           "config": "sizes {sizes}，max_num_seqs {seqs}", "sep": "，",
+           "beyond": "（每一个都是请求数多于 max_num_seqs 的批次：调度器不会排出这样的批次）", "batch": "n = {n}"},
 }
+
+
+def _beyond_max_num_seqs(d: list) -> bool:
+    """A dispatch difference for a batch of more requests than max_num_seqs (the record's calls:
+    ceil(n / q) requests for a uniform batch, min(n, max_num_seqs) for a mixed one)."""
+    mode, _, seqs, q, part, n, _, _ = d
+    return part == "all uniform=1" and -(-n // q) > seqs
 
 
 def _short(answer) -> str:
@@ -106,7 +115,8 @@ def _short(answer) -> str:
 
 def table(lang: str = "en") -> str:
     """The differences grouped by (q, mode, what is compared), as markdown: how many of the
-    group's answers differ, and the first one. Answers in the records' encoding ('N' eager,
+    group's answers differ (and, when every one is a batch of more requests than max_num_seqs, that
+    it is), and the first one. Answers in the records' encoding ('N' eager,
     'Ft,r,u' FULL, 'Pt' PIECEWISE); capture lists as each mode's token counts."""
     if lang not in WORDS:
         raise ValueError(f"lang: expected one of {sorted(WORDS)}, got {lang!r}")
@@ -122,7 +132,8 @@ def table(lang: str = "en") -> str:
         where = w["config"].format(sizes=first[1], seqs=first[2])
         if part != "capture_descs":
             where += w["sep"] + w["batch"].format(n=first[5])
-        rows.append(f"| {q} | {mode} | {w[part]} | {len(ds)} / {counts[q, mode, part]} | "
+        count = f"{len(ds)} / {counts[q, mode, part]}" + (w["beyond"] if all(map(_beyond_max_num_seqs, ds)) else "")
+        rows.append(f"| {q} | {mode} | {w[part]} | {count} | "
                     f"{where}: `{_short(first[6])}` → `{_short(first[7])}` |")
     return "\n".join(rows) + "\n"
 

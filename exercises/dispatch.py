@@ -216,11 +216,12 @@ class CudaGraphManager:
     ``CudaGraphManager(mode, capture_sizes, max_num_seqs, decode_query_len=1)``; ``q =
     decode_query_len``, the tokens each request adds in a uniform-decode step. The sizes are used
     ascending, each once; the V2 runner does not round them for speculative decoding (V1 does).
-    With mode NONE or no sizes there are no graphs.
+    With mode NONE or no sizes there are no graphs (no sizes is not an error here, unlike V1).
 
     The graphs (``_init_candidates``), walking the sizes ``s`` from the smallest:
-      1. if ``mode`` is a two-routine mode (its ``decode_mode()`` is FULL): a decode graph at ``r =
-         s`` rounded up to a multiple of ``q``, ``BatchExecutionDescriptor(FULL, r, r // q, q)``,
+      1. if ``mode`` is a two-routine mode (both have FULL as their ``decode_mode()``): a decode
+         graph at ``r = s`` rounded up to a multiple of ``q``, ``BatchExecutionDescriptor(FULL, r,
+         r // q, q)``,
          unless ``r`` is above ``q * max_num_seqs`` or above the largest size, or that same graph
          is already there (two sizes can round to one ``r``);
       2. then, if ``mode.mixed_mode()`` is not NONE, a graph for mixed batches at ``s``:

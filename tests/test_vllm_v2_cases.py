@@ -87,6 +87,10 @@ def test_the_notes_table_is_generated_from_the_records():
         block = vllm_runners.BLOCK.search(path.read_text(encoding="utf-8")).group(2)
         assert block == vllm_runners.table(lang) and block.count("\n") == 2 + len(
             {(d[3], d[0], d[4]) for d in differences()}), path
+    # The q = 1 row says its batches are ones no scheduler makes; a q > 1 row does not.
+    rows = {tuple(c.strip() for c in r.split("|")[1:4]): r for r in vllm_runners.table("en").splitlines()}
+    assert "more requests than max_num_seqs" in rows["1", "FULL", "a uniform-decode batch"]
+    assert "more requests" not in rows["2", "FULL", "a mixed batch"]
 
 
 def test_the_table_follows_the_records(tmp_path, monkeypatch):

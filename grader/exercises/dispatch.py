@@ -128,11 +128,12 @@ def make_dispatcher(mod, mode: str, sizes: list, max_num_seqs: int, q: int = 1):
 # -- part B: the V2 runner's CudaGraphManager
 
 
-def _exec_desc(mod, desc) -> list | str:
-    """A BatchExecutionDescriptor as [mode name, num_tokens, num_reqs, uniform_token_count]."""
+def _exec_desc(mod, desc) -> dict | str:
+    """A BatchExecutionDescriptor field by field (a failure names the field that differs)."""
     if type(desc) is not mod.BatchExecutionDescriptor:
         return f"<a {type(desc).__name__}, not a BatchExecutionDescriptor>"
-    return [_plain(desc.cg_mode), desc.num_tokens, desc.num_reqs, desc.uniform_token_count]
+    return {"cg_mode": _plain(desc.cg_mode), "num_tokens": desc.num_tokens, "num_reqs": desc.num_reqs,
+            "uniform_token_count": desc.uniform_token_count}
 
 
 def _manager(mod, mode: str, sizes: list, max_num_seqs: int, q: int | None):
@@ -149,24 +150,30 @@ def _descs(mod, descs) -> list | str:
 
 @probe
 def manager_graphs(mod, mode: str, sizes: list, max_num_seqs: int, q: int | None, tokens: list):
-    """capture_descs() and candidates(n) for each n in ``tokens`` (lists of descriptors)."""
+    """capture_descs() and candidates(n) for each n in ``tokens`` (lists of descriptors), keyed by
+    the call (a failure names it)."""
     m = _manager(mod, mode, sizes, max_num_seqs, q)
-    return {"capture_descs": _descs(mod, call(m.capture_descs)),
-            "candidates": [_descs(mod, call(m.candidates, n)) for n in tokens]}
+    return {"capture_descs()": _descs(mod, call(m.capture_descs)),
+            **{f"candidates({n})": _descs(mod, call(m.candidates, n)) for n in tokens}}
 
 
 @probe
 def manager_dispatch(mod, mode: str, sizes: list, max_num_seqs: int, q: int | None, queries: list):
-    """Each query is ``[num_reqs, num_tokens, uniform_token_count or "left out"]``."""
+    """Each query is ``[num_reqs, num_tokens, uniform_token_count or "left out"]``; the answers are
+    keyed by the call (a failure names the batch and the field)."""
     m = _manager(mod, mode, sizes, max_num_seqs, q)
-    return [_exec_desc(mod, call(m.dispatch, r, n) if u == "left out" else call(m.dispatch, r, n, u))
-            for r, n, u in queries]
+    out = {}
+    for r, n, u in queries:
+        name = f"dispatch({r}, {n})" if u == "left out" else f"dispatch({r}, {n}, {u})"
+        out[name] = _exec_desc(mod, call(m.dispatch, r, n) if u == "left out" else call(m.dispatch, r, n, u))
+    return out
 
 
 @probe
 def uniform_counts(mod, batches: list):
-    """``get_uniform_token_count(num_reqs, num_tokens, max_query_len)`` for each batch."""
-    return [call(mod.get_uniform_token_count, *b) for b in batches]
+    """``get_uniform_token_count(num_reqs, num_tokens, max_query_len)`` for each batch, keyed by the call."""
+    return {f"get_uniform_token_count({a}, {b}, {c})": call(mod.get_uniform_token_count, a, b, c)
+            for a, b, c in batches}
 
 
 # ------------------------------------------------------------------------- checks
