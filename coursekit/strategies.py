@@ -57,11 +57,6 @@ def decode_step_kwargs(draw):
     )
 
 
-#: A decode step's fields that must be >= 0, with the value that breaks the rule.
-negative_field = st.sampled_from(
-    ["weight_gib", "n_layers", "kernels_per_layer", "launch_us", "bandwidth_bps", "gpu_node_us"]
-)
-
 kernel_times = st.lists(whole_us, min_size=0, max_size=40)
 
 
@@ -81,7 +76,6 @@ def noiseless_line(draw):
 
 sizes = st.integers(min_value=1, max_value=600)
 size_lists = st.lists(sizes, min_size=1, max_size=20)
-unique_size_lists = st.lists(sizes, min_size=1, max_size=12, unique=True)
 batch_sizes = st.integers(min_value=1, max_value=700)
 
 MODES = ("NONE", "PIECEWISE", "FULL", "FULL_DECODE_ONLY", "FULL_AND_PIECEWISE")

@@ -11,7 +11,9 @@ assistants), ``answers.md`` (the self-test questions, written from ``grader/note
 ``SELF_TEST`` without the model answers) and the README without its staff-only sections. What
 never goes out: ``solutions/``, ``tests/`` (the repository's own suite, with its mutants),
 ``.ci/``, hidden checks, ``course/``, the other benchmarks and the notebook builder (the source
-notebook holds the solutions).
+notebook holds the solutions). ``grader/`` and ``coursekit/``, which hold staff code beside what
+students get, ship by an allow-list (``SHIPPED``, and ``WITHHELD`` with a reason for each
+entry kept home): an entry in neither stops the release.
 
 The points are counted from ``grader/rubric.toml`` (``rubric_points``) and written into the
 released README (its ``<!-- points -->`` paragraph) and the released rubric's header, so the
@@ -32,8 +34,48 @@ from grader.rubric import parse as parse_rubric
 
 COPIED = ("exercises", "coursekit", "grader", "notes", "benchmarks/decode_engine.py", "conftest.py",
           "pyproject.toml", ".gitignore", "AGENTS.md")
-NEVER = {"hidden", "release.py", "scaffold.py", "notebook.py", "nbgrader_bridge.py", "build.py",
-         "staff.py", "gradescope.py", "__pycache__", "expected.json", "BUILD.json"}
+#: The two folders that hold staff code beside what students get ship by an allow-list: each entry
+#: of the folder (a file, or a subfolder copied whole) is either shipped or withheld, with the
+#: reason. An entry in neither stops the release (``unclassified``): a new staff module never
+#: ships because nobody thought of it.
+SHIPPED = {
+    "grader": ("__init__.py", "__main__.py", "checks.py", "classbook.py", "doctor.py", "exercises",
+               "flags.py", "judge.py", "notebook_checks.py", "probes.py", "public.py", "reference.py",
+               "results.py", "rubric.py", "rubric.toml", "sandbox.py", "secret.py", "submission.py",
+               "text.py", "wire.py", "worker.py"),
+    "coursekit": ("__init__.py", "allocator.py", "args.py", "checks.py", "cli.py", "course.py", "data",
+                  "fusion.py", "impl.py", "lab.py", "lesson.py", "measurements.py", "platform.py",
+                  "record_vllm_formats.py", "standin.py", "strategies.py", "svgplot.py", "toymodel.py",
+                  "vllm_lab.py", "vllm_recorded.py", "vllm_runners.py"),
+}
+WITHHELD = {
+    "grader": {
+        "hidden": "the hidden checks",
+        "build.py": "rewrites the staff repository's derived files",
+        "gradescope.py": "builds the staff's Gradescope bundle",
+        "nbgrader_bridge.py": "the staff's nbgrader course",
+        "notebook.py": "builds the source notebook, which holds the solutions",
+        "release.py": "this file: makes the release",
+        "scaffold.py": "writes stubs from the reference",
+        "staff.py": "the staff's commands",
+    },
+    "coursekit": {},
+}
+#: Never copied, wherever they are: caches, and files the release writes itself.
+NEVER = {"__pycache__", "expected.json", "BUILD.json"}
+
+
+def unclassified(root: Path = REPO_ROOT) -> list[str]:
+    """Entries of ``SHIPPED``'s folders under ``root`` that are neither shipped nor withheld (and
+    named entries that are not there): what a release would have to guess about."""
+    out = []
+    for folder, shipped in SHIPPED.items():
+        present = {p.name for p in (root / folder).iterdir() if p.name not in NEVER and p.suffix != ".pyc"}
+        known = set(shipped) | set(WITHHELD[folder])
+        out += [f"{folder}/{name}: neither shipped nor withheld (grader/release.py: SHIPPED or WITHHELD)"
+                for name in sorted(present - known)]
+        out += [f"{folder}/{name}: named in grader/release.py but not there" for name in sorted(known - present)]
+    return out
 STAFF = re.compile(r"<!-- staff-only -->.*?<!-- /staff-only -->\n?", re.DOTALL)
 #: README lines that name what a release does not have, and what they say there instead (None:
 #: the line goes).
@@ -51,9 +93,6 @@ STUDENT_LINES = {
 def rubric_points(text: str) -> Rubric:
     """Count the points of a rubric (``grader/rubric.toml``'s text, or a released one's)."""
     return parse_rubric(text)
-
-
-_each = each
 
 
 def public_rubric(text: str) -> str:
@@ -106,7 +145,7 @@ def answers_markdown(rubric_text: str | None = None) -> str:
         f"The lesson's {len(SELF_TEST)} self-test questions. Answer each one below it, in a few "
         "sentences, with\nnumbers from the lesson's launch-overhead model where they help:\n"
         "T_eager = T_compute + N·tau, T_graph = T_compute + tau.\n\n"
-        f"**How they are graded**: by hand, by the course staff{_each(points.questions)} "
+        f"**How they are graded**: by hand, by the course staff{each(points.questions)} "
         f"({points.manual:g} in all).\n"
         f"They are not part of the {points.total:g} points of the checks: "
         "`python -m grader grade` only counts how many you answered.\n"
@@ -178,11 +217,21 @@ def release(out: Path) -> int:
         raise ValueError(f"OUTDIR: {out} exists and is not an empty folder")
     if out.resolve().is_relative_to(REPO_ROOT):
         raise ValueError(f"OUTDIR: {out} is inside the repository; choose a folder outside it")
+    problems = unclassified()
+    if problems:
+        raise ValueError("release: decide what ships first:\n  " + "\n  ".join(problems))
     out.mkdir(parents=True, exist_ok=True)
     ignore = shutil.ignore_patterns(*NEVER, "*.pyc", ".hypothesis")
     for name in COPIED:
         source = REPO_ROOT / name
-        if source.is_dir():
+        if name in SHIPPED:  # the allow-list, entry by entry
+            (out / name).mkdir(parents=True)
+            for entry in SHIPPED[name]:
+                if (source / entry).is_dir():
+                    shutil.copytree(source / entry, out / name / entry, ignore=ignore)
+                else:
+                    shutil.copy2(source / entry, out / name / entry)
+        elif source.is_dir():
             shutil.copytree(source, out / name, ignore=ignore)
         else:
             (out / name).parent.mkdir(parents=True, exist_ok=True)

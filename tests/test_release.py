@@ -85,3 +85,31 @@ def test_released_repository_runs_its_tests_and_grades(released, tmp_path):
     stubs = subprocess.run([sys.executable, "-m", "grader", "grade", "--json", str(tmp_path / "s.json")],
                            cwd=released, capture_output=True, text=True, timeout=300)
     assert stubs.returncode == 0 and json.loads((tmp_path / "s.json").read_text())["score"] == 0
+
+
+def test_what_ships_of_grader_and_coursekit_is_an_allow_list(tmp_path, monkeypatch):
+    """Issue 36: every entry of grader/ and coursekit/ is shipped or withheld on purpose; a new
+    file in neither stops the release, so a staff module cannot ship because nobody listed it."""
+    from grader import release
+
+    assert not release.unclassified(), release.unclassified()
+    assert not set(release.WITHHELD["grader"]) & set(release.SHIPPED["grader"])
+    for folder in release.SHIPPED:  # the folders' entries, and one new staff module
+        (tmp_path / folder).mkdir()
+        for p in (REPO_ROOT / folder).iterdir():
+            (tmp_path / folder / p.name).mkdir() if p.is_dir() else (tmp_path / folder / p.name).touch()
+    (tmp_path / "grader" / "grade_all_secretly.py").touch()
+    assert release.unclassified(tmp_path) == [
+        "grader/grade_all_secretly.py: neither shipped nor withheld (grader/release.py: SHIPPED or WITHHELD)"]
+    monkeypatch.setattr(release, "unclassified", lambda root=REPO_ROOT: ["grader/x.py: neither"])
+    with pytest.raises(ValueError, match="grader/x.py"):
+        release.release(tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+
+
+def test_the_release_holds_exactly_the_allow_list(released):
+    from grader import release
+
+    for folder, shipped in release.SHIPPED.items():
+        got = {p.name for p in (released / folder).iterdir()} - {"expected.json", "BUILD.json"}
+        assert got == set(shipped), (folder, sorted(got ^ set(shipped)))
