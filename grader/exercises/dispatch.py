@@ -80,11 +80,15 @@ def dispatcher_keys(mod, mode: str, sizes: list, max_num_seqs: int, q: int | Non
 @probe
 def dispatch(mod, mode: str, sizes: list, max_num_seqs: int, queries: list, q: int = 1):
     """Each query is ``[num_tokens, uniform_decode or None (left out), valid, invalid]``, the
-    last two lists of runtime-mode names or None."""
+    last two lists of runtime-mode names or None. The answers are keyed by the call, each a
+    ``[mode, num_tokens, num_reqs, uniform]`` (a failure names the batch)."""
     d = _dispatcher(mod, mode, sizes, max_num_seqs, q)
     M = mod.CUDAGraphMode
-    out = []
+    out = {}
     for n, uniform, valid, invalid in queries:
+        name = ", ".join([str(n)] + ([] if uniform is None else [f"uniform_decode={uniform}"])
+                         + ([] if valid is None else [f"valid_modes={valid}"])
+                         + ([] if invalid is None else [f"invalid_modes={invalid}"]))
         kwargs = {} if uniform is None else {"uniform_decode": uniform}
         if valid is not None:
             kwargs["valid_modes"] = {M[v] for v in valid}
@@ -92,13 +96,13 @@ def dispatch(mod, mode: str, sizes: list, max_num_seqs: int, queries: list, q: i
             kwargs["invalid_modes"] = {M[v] for v in invalid}
         result = call(d.dispatch, n, **kwargs)
         if _not_a(result, tuple):  # the docstring says the tuple (mode, descriptor)
-            out.append(_not_a(result, tuple))
+            out[f"dispatch({name})"] = _not_a(result, tuple)
             continue
         mode_got, desc = result
         if type(desc) is not mod.BatchDescriptor:
-            out.append(f"<a {type(desc).__name__}, not a BatchDescriptor>")
+            out[f"dispatch({name})"] = f"<a {type(desc).__name__}, not a BatchDescriptor>"
         else:
-            out.append([mode_got.name, *_desc(desc)])
+            out[f"dispatch({name})"] = [mode_got.name, *_desc(desc)]
     return out
 
 
