@@ -361,11 +361,7 @@ V1_ONLY = {
     "Estimated CUDA graph memory": ("V1",),
     "profile_cudagraph_memory": ("V1", "V2"),
 }
-#: Notes still to be brought under the rule by their owners (issue 34): the V2 comparison in
-#: chapter 6, the trade-offs of chapter 9 and Part B's guide (its paragraph on the logged lines
-#: quotes `Estimated CUDA graph memory` without V1) are being rewritten beside this check.
-RUNNER_PENDING: set[str] = set()
-RUNNER_NOTES = sorted(p for p in NOTES.rglob("*.md") if p.name not in RUNNER_PENDING)
+RUNNER_NOTES = sorted(NOTES.rglob("*.md"))
 
 
 def _readme_vllm_part() -> str:

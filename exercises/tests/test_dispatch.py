@@ -426,7 +426,7 @@ def test_v2_answers_a_candidate_or_eager(dispatch, mode_name, sizes, max_num_seq
     at one token count, the smallest graph >= n; or eager at exactly (n, num_reqs)."""
     m = dispatch.CudaGraphManager(dispatch.CUDAGraphMode[mode_name], list(sizes), max_num_seqs, q)
     reqs = data.draw(st.integers(1, n), label="num_reqs")
-    count = data.draw(st.sampled_from([None, q, n // reqs]), label="uniform_token_count") or None
+    count = data.draw(st.sampled_from([None, q, n // reqs]), label="uniform_token_count")
     everything = [plain_v2(dispatch, d) for d in m.capture_descs()]
     cands = [plain_v2(dispatch, d) for d in m.candidates(n)]
     above = sorted({d[1] for d in everything if not isinstance(d, str) and d[1] >= n})
