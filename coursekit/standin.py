@@ -152,8 +152,8 @@ def capture_on_cpu(
 
 class RecordingCapture:
     """A capture routine (``capture_on_cpu`` by default) that records every capture asked of it:
-    ``calls`` holds one dict per capture with its ``inputs``, ``warmup_iters``, ``pool`` and the
-    returned ``graph``. Tests and the grader use it to see what a runner captured, and how."""
+    ``calls`` holds one dict per capture with the function captured (``fn``), its ``inputs``,
+    ``warmup_iters``, ``pool`` and the returned ``graph``. Tests and the grader use it to see what a runner captured, and how."""
 
     def __init__(self, capture: Callable = capture_on_cpu):
         self.capture = capture
@@ -162,6 +162,6 @@ class RecordingCapture:
     def __call__(self, fn: Callable, *static_inputs: torch.Tensor, warmup_iters: int = 3,
                  pool: Any = None) -> CapturedGraph:
         graph = self.capture(fn, *static_inputs, warmup_iters=warmup_iters, pool=pool)
-        self.calls.append(dict(inputs=static_inputs, warmup_iters=warmup_iters, pool=pool,
+        self.calls.append(dict(fn=fn, inputs=static_inputs, warmup_iters=warmup_iters, pool=pool,
                                graph=graph))
         return graph

@@ -36,9 +36,9 @@ class DecodeEngine:
     """Runs decode steps of a ``ToyModel`` eagerly or as CUDA graphs, as ``mode`` says.
 
     Construction ``DecodeEngine(model, mode=CUDAGraphMode.FULL, capture_sizes=None,
-    warmup_iters=1, capture=None)``, each default as written (an engine built without ``mode``
-    asks for FULL graphs; without ``warmup_iters``, each capture warms up once); a ``model``
-    that is not a ``ToyModel`` -> ValueError naming ``model``:
+    warmup_iters=1, capture=None, compiler=None)``, each default as written (an engine built
+    without ``mode`` asks for FULL graphs; without ``warmup_iters``, each capture warms up once);
+    a ``model`` that is not a ``ToyModel`` -> ValueError naming ``model``:
       * ``model``: the model, kept as ``self.model`` (``step`` reads its device and config).
       * ``mode``: the mode the engine runs, as vLLM 0.26.0 resolves the one asked for, for its
         V1 and V2 runners alike (``CompilationConfig.resolve_cudagraph_mode_and_sizes``): the
@@ -62,10 +62,19 @@ class DecodeEngine:
       * ``capture`` defaults to exercise 3's ``capture`` for a CUDA model and to
         ``capture_on_cpu`` otherwise. Nothing is captured until ``capture_model()``, and a step
         whose key has no graph runs eagerly.
+      * ``compiler``: None, or a function that compiles a piece of the model, ``compiler(fn) ->
+        compiled`` (``coursekit.compiled.compile_piece``: ``torch.compile``). Compile, then
+        capture, as vLLM 0.26.0 does (its backend compiles the model split at attention, then
+        captures each compiled piece): when it is given, every function ``capture_model()``
+        hands to ``capture`` (the FULL forward, each PIECEWISE segment) is one that ``compiler``
+        returned, so the graphs replay the compiled kernels. ``compiler`` is called only in
+        ``capture_model()``, never by ``step``; a step without a graph runs ``model.forward`` as
+        before. None: every piece is captured as written.
 
     ``capture_model()`` captures every ``(mode, BatchDescriptor)`` of
     ``dispatcher.capture_descs()``, in that order (PIECEWISE keys, then FULL, each largest
-    first), each as ``capture(fn, *inputs, warmup_iters=warmup_iters, pool=pool)`` over the first
+    first), each as ``capture(fn, *inputs, warmup_iters=warmup_iters, pool=pool)`` (``fn``
+    passed through ``compiler`` first, when there is one) over the first
     ``num_tokens`` rows of the static buffers (``tokens`` first), all in one memory pool: ``pool``
     is None for the first graph and that graph's ``graph.pool()`` for every later one.
       * FULL: one graph of ``model.forward(tokens, positions, slots, max_query_len=1)`` (the
@@ -138,6 +147,7 @@ class DecodeEngine:
         capture_sizes: Sequence[int] | None = None,
         warmup_iters: int = 1,
         capture: Callable | None = None,
+        compiler: Callable | None = None,
     ):
         args.instance("model", model, ToyModel)  # given
         raise NotImplementedError("exercise 8: DecodeEngine.__init__")

@@ -24,6 +24,7 @@ class DecodeEngine:
         capture_sizes: Sequence[int] | None = None,
         warmup_iters: int = 1,
         capture: Callable | None = None,
+        compiler: Callable | None = None,
     ):
         args.instance("model", model, ToyModel)  # given
         sizes = engine_capture_sizes(model.config.max_seqs) if capture_sizes is None else list(capture_sizes)
@@ -36,6 +37,7 @@ class DecodeEngine:
         self.dispatcher = CudagraphDispatcher(mode, sizes, model.config.max_seqs)
         self.warmup_iters = warmup_iters
         self.capture = capture if capture is not None else _default_capture(model)
+        self.compiler = compiler
         largest = max(sizes, default=1)
         device, c = model.device, model.config
         self.tokens = torch.zeros(largest, dtype=torch.long, device=device)
@@ -62,13 +64,13 @@ class DecodeEngine:
         for mode, desc in self.dispatcher.capture_descs():
             s = desc.num_tokens
             if mode is CUDAGraphMode.FULL:
-                graph = self.capture(_Decode(self.model), self.tokens[:s], self.positions[:s],
+                graph = self.capture(self._compiled(_Decode(self.model)), self.tokens[:s], self.positions[:s],
                                      self.slots[:s], warmup_iters=self.warmup_iters, pool=pool)
                 pool = pool or graph.graph.pool()
             else:
                 graph, hidden = [], self.hidden[:s]
                 for i in range(self.model.n_segments):
-                    piece = self.capture(_Segment(self.model, i), self.tokens[:s], self.positions[:s],
+                    piece = self.capture(self._compiled(_Segment(self.model, i)), self.tokens[:s], self.positions[:s],
                                          hidden, self.attn[:s], warmup_iters=self.warmup_iters, pool=pool)
                     pool = pool or piece.graph.pool()
                     graph.append(piece)
@@ -79,6 +81,10 @@ class DecodeEngine:
             torch.cuda.synchronize()
         self.capture_seconds = time.perf_counter() - start
         self.capture_memory_bytes = (torch.cuda.memory_reserved() - reserved) if cuda else 0
+
+    def _compiled(self, piece: Callable) -> Callable:
+        # Compile, then capture: the graph records the compiled kernels, as vLLM's backend does.
+        return piece if self.compiler is None else self.compiler(piece)
 
     def step(self, tokens: torch.Tensor, positions: torch.Tensor, slots: torch.Tensor,
              uniform_decode: bool | None = None) -> torch.Tensor:

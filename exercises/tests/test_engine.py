@@ -673,3 +673,87 @@ def test_full_graphs_alone_run_a_prompt_step_eagerly(engine, mode):
     assert ran == [prompt_step], (
         f"DecodeEngine(mode={mode}, capture_sizes=[4]): a 4-token prompt step (a mixed batch) "
         f"ran as {ran}; expected {prompt_step} (mode {runs_as}: mixed batches run {mixed})")
+
+
+class StandInCompiler:
+    """A stand-in for ``torch.compile``, as fast as no compiler: each piece comes back wrapped in
+    a function of its own that runs it unchanged (``made``), so a test can tell a compiled piece
+    from the piece as written."""
+
+    def __init__(self):
+        self.made = []
+
+    def __call__(self, fn):
+        def compiled(*args):
+            return fn(*args)
+
+        self.made.append(compiled)
+        return compiled
+
+
+@pytest.mark.parametrize("mode", ["FULL", "PIECEWISE", "FULL_DECODE_ONLY"])
+def test_with_a_compiler_every_captured_piece_is_compiled(engine, mode):
+    """Compile, then capture (vLLM's backend compiles the model split at attention, then captures
+    each compiled piece): with ``compiler=``, each function handed to ``capture`` is one the
+    compiler returned, the FULL forward and every PIECEWISE segment alike; ``step`` compiles
+    nothing, and the tokens are eager decoding's."""
+    recorder, compiler = RecordingCapture(), StandInCompiler()
+    _, runner = engine_for(engine, mode, sizes=[2, 4], capture=recorder, compiler=compiler)
+    captured = ["compiled" if any(c["fn"] is m for m in compiler.made) else "as written" for c in recorder.calls]
+    assert captured and set(captured) == {"compiled"}, (
+        f"DecodeEngine({mode}, [2, 4], compiler=...).capture_model(): the captures got {captured}\n"
+        "  rule: every function capture_model() hands to capture (the FULL forward, each PIECEWISE "
+        "segment) is one that compiler returned: compile, then capture")
+    compiled = len(compiler.made)
+    got = runner.generate(PROMPTS, NEW_TOKENS)
+    assert got == EXPECTED, f"mode {mode} with a compiler: {got}, eager greedy decoding: {EXPECTED}"
+    assert len(compiler.made) == compiled, (
+        f"generate called the compiler {len(compiler.made) - compiled} more times after capture_model()\n"
+        "  rule: compiler is called only in capture_model(), never by step")
+
+
+def compile_problem_here(device):
+    from coursekit.compiled import compile_problem
+
+    return compile_problem(device)
+
+
+@pytest.mark.parametrize("mode", ["FULL_DECODE_ONLY", "PIECEWISE"])
+def test_compiled_then_captured_is_token_identical_in_float32(engine, mode):
+    """The real thing: each piece through ``torch.compile`` (``coursekit.compiled.compile_piece``,
+    inductor's CPU backend), then captured. In float32 the compiled kernels keep eager's tokens.
+    The first compile in a process takes tens of seconds on a laptop (inductor builds its C++
+    runtime once, then caches it on disk)."""
+    from coursekit.compiled import compile_piece
+
+    problem = compile_problem_here("cpu")
+    if problem:
+        pytest.skip(problem)
+    _, runner = engine_for(engine, mode, sizes=[4], compiler=compile_piece)
+    prompts, new = PROMPTS[:3], [8, 8, 8]
+    expected = [greedy_alone(p, n) for p, n in zip(prompts, new)]
+    got = runner.generate(prompts, new)
+    assert got == expected, f"mode {mode}, compiled then captured: {got}, eager greedy decoding: {expected}"
+
+
+@gpu
+@pytest.mark.parametrize("dtype", list(DTYPES))
+def test_compiled_then_captured_on_cuda(engine, dtype):
+    """On a GPU, inductor writes Triton kernels: the compiled FULL graphs keep eager's tokens in
+    float32 and the stated tolerance (5e-2) on a bfloat16 model's logits."""
+    from coursekit.compiled import compile_piece
+
+    problem = compile_problem_here("cuda")
+    if problem:
+        pytest.skip(problem)
+    model, runner = engine_for(engine, "FULL_DECODE_ONLY", "cuda", sizes=[4], dtype=dtype, compiler=compile_piece)
+    inputs = rows([5, 6, 7], [3, 9, 1], [0, 1, 2], device="cuda")
+    expected = ToyModel(device="cuda", dtype=DTYPES[dtype]).forward(*inputs, max_query_len=1)
+    error = (runner.step(*inputs, uniform_decode=True).float() - expected.float()).abs().max().item()
+    assert error <= TOLERANCE[dtype], (
+        f"compiled FULL graph on a {dtype} model: logits differ from eager by {error:.3g} "
+        f"(allowed {TOLERANCE[dtype]})")
+    if dtype == "float32":
+        _, runner = engine_for(engine, "FULL_DECODE_ONLY", "cuda", sizes=[4], compiler=compile_piece)
+        expected_tokens = [greedy_alone(p, n, "cuda") for p, n in zip(PROMPTS[:3], [8, 8, 8])]
+        assert runner.generate(PROMPTS[:3], [8, 8, 8]) == expected_tokens

@@ -34,13 +34,15 @@ CPU = "cpu:0"
 
 
 def _engine(mod, mode: str, sizes, device: str = CPU, warmup_iters: int = 1, seed: int = 0,
-            capture=None, capture_now: bool = True, dtype: str = "float32"):
+            capture=None, capture_now: bool = True, dtype: str = "float32", compiler=None):
     from coursekit.toymodel import ModelConfig, ToyModel
 
     model = ToyModel(ModelConfig(seed=seed), device=device, dtype=DTYPES[dtype])
     kwargs = {"capture_sizes": None if sizes is None else list(sizes), "warmup_iters": warmup_iters}
     if capture is not None:
         kwargs["capture"] = capture
+    if compiler is not None:
+        kwargs["compiler"] = compiler
     engine = call(mod.DecodeEngine, model, mode=_sibling(mod, "dispatch").CUDAGraphMode[mode], **kwargs)
     if capture_now:
         call(engine.capture_model)
@@ -266,6 +268,38 @@ def engine_attention(mod, mode: str, sizes: list | None = None, tokens: list | N
             "replayed": _stats_kinds(engine)}
 
 
+class _Compiler:
+    """A stand-in for ``torch.compile``: each piece it is given comes back wrapped in a function
+    of its own that runs the piece unchanged, so what was captured can be told apart from the
+    piece as written. ``made`` holds the wrappers, ``calls`` counts compilations."""
+
+    def __init__(self):
+        self.made: list = []
+
+    def __call__(self, fn):
+        if not callable(fn):
+            raise TypeError(f"compiler: expected a callable piece, got {type(fn).__name__}")
+
+        def compiled(*args):
+            return fn(*args)
+
+        self.made.append(compiled)
+        return compiled
+
+
+@probe
+def engine_compiles(mod, mode: str, sizes: list, prompts: list, new_tokens):
+    """``DecodeEngine(mode, sizes, compiler=stand-in)``: for each capture, in order, whether it
+    captured a function the compiler returned ("compiled") or another ("as written"); how many
+    compilations ``generate`` made after ``capture_model()``; the tokens ``generate`` returned."""
+    recorder, compiler = RecordingCapture(), _Compiler()
+    _, engine = _engine(mod, mode, sizes, capture=recorder, compiler=compiler)
+    captured = ["compiled" if any(c["fn"] is m for m in compiler.made) else "as written" for c in recorder.calls]
+    before = len(compiler.made)
+    tokens = call(engine.generate, [list(p) for p in prompts], new_tokens)
+    return {"captures": captured, "compiled_by_steps": len(compiler.made) - before, "tokens": tokens}
+
+
 @probe
 def engine_mode(mod, mode: str):
     """The mode an engine asked for ``mode`` runs (``engine.mode``), by name."""
@@ -427,6 +461,9 @@ def checks(draw: Draw) -> list[Check]:
     r = draw.rng("ex8.padding_uses_the_padding_slot.buffers")
     buffer_sizes = r.sample([1, 2, 3, 4, 6, 8, 12], 3)  # in any order: the buffers take the largest
     default_seqs = r.randint(2, 7)  # a second max_seqs for the defaults (8 is the first)
+    r = draw.rng("ex8.compile_then_capture")
+    compile_sizes = sorted(r.sample([1, 2, 3, 4, 6, 8], 2))
+    compile_prompts, compile_new = requests(r, count=3)
     return [
         Check("ex8", "generate_every_mode",
               "every mode yields the tokens of eager decoding, for a float32 and a bfloat16 model: "
@@ -443,7 +480,7 @@ def checks(draw: Draw) -> list[Check]:
                    new_tokens=every_count, seed=seed)]
               + [P("engine_largest", f"DecodeEngine(FULL, [2]).generate(max_seqs prompts: [[{token}] * 55] + "
                    f"[[{token}]] * 7, [10, 1, 1, 1, 1, 1, 1, 2]) (one sequence fills the cache exactly)",
-                   kind="generate-largest", token=token)], points=4),
+                   kind="generate-largest", token=token)], points=3),
         Check("ex8", "step_logits",
               "step returns one row of logits per token, in the model's dtype, within 1e-5 of the "
               "eager model in float32 and 5e-2 in bfloat16, for every "
@@ -520,6 +557,14 @@ def checks(draw: Draw) -> list[Check]:
                    new_tokens=1) for p in one_token_prompts]
               + [P("engine_uniform_flags", f"what steps with slots {flag_slots} replay in "
                    "FULL_AND_PIECEWISE without uniform_decode", slot_lists=flag_slots)], points=1),
+        Check("ex8", "compile_then_capture",
+              "with a compiler, every function capture_model() captures (the FULL forward, each "
+              "PIECEWISE segment) is one the compiler returned; the compiler is never called by "
+              "step; generate still yields eager decoding's tokens",
+              [P("engine_compiles", f"DecodeEngine({m}, {compile_sizes}, compiler=stand-in): what was "
+                 f"captured, then generate({compile_prompts}, {compile_new})", mode=m, sizes=compile_sizes,
+                 prompts=compile_prompts, new_tokens=compile_new)
+               for m in ("FULL", "PIECEWISE", "FULL_DECODE_ONLY")], points=1),
         Check("ex8", "gpu_engine",
               "on real CUDA graphs: every mode yields eager decoding's tokens and logits within 1e-5",
               [P("engine_generate", f"generate on CUDA ({m})", mode=m, sizes=sizes, prompts=gpu_prompts,
