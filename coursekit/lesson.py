@@ -65,6 +65,7 @@ def tradeoff_figures(implied_launch_us, cpu_bound_launch_us, kv_bytes_per_token,
 
 #: The bundled H200 run, in the shape the lab reads and writes (``launch-tax.json``).
 H200_ANCHOR = Path(__file__).resolve().parent / "data" / "h200-anchor-2026-11-30.json"
+H200_ENGINE = H200_ANCHOR.with_name("h200-engine-2026-12-04.json")
 #: The day of that run (in its file name).
 H200_DATE = H200_ANCHOR.stem.removeprefix("h200-anchor-")
 
@@ -73,6 +74,13 @@ H200_DATE = H200_ANCHOR.stem.removeprefix("h200-anchor-")
 def h200_anchor() -> dict:
     """The bundled H200 measurement, as read from ``H200_ANCHOR``."""
     return json.loads(H200_ANCHOR.read_text(encoding="utf-8"))
+
+
+def h200_engine() -> dict:
+    """The decode engine's benchmark on its first H200 (2026-12-04), beside the same step written
+    as one function, compiled and captured, as read from ``H200_ENGINE`` (its ``about`` says how
+    it was measured)."""
+    return json.loads(H200_ENGINE.read_text(encoding="utf-8"))
 
 
 def _decode_7b() -> dict[int, dict]:
