@@ -17,18 +17,16 @@ the limit (``FailOnRecompileLimitHit``) where a fresh frame per piece does not.
 
 ``compile_problem(device)`` says in one line why ``torch.compile`` cannot build kernels for a
 device here (CUDA: Triton's needs, ``coursekit.platform.triton_problem``; CPU: inductor's C++
-compiler and ``Python.h``), or None.
+compiler and ``Python.h``, ``coursekit.platform.cpu_compile_problem``), or None.
 """
 
 from __future__ import annotations
 
-import os
-import shutil
-from typing import Callable, Mapping
+from typing import Callable
 
 import torch
 
-from coursekit.platform import python_header, python_include_dir, triton_problem
+from coursekit.platform import cpu_compile_problem, triton_problem
 
 
 def compile_piece(fn: Callable) -> Callable:
@@ -46,22 +44,6 @@ def compile_piece(fn: Callable) -> Callable:
     piece.__code__ = piece.__code__.replace()
     piece.__qualname__ = f"compiled({getattr(fn, '__qualname__', type(fn).__qualname__)})"
     return torch.compile(piece, dynamic=False, fullgraph=True)
-
-
-def cpu_compile_problem(env: Mapping[str, str] | None = None, include_dir: str | None = None) -> str | None:
-    """Why inductor cannot build CPU kernels here (it compiles C++ with ``$CXX``, else ``g++``, and
-    loads it through ``Python.h``), or None. ``env`` and ``include_dir`` as in
-    ``coursekit.platform``."""
-    env = os.environ if env is None else env
-    problems = []
-    cxx = env.get("CXX") or "g++"
-    if shutil.which(cxx, path=env.get("PATH", "")) is None:
-        problems.append(f"no C++ compiler: inductor looks for $CXX or g++ on PATH, and {cxx!r} is not there "
-                        "(install g++, e.g. apt-get install g++, or set CXX)")
-    if python_header(include_dir) is None:
-        problems.append(f"no Python.h in {include_dir or python_include_dir()} (install the Python "
-                        "headers, e.g. apt-get install python3-dev)")
-    return "torch.compile cannot build CPU kernels: " + "; ".join(problems) if problems else None
 
 
 def compile_problem(device: str | torch.device, **checks) -> str | None:

@@ -1,9 +1,11 @@
 """What this machine can run, for the doctor (``python -m grader.doctor``), the tests and the
 benchmark: small checks with one-line answers a student can act on.
 
-``triton_problem()`` says why ``torch.compile`` cannot make GPU kernels here. On CUDA, inductor
-writes Triton kernels, and Triton builds a small C launcher for them the first time it runs, so
-besides the ``triton`` package it needs what that build needs, found the way Triton finds it:
+``triton_problem()`` says why ``torch.compile`` cannot make GPU kernels here, and
+``cpu_compile_problem()`` why it cannot make CPU kernels (inductor's C++ backend needs ``$CXX``,
+else ``g++``, and ``Python.h``). On CUDA, inductor writes Triton kernels, and Triton builds a
+small C launcher for them the first time it runs, so besides the ``triton`` package it needs what
+that build needs, found the way Triton finds it:
 
 * a C compiler: ``$CC`` if set, else ``gcc``, else ``clang`` on ``PATH`` (Triton does not try
   ``cc``: with only ``cc``, set ``CC=cc``);
@@ -132,3 +134,19 @@ def triton_problem(*, cuda: bool | None = None, **checks) -> str | None:
         return None
     problems = triton_problems(**checks)
     return "torch.compile cannot build GPU kernels: " + "; ".join(problems) if problems else None
+
+
+def cpu_compile_problem(env: Mapping[str, str] | None = None, include_dir: str | None = None) -> str | None:
+    """Why inductor cannot build CPU kernels here (it compiles C++ with ``$CXX``, else ``g++``, and
+    loads it through ``Python.h``), or None. ``env`` and ``include_dir`` as in
+    ``coursekit.platform``."""
+    env = os.environ if env is None else env
+    problems = []
+    cxx = env.get("CXX") or "g++"
+    if shutil.which(cxx, path=env.get("PATH", "")) is None:
+        problems.append(f"no C++ compiler: inductor looks for $CXX or g++ on PATH, and {cxx!r} is not there "
+                        "(install g++, e.g. apt-get install g++, or set CXX)")
+    if python_header(include_dir) is None:
+        problems.append(f"no Python.h in {include_dir or python_include_dir()} (install the Python "
+                        "headers, e.g. apt-get install python3-dev)")
+    return "torch.compile cannot build CPU kernels: " + "; ".join(problems) if problems else None

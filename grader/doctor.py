@@ -15,6 +15,7 @@ import importlib.metadata
 import importlib.util
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -53,6 +54,7 @@ def report(env: dict[str, str] | None = None) -> list[Line]:
                  ("gpu grading", OFF, "`python -m grader grade` does not run the GPU checks and its "
                                       "report says so (no CUDA device: see gpu)"))
     lines.append(triton_line(cuda, env))
+    lines.append(cpu_compile_line(env))
     lines.append(_grader())
     lines.extend(_sandbox())
     lines.append(_finish_vmpeak(baseline))
@@ -161,6 +163,20 @@ def triton_line(cuda: bool, env: dict[str, str] | None = None) -> Line:
     version, _ = platform.triton_version()
     return name, OK, (f"triton {version}, C compiler {platform.c_compiler(env)}, Python.h, "
                       f"libcuda.so.1 in {platform.libcuda_dir(env)}")
+
+
+def cpu_compile_line(env: dict[str, str] | None = None) -> Line:
+    """Whether ``torch.compile`` can build CPU kernels here (inductor's C++ backend), which the
+    compiled engine's test and the benchmark's compiled rows need on a CPU; "off" otherwise, as
+    both are skipped with this reason."""
+    from coursekit import platform
+
+    name = "torch.compile (CPU)"
+    problem = platform.cpu_compile_problem(env=env)
+    if problem:
+        return name, OFF, f"{problem}; the compiled engine's test and the benchmark's compiled rows are skipped"
+    cxx = (env or os.environ).get("CXX") or "g++"
+    return name, OK, f"inductor's C++ backend: {shutil.which(cxx, path=(env or os.environ).get('PATH', ''))}, Python.h"
 
 
 def _grader() -> Line:

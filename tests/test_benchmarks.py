@@ -2,6 +2,7 @@
 
 import importlib.util
 import json
+import os
 import subprocess
 import sys
 
@@ -179,3 +180,20 @@ def test_targets_are_ratios_and_unmeasured_without_their_rows():
     assert all(v == (None, None) for (name, rows), v in got.items() if rows == 8)
     results[1]["compiled_ms"] = 4.8
     assert [t["met"] for t in bench.targets(results) if t["batch"] == 1][:2] == [False, True]
+
+
+def test_without_a_compiler_the_compiled_rows_are_skipped_with_the_reason(tmp_path):
+    """A laptop without g++ (inductor's CPU compiler) still runs the benchmark: the rows that
+    compile are left out up front, with the doctor's one-line reason, and the rest run."""
+    env = {k: v for k, v in os.environ.items() if k != "CXX"}
+    env["PATH"] = str(tmp_path)  # no compiler on it; the benchmark runs as sys.executable
+    done = subprocess.run([sys.executable, "benchmarks/decode_engine.py", "--device", "cpu", "--quick",
+                           "--configs", "toy", "--out", str(tmp_path)], cwd=REPO_ROOT, env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    reason = [line for line in done.stdout.splitlines() if line.startswith("compiled rows")]
+    assert reason == ["compiled rows (full + fused, compiled, peer) skipped: torch.compile cannot build CPU "
+                      "kernels: no C++ compiler: inductor looks for $CXX or g++ on PATH, and 'g++' is not there "
+                      "(install g++, e.g. apt-get install g++, or set CXX)"], done.stdout[:2000]
+    batch = json.loads((tmp_path / "decode-engine.json").read_text())["configs"]["toy"]["batches"]["1"]
+    assert "full_ms" in batch and "full_fused_ms" in batch and "compiled_ms" not in batch and "peer_ms" not in batch

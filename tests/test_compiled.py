@@ -4,7 +4,8 @@ one-line reason ``torch.compile`` cannot run where it cannot."""
 import pytest
 import torch
 
-from coursekit.compiled import compile_piece, compile_problem, cpu_compile_problem
+from coursekit.compiled import compile_piece, compile_problem
+from coursekit.platform import cpu_compile_problem
 
 
 class Segment:
