@@ -439,7 +439,7 @@ class Judge:
             if gpu in self._canaries:
                 return self._canaries[gpu]
             box = sandbox.make_box(self.runtime, {})
-            request = wire.dumps({"canary": True, "dynamo": gpu}).encode()
+            request = wire.Request(canary=True, dynamo=gpu).payload()
             limits = sandbox.Limits(timeout_s=max(120.0, self.timeout_s), memory_bytes=None)
             slot = self._slots.get()
             try:
@@ -512,7 +512,8 @@ class Judge:
         return CheckResult(check, self.points[check.id], "failed", reason)
 
     @staticmethod
-    def _plan(exercise: str, checks: list[Check], gpu_jobs: int = 1) -> tuple[list[list[Check]], list[dict], list[tuple[dict, int]]]:
+    def _plan(exercise: str, checks: list[Check], gpu_jobs: int = 1) -> tuple[list[list[Check]], list[wire.Request],
+                                                                                list[tuple[dict, int]]]:
         """The phases of one exercise's worker (public checks, then hidden ones), the request
         frame of each phase, and where each probe's answer lies in that phase's answer frame."""
         phases = [[c for c in checks if not c.hidden], [c for c in checks if c.hidden]]
@@ -528,9 +529,8 @@ class Judge:
                         probes.append(probe)
             probes.sort(key=lambda p: p.last)  # a failing capture disturbs what follows it
             index = {p.key(): i for i, p in enumerate(probes)}
-            requests.append({"package": "submission", "module": MODULES[exercise], "submission_dir": "",
-                             "gpu_fraction": round(0.9 / gpu_jobs, 4),
-                             "probes": [{"probe": p.probe, "args": wire.encode(p.args)} for p in probes]})
+            requests.append(wire.Request(module=MODULES[exercise], gpu_fraction=round(0.9 / gpu_jobs, 4),
+                                         probes=[{"probe": p.probe, "args": wire.encode(p.args)} for p in probes]))
             indexes.append((index, len(probes)))
         return phases, requests, indexes
 
@@ -552,7 +552,7 @@ class Judge:
                    answers: dict, result: ExerciseResult, tried_s: float = 0.0,
                    budget: Budget = Budget()) -> None:
         phases, requests, indexes = self._plan(exercise, checks, self.gpu_jobs)
-        run = self._run_worker(submission, exercise, gpu, [wire.dumps(r) for r in requests], tried_s, budget)
+        run = self._run_worker(submission, exercise, gpu, requests, tried_s, budget)
         result.observed += observations(run)
         self._apply(run, exercise, phases, indexes, answers, result)
 
@@ -569,10 +569,9 @@ class Judge:
             limits[exercise] = self._limits(exercise, False)
             plans[exercise] = (len(frames), phases, indexes)
             for phase, request in enumerate(requests):
-                frames.append({**request, "group": exercise, "phase": phase,
-                               "timeout_s": limits[exercise].timeout_s})
-        frames[0].update(shared=True, cap=wire.MAX_FRAME_BYTES, shared_places=sandbox.shared_places(),
-                         isolated=sandbox.drops_privileges())
+                frames.append(replace(request, group=exercise, phase=phase, timeout_s=limits[exercise].timeout_s))
+        frames[0] = replace(frames[0], shared=True, cap=wire.MAX_FRAME_BYTES, shared_places=sandbox.shared_places(),
+                            isolated=sandbox.drops_privileges())
         first = next(iter(limits.values()))
         total = budget.cap(sandbox.Limits(timeout_s=sum(lim.timeout_s for lim in limits.values()) + 30,
                                           memory_bytes=first.memory_bytes,
@@ -583,11 +582,9 @@ class Judge:
         files.update({f"submission/{name}.py": data for name, data in submission.files.items()})
         box = sandbox.make_box(self.runtime, files)
         directory = str(box / "submission")
-        for frame in frames:
-            frame["submission_dir"] = directory
         slot = self._slots.get()
         try:
-            run = sandbox.run(box, total, [wire.dumps(f).encode() for f in frames], gpu=False,
+            run = sandbox.run(box, total, [replace(f, submission_dir=directory).payload() for f in frames], gpu=False,
                               hide=self.hide, slot=slot)
         finally:
             self._slots.put(slot)
@@ -618,7 +615,7 @@ class Judge:
         return out
 
     def _run_worker(self, submission: Submission, exercise: str, gpu: bool,
-                    requests: list[str], tried_s: float = 0.0, budget: Budget = Budget()) -> sandbox.Run:
+                    requests: list[wire.Request], tried_s: float = 0.0, budget: Budget = Budget()) -> sandbox.Run:
         """``tried_s``: this exercise already timed out once (in a shared worker) after that
         many seconds; this is then its second try, with twice the time. Every try is cut to
         what is left of ``budget``; a try with nothing left is not started."""
@@ -640,8 +637,7 @@ class Judge:
             limits = capped
             box = sandbox.make_box(self.runtime, files)
             directory = str(box / "submission")
-            frames = [r.replace('"submission_dir":""', f'"submission_dir":{json.dumps(directory)}', 1).encode()
-                      for r in requests]
+            frames = [replace(r, submission_dir=directory).payload() for r in requests]
             slot = self._slots.get()
             try:
                 run = (self._gpu_run(box, limits, frames, slot) if gpu else

@@ -12,8 +12,13 @@ The judge's side is bounded whatever a worker sends: a frame is at most ``MAX_FR
 holds at most ``MAX_VALUES`` JSON values (the largest real answer needs a fraction of both), so
 millions of tiny objects never reach ``json.loads``; anything malformed raises ``ValueError``.
 
-A frame is ``<decimal length>\\n<payload>``. The judge writes request frames on the worker's
-command pipe; the worker writes one answer frame per request frame on its result pipe.
+A frame is ``<decimal length>\\n<payload>`` (``frame``, ``FrameReader``: the only framer, used by
+the judge, the worker and the shared worker's children alike). The judge writes request frames on
+the worker's command pipe; the worker writes one answer frame per request frame on its result pipe.
+
+A request frame is a ``Request``: its fields, and every default, exist here only. The judge builds
+one, the worker reads one back with ``Request.from_wire`` (a field it does not know is an error,
+not a silent default), so a field cannot be added on one side alone.
 """
 
 from __future__ import annotations
@@ -22,7 +27,8 @@ import base64
 import json
 import math
 import os
-from typing import Any
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any, Callable
 
 TENSOR, TUPLE, OBJECT = "__tensor__", "__tuple__", "__object__"
 _MAX_DEPTH = 20
@@ -119,19 +125,65 @@ def loads(text: str | bytes) -> Any:
         raise ValueError("nested too deep") from None
 
 
+@dataclass
+class Request:
+    """One request frame from the judge to a worker.
+
+    A worker's first frame says what it is: a canary (``canary``: run no submission code, report
+    the sandbox's facts; ``dynamo``: also import ``torch._dynamo``), a shared CPU worker
+    (``shared``: several exercises, a forked child each) or one exercise's worker. Every frame
+    but a canary's names a module of the submission (``package``.``module``, found in
+    ``submission_dir``) and the probes to run on it (``probes``: ``{"probe": name, "args":
+    encoded}`` each); a GPU worker caps its CUDA memory at ``gpu_fraction`` of the device. A
+    shared worker's frames also carry their exercise (``group``), its phase (0: public, 1:
+    hidden) and the seconds its child may take (``timeout_s``); its first frame the largest
+    answer it relays (``cap``), the shared places it cleans between children (``shared_places``)
+    and whether its uid is the worker's own (``isolated``)."""
+
+    package: str = "submission"
+    module: str = ""
+    submission_dir: str = ""
+    probes: list = field(default_factory=list)
+    gpu_fraction: float = 0.9
+    canary: bool = False
+    dynamo: bool = False
+    shared: bool = False
+    group: str = ""
+    phase: int = 0
+    timeout_s: float = 60.0
+    cap: int = MAX_FRAME_BYTES
+    shared_places: list = field(default_factory=list)
+    isolated: bool = False
+
+    def payload(self) -> bytes:
+        return dumps(asdict(self)).encode()
+
+    @classmethod
+    def from_wire(cls, data: Any) -> "Request":
+        """The request a decoded frame holds; ``ValueError`` for anything but a dict of its fields."""
+        if not isinstance(data, dict):
+            raise ValueError(f"a request frame holds a dict, not {type(data).__name__}")
+        unknown = sorted(set(data) - {f.name for f in fields(cls)})
+        if unknown:
+            raise ValueError(f"a request frame with fields no Request has: {unknown}")
+        return cls(**data)
+
+
 def frame(payload: bytes) -> bytes:
     return b"%d\n" % len(payload) + payload
 
 
-def write_frame(fd: int, payload: bytes) -> None:
-    """``payload`` as one frame on the pipe ``fd``, all of it (a pipe takes a large frame in parts)."""
+def write_frame(fd: int, payload: bytes, write: Callable[[int, Any], int] = os.write) -> None:
+    """``payload`` as one frame on the pipe ``fd``, all of it (a pipe takes a large frame in parts).
+    ``write``: ``os.write`` as it was when this module was imported (the worker passes its own)."""
     view = memoryview(frame(payload))
     while view:
-        view = view[os.write(fd, view):]
+        view = view[write(fd, view):]
 
 
 class FrameReader:
-    """Splits a byte stream into frames; ``error`` says why it stopped trusting the stream."""
+    """Splits a byte stream into frames; ``error`` says why it stopped trusting the stream (a
+    header that is not a length, a frame over ``cap`` bytes)."""
 
     def __init__(self, cap: int = MAX_FRAME_BYTES):
         self.cap, self.buffer, self.frames, self.error = cap, bytearray(), [], None

@@ -36,6 +36,8 @@ _write, _read, _exit, _dumps = os.write, os.read, os._exit, json.dumps
 # probes, checks and exercises, and coursekit).
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+from grader.wire import FrameReader, Request, write_frame  # noqa: E402 - found through the line above
+
 
 def _error(exc: BaseException) -> dict:
     try:
@@ -133,28 +135,25 @@ def deny_keyrings() -> str | None:
 
 class _Pipe:
     def __init__(self, command_fd: int, result_fd: int):
-        self.command_fd, self.result_fd, self.buffer = command_fd, result_fd, b""
+        # The judge's frames are trusted (it wrote them): any size it sends is read.
+        self.command_fd, self.result_fd, self.reader = command_fd, result_fd, FrameReader(cap=1 << 40)
 
-    def receive(self):
-        """The next request frame, decoded; None when the judge has nothing more to ask."""
-        while True:
-            head, newline, rest = self.buffer.partition(b"\n")
-            if newline and len(rest) >= int(head):
-                size = int(head)
-                payload, self.buffer = rest[:size], rest[size:]
-                return json.loads(payload)
+    def receive(self) -> Request | None:
+        """The next request frame; None when the judge has nothing more to ask."""
+        while not self.reader.frames:
+            if self.reader.error:
+                raise ValueError(f"the judge's request stream holds {self.reader.error}")
             chunk = _read(self.command_fd, 1 << 16)
             if not chunk:
                 return None
-            self.buffer += chunk
+            self.reader.feed(chunk)
+        return Request.from_wire(json.loads(self.reader.frames.pop(0)))
 
     def send(self, answer: dict) -> None:
         self.send_raw(_dumps(answer, allow_nan=False).encode())
 
     def send_raw(self, data: bytes) -> None:
-        view = memoryview(b"%d\n" % len(data) + data)
-        while view:
-            view = view[_write(self.result_fd, view):]
+        write_frame(self.result_fd, data, _write)
 
 
 def _hide(fd: int) -> int:
@@ -167,7 +166,7 @@ def _hide(fd: int) -> int:
     return hidden
 
 
-def _canary(request: dict, keyrings: str | None) -> dict:
+def _canary(request: Request, keyrings: str | None) -> dict:
     """What a worker that runs no submission code finds: the sandbox's facts, for the judge."""
     import getpass
     import time
@@ -186,7 +185,7 @@ def _canary(request: dict, keyrings: str | None) -> dict:
         facts["user"] = getpass.getuser()
     except Exception as exc:  # noqa: BLE001 - reported, not raised
         facts["user"] = f"<{type(exc).__name__}: {exc}>"
-    if request.get("dynamo"):
+    if request.dynamo:
         try:
             import torch._dynamo  # noqa: F401 - inductor reads the user name on import
             facts["dynamo"] = "ok"
@@ -202,7 +201,7 @@ def main(command_fd: int, result_fd: int) -> None:
     request = pipe.receive()
     if request is None:
         return
-    if request.get("canary"):
+    if request.canary:
         pipe.send(_canary(request, keyrings))
         return
     import torch  # the real one, before any submission code
@@ -215,13 +214,13 @@ def main(command_fd: int, result_fd: int) -> None:
     load_probes()
     from coursekit import standin  # noqa: F401
 
-    if request.get("shared"):
+    if request.shared:
         _serve_shared(pipe, request)
     else:
         _serve(pipe, request)
 
 
-def _serve(pipe: "_Pipe", request: dict) -> None:
+def _serve(pipe: "_Pipe", request: Request) -> None:
     """One exercise: import its module, then answer each request frame until there is none."""
     import builtins
     import math
@@ -229,7 +228,7 @@ def _serve(pipe: "_Pipe", request: dict) -> None:
 
     import torch
 
-    share = float(request.get("gpu_fraction", 0.5))
+    share = float(request.gpu_fraction)
     cuda = torch.cuda.is_available()
     if cuda:  # GPU workers share the device: none may take all its memory
         torch.cuda.set_per_process_memory_fraction(share)
@@ -254,12 +253,12 @@ def _serve(pipe: "_Pipe", request: dict) -> None:
     )
     held.append(namespaces)
     table = dict(probes.PROBES)
-    sys.path.append(request["submission_dir"])
+    sys.path.append(request.submission_dir)
     module, import_error = None, None
     try:
         import importlib
 
-        module = importlib.import_module(f"{request['package']}.{request['module']}")
+        module = importlib.import_module(f"{request.package}.{request.module}")
     except BaseException as exc:  # noqa: BLE001 - SystemExit, pytest.exit... all count
         namespaces.restore()
         import_error = _error(exc)
@@ -268,7 +267,7 @@ def _serve(pipe: "_Pipe", request: dict) -> None:
         if import_error is not None:
             answer["import_error"] = import_error
         else:
-            for item in request["probes"]:
+            for item in request.probes:
                 namespaces.restore()
                 fn = table[item["probe"]]
                 try:
@@ -296,7 +295,7 @@ class _Child:
 
         from_parent, to_child = os.pipe()  # (read end, write end)
         from_child, to_parent = os.pipe()
-        self.group, self.buffer, self.pid = group, b"", None
+        self.group, self.reader, self.pid = group, None, None
         self.pid = os.fork()
         if self.pid == 0:  # the child: it never returns from here
             status = 0
@@ -331,22 +330,15 @@ class _Child:
         import time
 
         try:
-            data = memoryview(b"%d\n" % len(payload) + payload)
-            while data:
-                data = data[_write(self.to_child, data):]
+            write_frame(self.to_child, payload, _write)
         except OSError:
             return None, "died"
+        self.reader = self.reader or FrameReader(cap)
         deadline = time.monotonic() + timeout_s
         while True:
-            head, newline, rest = self.buffer.partition(b"\n")
-            if newline:
-                if not head.isdigit() or int(head) > cap:
-                    return None, "malformed"
-                if len(rest) >= int(head):
-                    size = int(head)
-                    self.buffer = rest[size:]
-                    return rest[:size], ""
-            elif len(self.buffer) > 32:
+            if self.reader.frames:
+                return self.reader.frames.pop(0), ""
+            if self.reader.error:
                 return None, "malformed"
             left = deadline - time.monotonic()
             if left <= 0:
@@ -356,7 +348,7 @@ class _Child:
                 chunk = _read(self.from_child, 1 << 16)
                 if not chunk:
                     return None, "died"
-                self.buffer += chunk
+                self.reader.feed(chunk)
 
     def end(self, grace_s: float = 2.0) -> None:
         """Close its pipes (it finishes), wait ``grace_s`` for it, then kill it."""
@@ -508,7 +500,7 @@ def _remove_ipc(uid: int) -> int:
     return count
 
 
-def _serve_shared(pipe: "_Pipe", request: dict) -> None:
+def _serve_shared(pipe: "_Pipe", request: Request) -> None:
     """Several exercises in one sandboxed worker: the frames name their exercise (``group``) and
     phase; each exercise runs in its own forked child, so every one of them imports its module
     into a process that no other exercise's code has touched, while ``import torch`` is paid once.
@@ -516,20 +508,20 @@ def _serve_shared(pipe: "_Pipe", request: dict) -> None:
     (processes, files, IPC objects). Whatever goes wrong in a child (it dies, hangs past the
     frame's ``timeout_s``, sends more than ``cap`` bytes) is answered ``{"fallback": why}``: the
     judge then grades that exercise in a worker of its own, as if there were no shared worker."""
-    cap = int(request.get("cap", 16 << 20))
-    places = [str(p) for p in request.get("shared_places", [])]
-    isolated = bool(request.get("isolated"))
+    cap = int(request.cap)
+    places = [str(p) for p in request.shared_places]
+    isolated = bool(request.isolated)
     work = os.getcwd()
     child = None
     while request is not None:
-        group = request.get("group")
+        group = request.group
         if child is not None and child.group != group:
             child.end()
             child = None
         why = "no child"
-        if child is None and request.get("phase") == 0:
+        if child is None and request.phase == 0:
             found = _fresh_state(work, places, isolated)
-            if found and group is not None:
+            if found and group:
                 sys.stderr.write(f"launch-tax worker: before {group}: removed {', '.join(found)}\n")
             try:
                 child = _Child(group, pipe)
@@ -538,8 +530,7 @@ def _serve_shared(pipe: "_Pipe", request: dict) -> None:
         if child is None:
             pipe.send({"fallback": why})
         else:
-            payload = _dumps(request, allow_nan=False).encode()
-            answer, why = child.ask(payload, float(request.get("timeout_s", 60.0)), cap)
+            answer, why = child.ask(request.payload(), float(request.timeout_s), cap)
             if answer is None:
                 child.end(grace_s=0.0)
                 child = None

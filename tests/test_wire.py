@@ -1,6 +1,7 @@
 """grader/wire.py: only exact built-in types cross from a worker to the judge, and nothing the
 worker sends can make the judge run code, crash or hold much memory."""
 
+import ast
 import json
 import math
 
@@ -122,3 +123,39 @@ def test_a_missing_phase_is_reported_with_the_run_failure():
     problem, _ = _read_answers(Run(answers=[b'{"probes": []}'], returncode=None, timed_out=True,
                                    timeout_s=12), 1, 0)
     assert problem == "worker timed out (after 12 s)"
+
+
+def _attributes_read(path, names):
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    return {node.attr for node in ast.walk(tree)
+            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in names}
+
+
+def test_a_request_field_exists_once_and_on_both_sides():
+    """``wire.Request`` is the request frame's only definition: the worker reads exactly its fields
+    (no ``request.get(key, default)`` with a default of its own), the judge builds requests only
+    through it (no dict literal with a request's keys, no keyword it lacks), and a frame with a
+    field it does not know is refused. A field added on one side alone fails here."""
+    import dataclasses
+
+    from coursekit.impl import REPO_ROOT
+
+    fields = {f.name for f in dataclasses.fields(wire.Request)}
+    read = _attributes_read(REPO_ROOT / "grader" / "worker.py", {"request"}) - {"payload"}
+    assert read == fields, (f"the worker reads {sorted(read - fields)} that Request lacks; "
+                            f"Request has {sorted(fields - read)} that the worker never reads")
+    judge = ast.parse((REPO_ROOT / "grader" / "judge.py").read_text(encoding="utf-8"))
+    for node in ast.walk(judge):
+        if isinstance(node, ast.Dict):
+            keys = {k.value for k in node.keys if isinstance(k, ast.Constant)}
+            assert not keys & (fields - {"probe", "args"}) or len(keys & fields) < 2, \
+                f"judge.py line {node.lineno}: a request built as a dict: {sorted(keys)}"
+        if isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "Request":
+            unknown = {k.arg for k in node.keywords} - fields
+            assert not unknown, f"judge.py line {node.lineno}: Request({sorted(unknown)}=...)"
+    with pytest.raises(ValueError, match="fields no Request has: \\['gpu_share'\\]"):
+        wire.Request.from_wire({"module": "engine", "gpu_share": 0.5})
+    with pytest.raises(ValueError, match="a request frame holds a dict, not list"):
+        wire.Request.from_wire([])
+    request = wire.Request(module="engine", probes=[{"probe": "p", "args": {}}])
+    assert wire.Request.from_wire(wire.loads(request.payload())) == request
