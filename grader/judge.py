@@ -152,7 +152,7 @@ def runtime_files() -> dict[str, bytes]:
     """What a worker runs with: its own code and the course's support package, nothing else."""
     files = {"worker.py": (GRADER_DIR / "worker.py").read_bytes()}
     # The grader package as far as the exercises' probes need it (never the hidden checks).
-    for name in ("__init__.py", "wire.py", "probes.py", "checks.py"):
+    for name in ("__init__.py", "cleanup.py", "wire.py", "probes.py", "checks.py"):
         files[f"grader/{name}"] = (GRADER_DIR / name).read_bytes()
     for path in sorted((GRADER_DIR / "exercises").glob("*.py")):
         files[f"grader/exercises/{path.name}"] = path.read_bytes()

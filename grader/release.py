@@ -39,7 +39,7 @@ COPIED = ("exercises", "coursekit", "grader", "notes", "benchmarks/decode_engine
 #: reason. An entry in neither stops the release (``unclassified``): a new staff module never
 #: ships because nobody thought of it.
 SHIPPED = {
-    "grader": ("__init__.py", "__main__.py", "checks.py", "classbook.py", "doctor.py", "exercises",
+    "grader": ("__init__.py", "__main__.py", "checks.py", "classbook.py", "cleanup.py", "doctor.py", "exercises",
                "flags.py", "judge.py", "notebook_checks.py", "probes.py", "public.py", "reference.py",
                "results.py", "rubric.py", "rubric.toml", "sandbox.py", "secret.py", "submission.py",
                "text.py", "wire.py", "worker.py"),

@@ -51,9 +51,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from grader import wire
+from grader import cleanup, wire
 
-WORKER_UID_BASE = 61000  # worker uids: WORKER_UID_BASE + slot; no account needed
+WORKER_UID_BASE = cleanup.WORKER_UID_BASE  # worker uids: WORKER_UID_BASE + slot; no account needed
 
 
 @dataclass(frozen=True)
@@ -762,10 +762,10 @@ def release_uid(uid: int, box: Path | None = None) -> list[str]:
         found.append(f"processes of uid {uid} would not die: {_pids_of(uid)[:10]}")
     keep = str(box) if box else ""
     for place in shared_places():
-        removed = _remove_owned(place, uid, 3, keep)
+        removed = cleanup.remove_owned(place, uid, 3, keep)
         if removed:
             found.append(f"{removed} file(s) left in {place}")
-    removed = _remove_ipc(uid)
+    removed = cleanup.remove_ipc(uid)
     if removed:
         found.append(f"{removed} System V IPC object(s) left")
     return found
@@ -785,60 +785,6 @@ def _pids_of(uid: int) -> list[int]:
         except (OSError, IndexError, ValueError):
             continue
     return pids
-
-
-def _remove_owned(folder: str, uid: int, depth: int, keep: str = "") -> int:
-    """What ``uid`` owns under ``folder`` (``depth`` levels), removed; ``keep`` left alone."""
-    count = 0
-    try:
-        entries = list(os.scandir(folder))
-    except OSError:
-        return 0
-    for entry in entries:
-        if keep and (entry.path == keep or keep.startswith(entry.path.rstrip("/") + "/")):
-            continue
-        try:
-            info = entry.stat(follow_symlinks=False)
-        except OSError:
-            continue
-        if info.st_uid == uid:
-            count += 1
-            if entry.is_dir(follow_symlinks=False):
-                shutil.rmtree(entry.path, ignore_errors=True)
-            else:
-                try:
-                    os.unlink(entry.path)
-                except OSError:
-                    pass
-        elif depth > 1 and entry.is_dir(follow_symlinks=False):
-            count += _remove_owned(entry.path, uid, depth - 1, keep)
-    return count
-
-
-def _remove_ipc(uid: int) -> int:
-    """Remove the System V IPC objects ``uid`` owns (root may remove any)."""
-    import ctypes
-
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-    except OSError:
-        return 0
-    count = 0
-    for kind, remove in (("shm", lambda i: libc.shmctl(i, 0, None)),
-                         ("sem", lambda i: libc.semctl(i, 0, 0)),
-                         ("msg", lambda i: libc.msgctl(i, 0, None))):  # 0: IPC_RMID
-        try:
-            with open(f"/proc/sysvipc/{kind}", encoding="ascii") as f:
-                header = f.readline().split()
-                rows = [line.split() for line in f if line.strip()]
-            ident = header.index({"shm": "shmid", "sem": "semid", "msg": "msqid"}[kind])
-            owner = header.index("uid")
-        except (OSError, ValueError):
-            continue
-        for row in rows:
-            if int(row[owner]) == uid and remove(int(row[ident])) == 0:
-                count += 1
-    return count
 
 
 def _sweep(marker: str) -> None:

@@ -36,7 +36,8 @@ _write, _read, _exit, _dumps = os.write, os.read, os._exit, json.dumps
 # probes, checks and exercises, and coursekit).
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from grader.wire import FrameReader, Request, write_frame  # noqa: E402 - found through the line above
+from grader import cleanup  # noqa: E402 - found through the line above
+from grader.wire import FrameReader, Request, write_frame  # noqa: E402
 
 
 def _error(exc: BaseException) -> dict:
@@ -377,27 +378,6 @@ class _Child:
                 pass
 
 
-def _clear(folder: str) -> None:
-    """Empty the worker's writable folder between exercises (what one left is not the next's)."""
-    import shutil
-
-    try:
-        for entry in os.scandir(folder):
-            if entry.is_dir(follow_symlinks=False):
-                shutil.rmtree(entry.path, ignore_errors=True)
-            else:
-                try:
-                    os.unlink(entry.path)
-                except OSError:
-                    pass
-    except OSError:
-        pass
-
-
-#: The first uid the judge leases to workers (grader/sandbox.py WORKER_UID_BASE).
-_WORKER_UID_BASE = 61000
-
-
 def _fresh_state(work: str, places: list[str], isolated: bool) -> list[str]:
     """Before the next exercise's child: nothing an earlier child did may reach it. Every other
     process of this worker is killed (``kill(-1)``: in a PID namespace all of it but this
@@ -413,9 +393,9 @@ def _fresh_state(work: str, places: list[str], isolated: bool) -> list[str]:
 
     found = []
     uid = os.getuid()
-    alone = isolated and uid != 0 and (os.getpid() == 1 or uid >= _WORKER_UID_BASE)
+    alone = isolated and uid != 0 and (os.getpid() == 1 or uid >= cleanup.WORKER_UID_BASE)
     if not alone:
-        _clear(work)
+        cleanup.clear(work)
         return found
     try:
         os.kill(-1, signal.SIGKILL)
@@ -431,73 +411,16 @@ def _fresh_state(work: str, places: list[str], isolated: bool) -> list[str]:
             break
         if pid == 0:
             break
-    _clear(work)
+    cleanup.clear(work)
     box = os.path.dirname(work)
     for place in places:
-        removed = _remove_owned(place, uid, depth=3, keep=box)
+        removed = cleanup.remove_owned(place, uid, depth=3, keep=box)
         if removed:
             found.append(f"{removed} file(s) in {place}")
-    removed = _remove_ipc(uid)
+    removed = cleanup.remove_ipc(uid)
     if removed:
         found.append(f"{removed} System V IPC object(s)")
     return found
-
-
-def _remove_owned(folder: str, uid: int, depth: int, keep: str = "") -> int:
-    """Remove what ``uid`` owns under ``folder`` (``depth`` levels; a folder it owns, whole),
-    except ``keep`` (the worker's own box) and what lies in it."""
-    import shutil
-
-    count = 0
-    try:
-        entries = list(os.scandir(folder))
-    except OSError:
-        return 0
-    for entry in entries:
-        if keep and (entry.path == keep or keep.startswith(entry.path.rstrip("/") + "/")):
-            continue
-        try:
-            info = entry.stat(follow_symlinks=False)
-        except OSError:
-            continue
-        if info.st_uid == uid:
-            count += 1
-            if entry.is_dir(follow_symlinks=False):
-                shutil.rmtree(entry.path, ignore_errors=True)
-            else:
-                try:
-                    os.unlink(entry.path)
-                except OSError:
-                    pass
-        elif depth > 1 and entry.is_dir(follow_symlinks=False):
-            count += _remove_owned(entry.path, uid, depth - 1, keep)
-    return count
-
-
-def _remove_ipc(uid: int) -> int:
-    """Remove the System V shared memory segments, semaphore sets and message queues ``uid``
-    owns (they outlive the process that made them)."""
-    import ctypes
-
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-    except OSError:
-        return 0
-    count = 0
-    for kind, remove in (("shm", lambda i: libc.shmctl(i, 0, None)),
-                         ("sem", lambda i: libc.semctl(i, 0, 0)),
-                         ("msg", lambda i: libc.msgctl(i, 0, None))):  # 0: IPC_RMID
-        try:
-            with open(f"/proc/sysvipc/{kind}", encoding="ascii") as f:
-                header = f.readline().split()
-                rows = [line.split() for line in f if line.strip()]
-        except OSError:
-            continue
-        ident, owner = header.index({"shm": "shmid", "sem": "semid", "msg": "msqid"}[kind]), header.index("uid")
-        for row in rows:
-            if int(row[owner]) == uid and remove(int(row[ident])) == 0:
-                count += 1
-    return count
 
 
 def _serve_shared(pipe: "_Pipe", request: Request) -> None:

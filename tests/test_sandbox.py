@@ -231,7 +231,7 @@ def test_fresh_state_never_kills_or_removes_as_root_or_unleased(tmp_path, monkey
     spec.loader.exec_module(worker)
     killed, removed = [], []
     monkeypatch.setattr(worker.os, "kill", lambda pid, sig: killed.append((pid, sig)))
-    monkeypatch.setattr(worker, "_remove_owned", lambda *a, **k: removed.append(a) or 0)
+    monkeypatch.setattr(worker.cleanup, "remove_owned", lambda *a, **k: removed.append(a) or 0)
     work = tmp_path / "work"
     work.mkdir()
     (work / "left").write_text("x")
