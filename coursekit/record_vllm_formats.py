@@ -1,4 +1,4 @@
-"""Record, from vLLM 0.26.0's own source, what the Part B lab (``coursekit.vllm_lab``) relies on:
+"""Record, from vLLM 0.26.0's own source, what the Part B lab (``coursekit.lab.vllm``) relies on:
 every command-line flag it passes to ``vllm bench latency`` and every log line it reads.
 
 The course has no vLLM in CI, so the lab's tests read the record this script writes

@@ -44,9 +44,9 @@ SHIPPED = {
                "results.py", "rubric.py", "rubric.toml", "sandbox.py", "secret.py", "submission.py",
                "text.py", "wire.py", "worker.py"),
     "coursekit": ("__init__.py", "allocator.py", "args.py", "checks.py", "cli.py", "compiled.py", "course.py",
-                  "data", "fusion.py", "impl.py", "lab.py", "lesson.py", "measurements.py", "platform.py",
+                  "data", "fusion.py", "impl.py", "lab", "lesson.py", "measurements.py", "platform.py",
                   "record_vllm_formats.py", "standin.py", "strategies.py", "svgplot.py", "toymodel.py",
-                  "vllm_lab.py", "vllm_recorded.py", "vllm_runners.py"),
+                  "vllm_recorded.py", "vllm_runners.py"),
 }
 WITHHELD = {
     "grader": {

@@ -309,7 +309,7 @@ def test_part_a_against_the_sweep_at_200_is_explained(tmp_path, capsys, impl):
 def test_the_lessons_model_constants_are_the_lessons():
     """The lab draws the lesson's model with DecodeStep's defaults (coursekit may not import the
     exercises): τ = 5 µs and 28 x 15 + 10 = 430 kernels, as in the lesson's expected output."""
-    from coursekit import lab as lab_module
+    from coursekit.lab import common as lab_module
 
     assert lab_module.LESSON_STEP_KERNELS == 430 and lab_module.LESSON_LAUNCH_US == 5.0
     for line in lesson.SEED_REPORT.splitlines()[::2]:
@@ -435,7 +435,7 @@ def test_the_lessons_speedups_are_the_seed_reports(steps):
     """1.36x and 1.14x are the lesson's printed figures (SEED_REPORT's 加速比): the lab's
     speedup_record gives them as the additive speedups of its AWQ and BF16 points, by its own
     arithmetic (--reference) and from exercise 1's DecodeStep (solutions)."""
-    from coursekit import lab as lab_module
+    from coursekit.lab import speedup as lab_module
     from coursekit.impl import Implementation
 
     step = (lab_module.lesson_step if steps == "arithmetic" else
@@ -522,7 +522,7 @@ def test_speedup_with_solutions_draws_simulate_eager_ms(tmp_path, capsys):
 
 def test_speedup_numbers_follow_the_model_not_a_stale_copy(tmp_path, capsys, monkeypatch):
     """With another τ every figure moves: the report computes them, it does not keep 1.36x."""
-    from coursekit import lab as lab_module
+    from coursekit.lab import speedup as lab_module
 
     monkeypatch.setattr(lab_module, "LESSON_LAUNCH_US", 10.0)
     code, out, err = run_lab(capsys, "speedup", "--reference", "--out", tmp_path)
@@ -606,7 +606,7 @@ def scenario_texts(path, name):
 def test_timeline_draws_exercise_9_against_a_graph_replay(tmp_path, capsys):
     from solutions.launch_model import simulate_eager_ms
 
-    from coursekit import lab as lab_module
+    from coursekit.lab import timeline as lab_module
 
     code, out, err = run_lab(capsys, "timeline", "--impl", "solutions", "--out", tmp_path)
     assert code == 0 and err == "", err
@@ -654,7 +654,7 @@ def test_timeline_draws_exercise_9_against_a_graph_replay(tmp_path, capsys):
 def test_timeline_7b_layer_is_its_bytes_over_the_bandwidth():
     """The 7B layer's kernels are Qwen2.5-7B's bytes at batch 1 over the bundled copy bandwidth:
     about 466 MB of weights in four projections, about 109 µs at 4.27 TB/s."""
-    from coursekit import lab as lab_module
+    from coursekit.lab import timeline as lab_module
 
     layer = lab_module.layer_7b()
     assert len(layer) == 15  # the lesson's kernels_per_layer
@@ -732,7 +732,7 @@ def test_fusion_without_cuda_draws_exercise_7s_model(tmp_path, capsys):
 
 def test_fusion_chart_draws_measured_points_when_there_are_some(tmp_path):
     """The GPU path's chart, from a made-up measurement (no GPU here: nothing is timed)."""
-    from coursekit import lab as lab_module
+    from coursekit.lab import fusion as lab_module
 
     record = lab_module.fusion_record(lab_module._chain_bytes_rule, [1, 64, 4096], 3584, "x")
     record["measured"] = {"gpu": "Fake GPU", "torch": "0", "iters": 5,
@@ -748,7 +748,7 @@ def test_fusion_chart_draws_measured_points_when_there_are_some(tmp_path):
 def test_fusion_checks_the_fused_result_before_drawing_its_time(tmp_path):
     """measure_fusion's check (exercise 7's bf16 rule), on the CPU, and a wrong fused kernel's
     record: the unfused times only, and the report says why (nothing is timed here)."""
-    from coursekit import lab as lab_module
+    from coursekit.lab import fusion as lab_module
     from coursekit.fusion import add_rms_norm_reference
     from solutions.fusion import fused_add_rms_norm
 
@@ -880,7 +880,7 @@ def test_prefill_says_when_a_measured_replay_did_not_match_eager():
     from solutions.launch_model import DecodeStep, simulate_eager_ms
     from solutions.tradeoffs import cpu_bound_launch_us
 
-    from coursekit import lab as lab_module
+    from coursekit.lab import prefill as lab_module
 
     record = lab_module.prefill_record(DecodeStep, simulate_eager_ms, cpu_bound_launch_us, 8.0, 1.1,
                                        4e12, numels=(1024, 4096))

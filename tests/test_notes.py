@@ -454,7 +454,7 @@ def test_a_stale_figure_is_caught(tmp_path):
 
 
 #: Code whose docstrings students and staff read beside the notes.
-DOCSTRING_FILES = sorted([*(ROOT / "exercises").glob("*.py"), *(ROOT / "coursekit").glob("*.py"),
+DOCSTRING_FILES = sorted([*(ROOT / "exercises").glob("*.py"), *(ROOT / "coursekit").rglob("*.py"),
                           *(ROOT / "benchmarks").glob("*.py")])
 
 

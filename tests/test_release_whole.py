@@ -261,9 +261,11 @@ def _command_findings(root: Path, command: str) -> list[str]:
                 findings.append(f"{previous} {piece}: no {piece} in the release".strip()
                                 if previous.startswith("--") else
                                 f"{' '.join(words[:2])} ... {piece}: no {piece} in the release")
-    script = root / (help_argv[0] if len(help_argv) == 1 else
-                     help_argv[1].replace(".", "/") + ".py") if help_argv else None
-    default = _impl_default(script) if script and "--impl" not in args else None
+    default = None
+    if help_argv and "--impl" not in args:  # a script, a module, or a package (its __init__.py)
+        base = root / (help_argv[0] if len(help_argv) == 1 else help_argv[1].replace(".", "/"))
+        script = base if len(help_argv) == 1 else base.with_suffix(".py")
+        default = _impl_default(script if script.is_file() else base / "__init__.py")
     if default in staff_top_level() and not _exists(root, default):
         findings.append(f"{' '.join(words[:2] if words[1] != '-m' else words[:3])}: "
                         f"its --impl default {default} is not in the release")

@@ -1,4 +1,4 @@
-"""The Part B lab (``coursekit.vllm_lab``) without vLLM and without a GPU.
+"""The Part B lab (``python -m coursekit.lab vllm``) without vLLM and without a GPU.
 
 CI has no vLLM, so everything vLLM-specific is read from the record of vLLM 0.26.0's source
 (``coursekit/data/vllm-0.26.0-formats.json``, written by ``python -m
@@ -19,10 +19,12 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from coursekit import lesson
-from coursekit import vllm_lab as lab
 from coursekit.impl import Implementation
+from coursekit.lab import main
+from coursekit.lab import vllm as lab
+from coursekit.lab import vllm_analysis, vllm_runs
 
-RECORDED = json.loads(lab.FORMATS.read_text(encoding="ascii"))
+RECORDED = json.loads(vllm_runs.FORMATS.read_text(encoding="ascii"))
 FMT = RECORDED["formats"]
 PREFIX_FIELDS = {"levelname": "INFO", "asctime": "12-04 08:00:00",
                  "fileinfo": "gpu_model_runner.py", "lineno": 1234}
@@ -67,7 +69,7 @@ def graph_line(secs, gib, key="graph_capture") -> str:
 
 
 def test_the_record_is_vllm_0_26_0_with_file_and_line_for_each_flag_and_format():
-    assert RECORDED["vllm_version"] == lab.VLLM_VERSION == "0.26.0"
+    assert RECORDED["vllm_version"] == vllm_runs.VLLM_VERSION == "0.26.0"
     for flag, where in RECORDED["flags"].items():
         assert flag in where["options"] and where["line"] > 0 and where["file"].startswith("vllm/")
     for key, where in FMT.items():
@@ -75,7 +77,7 @@ def test_the_record_is_vllm_0_26_0_with_file_and_line_for_each_flag_and_format()
     assert RECORDED["cli"]["command"] == ["vllm", "bench", "latency"]
 
 
-@pytest.mark.parametrize("variant", list(lab.VARIANTS))
+@pytest.mark.parametrize("variant", list(vllm_runs.VARIANTS))
 def test_commands_use_only_recorded_flags(variant, tmp_path):
     words = lab.bench_command(variant, "m", 8, 32, 32, str(tmp_path / "r.json"))
     assert words[:3] == RECORDED["cli"]["command"]
@@ -96,11 +98,13 @@ def test_commands_use_only_recorded_flags(variant, tmp_path):
 
 
 def test_dry_run_prints_every_command_with_recorded_flags_only(capsys, tmp_path):
-    assert lab.main(["run", "--dry-run", "--out", str(tmp_path), "--batch-sizes", "1", "4"]) == 0
+    assert main(["vllm", "run", "--dry-run", "--out", str(tmp_path), "--batch-sizes", "1",
+                 "4"]) == 0
     lines = capsys.readouterr().out.splitlines()
     commands = [line for line in lines if not line.startswith("#")]
     variants = lab.PRESETS["modes"]["variants"]
-    assert len(commands) == len(variants) * 2 * len(lab.DEFAULT_OUTPUT_LENS) * len(lab.RUNNERS)
+    assert len(commands) == (len(variants) * 2 * len(lab.DEFAULT_OUTPUT_LENS)
+                             * len(vllm_runs.RUNNERS))
     for line in commands:
         words = shlex.split(line.split(" > ")[0])
         assert {w for w in words if w.startswith("--")} <= set(RECORDED["flags"])
@@ -120,14 +124,14 @@ def _runner_of(line: str) -> str:
 
 
 def test_both_runners_are_planned_beside_each_other_by_default(capsys, tmp_path):
-    assert lab.main(["run", "--dry-run", "--out", str(tmp_path), "--variants", "eager",
-                     "--batch-sizes", "1"]) == 0
+    assert main(["vllm", "run", "--dry-run", "--out", str(tmp_path), "--variants", "eager",
+                 "--batch-sizes", "1"]) == 0
     commands = [c for c in capsys.readouterr().out.splitlines() if not c.startswith("#")]
     # each configuration's two runs one after the other: default (vLLM's choice), then V1
     assert [_runner_of(c) for c in commands] == ["default", "v1"] * len(lab.DEFAULT_OUTPUT_LENS)
     for a, b in zip(commands[::2], commands[1::2]):
         assert a.split(" vllm ", 1)[1].replace("default-", "v1-") == b.split(" vllm ", 1)[1]
-    assert lab.main(["run", "--dry-run", "--out", str(tmp_path), "--runners", "v1"]) == 0
+    assert main(["vllm", "run", "--dry-run", "--out", str(tmp_path), "--runners", "v1"]) == 0
     commands = [c for c in capsys.readouterr().out.splitlines() if not c.startswith("#")]
     assert {_runner_of(c) for c in commands} == {"v1"}
 
@@ -144,7 +148,7 @@ def test_the_default_runner_unsets_the_variable_and_v1_pins_it():
 
 @pytest.mark.parametrize("preset", list(lab.PRESETS))
 def test_presets_plan_their_models_and_variants_with_a_budget(preset, capsys, tmp_path):
-    assert lab.main(["run", "--dry-run", "--preset", preset, "--out", str(tmp_path)]) == 0
+    assert main(["vllm", "run", "--dry-run", "--preset", preset, "--out", str(tmp_path)]) == 0
     lines = capsys.readouterr().out.splitlines()
     commands = [c for c in lines if not c.startswith("#")]
     want = lab.PRESETS[preset]
@@ -160,11 +164,11 @@ def test_presets_plan_their_models_and_variants_with_a_budget(preset, capsys, tm
 def test_the_lesson_preset_is_the_lessons_command_and_options_win_over_a_preset(capsys, tmp_path):
     assert lab.PRESETS["lesson"]["models"] == ["Qwen/Qwen2.5-7B-Instruct-AWQ"]
     assert lab.PRESETS["lesson"]["variants"] == ["default", "eager"]
-    assert lab.VARIANTS["default"][1] == []  # the lesson's plain command: no graph flag
+    assert vllm_runs.VARIANTS["default"][1] == []  # the lesson's plain command: no graph flag
     assert lab.PRESETS["small-vs-large"]["models"] == ["Qwen/Qwen2.5-0.5B-Instruct",
                                                        "Qwen/Qwen2.5-7B-Instruct-AWQ"]
-    assert lab.main(["run", "--dry-run", "--preset", "lesson", "--out", str(tmp_path),
-                     "--model", "m/small", "--runners", "default"]) == 0
+    assert main(["vllm", "run", "--dry-run", "--preset", "lesson", "--out", str(tmp_path),
+                 "--model", "m/small", "--runners", "default"]) == 0
     commands = [c for c in capsys.readouterr().out.splitlines() if not c.startswith("#")]
     assert len(commands) == 2 * len(lab.DEFAULT_OUTPUT_LENS)
     assert all("--model m/small " in c and "--enforce-eager" in c for c in commands[2:])
@@ -177,7 +181,7 @@ def test_the_budget_is_an_estimate_that_grows_with_the_plan():
     graphs = lab.plan(["default"], [1], [32, 160], ["v1"])
     assert lab.estimate_seconds(graphs) - lab.estimate_seconds(one) == pytest.approx(
         2 * (lab.COMPILE_S + lab.CAPTURE_S))
-    assert lab.estimate_seconds(lab.plan(["eager"], [1], [32, 160], list(lab.RUNNERS))) == \
+    assert lab.estimate_seconds(lab.plan(["eager"], [1], [32, 160], list(vllm_runs.RUNNERS))) == \
         pytest.approx(2 * lab.estimate_seconds(one))
 
 
@@ -210,7 +214,7 @@ CASES = [
 def test_parser_reads_each_recorded_format(key, values, parsed, expected):
     message = FMT[key]["text"] % values if values else FMT[key]["text"]
     for line in (prefix(message), ENGINE + prefix(message)):
-        facts = lab.parse_log(f"{prefix('something else')}\n{line}\n")
+        facts = vllm_runs.parse_log(f"{prefix('something else')}\n{line}\n")
         assert facts.get(parsed) == expected, (f"{key}: from {line!r} expected {expected!r}, "
                                                f"got {facts.get(parsed)!r}")
 
@@ -219,11 +223,11 @@ def test_parser_reads_each_recorded_format(key, values, parsed, expected):
 def test_parser_sees_vllm_change_the_graph_mode(key):
     mode = key.removeprefix("mode_changed_").upper()
     message = "CUDAGraphMode.FULL is not supported with X backend (support: Y)" + FMT[key]["text"]
-    assert lab.parse_log(prefix(message))["mode_changed"] == {"mode": mode}
+    assert vllm_runs.parse_log(prefix(message))["mode_changed"] == {"mode": mode}
 
 
 def test_parser_reads_the_engine_config_line():
-    facts = lab.parse_log(prefix(engine_config()))
+    facts = vllm_runs.parse_log(prefix(engine_config()))
     assert facts["engine_config"] == {"version": "0.26.0", "dtype": "bfloat16", "kv_dtype": "auto"}
 
 
@@ -232,25 +236,26 @@ def test_parser_reads_the_benchmark_printout():
     lines = [fill_fstring(FMT["bench_percentile"]["text"],
                           {"percentage": p, "percentile": p / 100})
              for p in RECORDED["latency_json"]["percentiles"]]
-    facts = lab.parse_log("\n".join(["Warming up...", avg, *lines]))
+    facts = vllm_runs.parse_log("\n".join(["Warming up...", avg, *lines]))
     assert facts["bench_avg_latency"] == {"secs": 0.7}
     assert facts["bench_percentiles"][50] == 0.5
-    assert lab.latency_seconds(None, facts) == 0.5  # the median before the average
+    assert vllm_runs.latency_seconds(None, facts) == 0.5  # the median before the average
     del facts["bench_percentiles"]
-    assert lab.latency_seconds(None, facts) == 0.7  # the average when no median was logged
+    assert vllm_runs.latency_seconds(None, facts) == 0.7  # the average when no median was logged
 
 
 def test_latency_json_keys_are_the_recorded_ones():
     keys = RECORDED["latency_json"]["keys"]
     data = {keys[0]: 0.7, keys[1]: [0.6, 0.8], keys[2]: {"50": 0.65}}
-    assert lab.latency_seconds(json.dumps(data), {}) == 0.65
-    assert lab.latency_seconds(json.dumps({keys[0]: 0.7}), {}) == 0.7
+    assert vllm_runs.latency_seconds(json.dumps(data), {}) == 0.65
+    assert vllm_runs.latency_seconds(json.dumps({keys[0]: 0.7}), {}) == 0.7
 
 
 def test_ansi_colour_and_progress_bars_do_not_hide_a_line():
     line = "\x1b[32mINFO\x1b[0m \x1b[90m12-04 08:00:00\x1b[0m " + FMT["kv_cache_tokens"]["text"] % (
         "1,000",)
-    assert lab.parse_log("Capturing CUDA graphs: 50%|#####\r" + line)["kv_cache_tokens"] == 1000
+    facts = vllm_runs.parse_log("Capturing CUDA graphs: 50%|#####\r" + line)
+    assert facts["kv_cache_tokens"] == 1000
 
 
 # --- which model runner ran, from the log ------------------------------------------------------
@@ -267,20 +272,21 @@ def v2_lines() -> list[str]:
 
 
 def test_the_log_tells_v1_from_v2():
-    v1 = lab.parse_log("\n".join(v1_lines()))
+    v1 = vllm_runs.parse_log("\n".join(v1_lines()))
     assert v1["runner"] == "V1" and v1["model_loading"] == {"gib": 0.93, "secs": 3.2}
-    v2 = lab.parse_log("\n".join(v2_lines()))
+    v2 = vllm_runs.parse_log("\n".join(v2_lines()))
     assert v2["runner"] == "V2" and v2["model_loading"] == {"gib": 0.93, "secs": 3.2}
     assert "graph_memory_estimate" not in v2
     # each message alone is enough
-    assert lab.parse_log(prefix(FMT["runner_v2"]["text"]))["runner"] == "V2"
-    assert lab.parse_log(prefix(FMT["model_loading_v2"]["text"] % ("1", 2.0)))["runner"] == "V2"
-    assert lab.parse_log(prefix(FMT["model_loading"]["text"] % ("1", 2.0)))["runner"] == "V1"
+    assert vllm_runs.parse_log(prefix(FMT["runner_v2"]["text"]))["runner"] == "V2"
+    assert vllm_runs.parse_log(prefix(FMT["model_loading_v2"]["text"] % ("1", 2.0)))["runner"] \
+        == "V2"
+    assert vllm_runs.parse_log(prefix(FMT["model_loading"]["text"] % ("1", 2.0)))["runner"] == "V1"
     for key, values in (("graph_estimate_applied_enabled", (0.9, 0.8875, 0.9125)),
                         ("graph_estimate_applied_disabled", (0.9, 0.9125))):
-        assert lab.parse_log(prefix(FMT[key]["text"] % values))["runner"] == "V1", key
-    assert "runner" not in lab.parse_log(prefix(FMT["kv_cache_memory"]["text"] % ("17.6",)))
-    both = lab.parse_log("\n".join(v1_lines() + v2_lines()))
+        assert vllm_runs.parse_log(prefix(FMT[key]["text"] % values))["runner"] == "V1", key
+    assert "runner" not in vllm_runs.parse_log(prefix(FMT["kv_cache_memory"]["text"] % ("17.6",)))
+    both = vllm_runs.parse_log("\n".join(v1_lines() + v2_lines()))
     assert both["runner"] == "V1 and V2"
 
 
@@ -288,7 +294,8 @@ def test_the_log_tells_v1_from_v2():
     (FMT["runner_v2_declined_triton"]["text"], "requires Triton"),
     (FMT["runner_v2_declined_unsupported"]["text"] % "prompt embeds", "does not yet support prompt embeds")])
 def test_the_log_says_when_vllm_declines_v2(line, why):
-    facts = lab.parse_log(prefix(line) + "\n" + prefix(FMT["model_loading"]["text"] % ("1", 2.0)))
+    facts = vllm_runs.parse_log(prefix(line) + "\n"
+                                + prefix(FMT["model_loading"]["text"] % ("1", 2.0)))
     assert facts["runner"] == "V1" and facts["runner_v2_declined"] == {"why": why}
 
 
@@ -367,26 +374,26 @@ def write_folder(folder, variants=tuple(STEP_MS), with_config=True, with_json=Tr
         manifest["model"] = "Qwen/Qwen2.5-0.5B-Instruct"
     else:
         manifest["models"] = list(models)
-    (folder / lab.MANIFEST).write_text(json.dumps(manifest))
+    (folder / vllm_runs.MANIFEST).write_text(json.dumps(manifest))
     if with_config:
         for model in models:
-            name = lab.MODEL_CONFIG if model is None else lab.model_config_name(model)
+            name = vllm_runs.MODEL_CONFIG if model is None else vllm_runs.model_config_name(model)
             (folder / name).write_text(json.dumps(QWEN05))
     return folder
 
 
 def test_analyze_recovers_the_decode_times_tau_eff_and_kv_tokens(tmp_path, solutions):
-    record = lab.analyze(write_folder(tmp_path / "run"), solutions)
+    record = vllm_analysis.analyze(write_folder(tmp_path / "run"), solutions)
     assert [(g["model"], g["runner"], g["runner_ran"]) for g in record["groups"]] == [
         ("Qwen/Qwen2.5-0.5B-Instruct", "v1", "V1")]
-    group = lab.group_of(record)
+    group = vllm_analysis.group_of(record)
     for variant, steps in STEP_MS.items():
         got = group["variants"][variant]["decode_ms"]
         assert got == pytest.approx({str(b): ms for b, ms in steps.items()}), variant
     assert group["kernels_per_step"] == K_ESTIMATE
     assert "ESTIMATE" in group["kernels_per_step_source"]
     assert group["baseline"] == "none"  # same compiled kernels: only the graphs differ
-    for variant in lab.GRAPH_VARIANTS:
+    for variant in vllm_runs.GRAPH_VARIANTS:
         for b in (1, 8):
             expected = (STEP_MS["none"][b] - STEP_MS[variant][b]) * 1e3 / (K_ESTIMATE - 1)
             assert group["tau_eff_us"][variant][str(b)] == pytest.approx(expected)
@@ -402,27 +409,28 @@ def test_analyze_recovers_the_decode_times_tau_eff_and_kv_tokens(tmp_path, solut
 
 def test_analyze_writes_json_and_svg(tmp_path, capsys):
     folder = write_folder(tmp_path / "run")
-    assert lab.main(["analyze", str(folder), "--impl", "solutions",
-                     "--kernels-per-step", "300"]) == 0
+    assert main(["vllm", "analyze", str(folder), "--impl", "solutions",
+                 "--kernels-per-step", "300"]) == 0
     out = capsys.readouterr().out
     assert "given (--kernels-per-step)" in out and "wrote" in out
-    record = json.loads((folder / lab.RESULT_JSON).read_text())
-    assert lab.group_of(record)["kernels_per_step"] == 300
-    svg = ET.parse(folder / lab.RESULT_SVG).getroot()
+    record = json.loads((folder / vllm_runs.RESULT_JSON).read_text())
+    assert vllm_analysis.group_of(record)["kernels_per_step"] == 300
+    svg = ET.parse(folder / vllm_runs.RESULT_SVG).getroot()
     names = {g.get("data-name") for g in svg.iter("{http://www.w3.org/2000/svg}g")}
     assert {"(a) decode step time", "(b) speedup over --enforce-eager",
             "(c) tau_eff: µs per launch the graphs removed"} <= names
 
 
 def test_without_the_json_the_log_s_printout_is_used(tmp_path, solutions):
-    record = lab.analyze(write_folder(tmp_path / "run", with_json=False), solutions)
-    assert lab.group_of(record)["variants"]["eager"]["decode_ms"]["1"] == pytest.approx(12.0)
+    record = vllm_analysis.analyze(write_folder(tmp_path / "run", with_json=False), solutions)
+    eager = vllm_analysis.group_of(record)["variants"]["eager"]
+    assert eager["decode_ms"]["1"] == pytest.approx(12.0)
 
 
 def test_eager_is_the_baseline_when_none_was_not_run(tmp_path, solutions):
     variants = ("eager", "full_decode_only")
-    record = lab.analyze(write_folder(tmp_path / "run", variants), solutions, kernels=301)
-    group = lab.group_of(record)
+    record = vllm_analysis.analyze(write_folder(tmp_path / "run", variants), solutions, kernels=301)
+    group = vllm_analysis.group_of(record)
     assert group["baseline"] == "eager"
     assert group["tau_eff_us"]["full_decode_only"]["1"] == pytest.approx(9.0e3 / 300)
     measured = group["kv_tokens_forgone"]["full_decode_only"]["measured"]
@@ -432,7 +440,7 @@ def test_eager_is_the_baseline_when_none_was_not_run(tmp_path, solutions):
 def test_tau_from_a_launch_tax_json_is_fitted_by_exercise_1(tmp_path, solutions):
     own = tmp_path / "launch-tax.json"
     own.write_text(lesson.H200_ANCHOR.read_text())
-    record = lab.analyze(write_folder(tmp_path / "run"), solutions, tau_from=own)
+    record = vllm_analysis.analyze(write_folder(tmp_path / "run"), solutions, tau_from=own)
     assert record["tau_us"] == pytest.approx(lesson.H200_TAU_EAGER_US, rel=1e-6)
     assert str(own) in record["tau_source"]
 
@@ -441,20 +449,20 @@ def test_a_bad_tau_from_file_is_named_as_tau_from(tmp_path, solutions):
     bad = tmp_path / "launch-tax.json"
     bad.write_text("{}")
     with pytest.raises(ValueError, match=r"^--tau-from: .*not a launch-tax measurement"):
-        lab.analyze(write_folder(tmp_path / "run"), solutions, tau_from=bad)
+        vllm_analysis.analyze(write_folder(tmp_path / "run"), solutions, tau_from=bad)
     with pytest.raises(ValueError, match=r"^--tau-from: cannot read "):
-        lab.analyze(tmp_path / "run", solutions, tau_from=tmp_path / "missing.json")
+        vllm_analysis.analyze(tmp_path / "run", solutions, tau_from=tmp_path / "missing.json")
 
 
 def test_unfinished_exercises_leave_their_figures_out_and_say_so(tmp_path, capsys):
     folder = write_folder(tmp_path / "run")
-    assert lab.main(["analyze", str(folder)]) == 0  # exercises/: the stubs
+    assert main(["vllm", "analyze", str(folder)]) == 0  # exercises/: the stubs
     out = capsys.readouterr().out
     assert "exercise 1 is not finished" in out and "exercise 9 is not finished" in out
-    record = json.loads((folder / lab.RESULT_JSON).read_text())
-    group = lab.group_of(record)
+    record = json.loads((folder / vllm_runs.RESULT_JSON).read_text())
+    group = vllm_analysis.group_of(record)
     assert "tau_eff_us" not in group and "kv_tokens_forgone" not in group
-    assert (folder / lab.RESULT_SVG).is_file()
+    assert (folder / vllm_runs.RESULT_SVG).is_file()
 
 
 # --- refusals and bad input --------------------------------------------------------------------
@@ -463,7 +471,7 @@ def test_unfinished_exercises_leave_their_figures_out_and_say_so(tmp_path, capsy
 def test_run_refuses_without_cuda_or_vllm_in_one_line(tmp_path, capsys):
     if lab.refusal() is None:
         pytest.skip("this machine has CUDA and vLLM 0.26.0")
-    assert lab.main(["run", "--out", str(tmp_path / "out")]) == 1
+    assert main(["vllm", "run", "--out", str(tmp_path / "out")]) == 1
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "Traceback" not in err
     assert err.startswith("vllm_lab run: needs a CUDA GPU and vLLM 0.26.0; here: ")
@@ -499,27 +507,27 @@ def test_refusal_names_what_is_missing(monkeypatch):
     (["analyze", "FOLDER", "--kernels-per-step", "-3"], "--kernels-per-step"),
 ])
 def test_bad_input_names_the_argument(argv, named, capsys):
-    assert lab.main(argv + ["--dry-run"] if argv[0] == "run" else argv) == 2
+    assert main(["vllm", *argv, "--dry-run"] if argv[0] == "run" else ["vllm", *argv]) == 2
     assert named in capsys.readouterr().err
 
 
 def test_a_folder_that_is_not_a_run_is_named(tmp_path, capsys):
-    assert lab.main(["analyze", str(tmp_path), "--impl", "solutions"]) == 2
+    assert main(["vllm", "analyze", str(tmp_path), "--impl", "solutions"]) == 2
     err = capsys.readouterr().err
     assert "FOLDER" in err and "runs.json" in err and "Traceback" not in err
 
 
 def test_without_a_model_config_kv_shape_is_asked_for(tmp_path, capsys, solutions):
     folder = write_folder(tmp_path / "run", with_config=False)
-    assert lab.main(["analyze", str(folder), "--impl", "solutions"]) == 2
+    assert main(["vllm", "analyze", str(folder), "--impl", "solutions"]) == 2
     assert "--kv-shape" in capsys.readouterr().err
-    record = lab.analyze(folder, solutions, kernels=300,
+    record = vllm_analysis.analyze(folder, solutions, kernels=300,
                          shape={"n_layers": 24, "n_kv_heads": 2, "head_dim": 64, "dtype_bytes": 2})
-    assert lab.group_of(record)["kv_bytes_per_token"] == PER_TOKEN
+    assert vllm_analysis.group_of(record)["kv_bytes_per_token"] == PER_TOKEN
 
 
 def test_help_says_nothing_has_run_on_a_gpu(capsys):
-    assert lab.main(["--help"]) == 0
+    assert main(["vllm", "--help"]) == 0
     out = capsys.readouterr().out
     assert "nothing of this lab has run on a GPU" in out and "ESTIMATE" in out
 
@@ -532,7 +540,7 @@ def test_run_wiring_with_a_stand_in_for_vllm(tmp_path, monkeypatch, capsys):
     import torch
 
     def fake_run(command, stdout, stderr, env, timeout):
-        variant = next(v for v, (_, flags) in lab.VARIANTS.items()
+        variant = next(v for v, (_, flags) in vllm_runs.VARIANTS.items()
                        if flags and flags[-1] == command[-1]) if command[-1].startswith(
             ("--enforce", "{")) else "default"
         runner = "v1" if env.get("VLLM_USE_V2_MODEL_RUNNER") == "0" else "default"
@@ -552,19 +560,19 @@ def test_run_wiring_with_a_stand_in_for_vllm(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("VLLM_USE_V2_MODEL_RUNNER", "1")  # left in the student's shell
     folder = tmp_path / "out"
     folder.mkdir()
-    (folder / lab.MODEL_CONFIG).write_text(json.dumps(QWEN05))  # as if saved by transformers
+    (folder / vllm_runs.MODEL_CONFIG).write_text(json.dumps(QWEN05))  # as if saved by transformers
     monkeypatch.setitem(__import__("sys").modules, "transformers", None)  # config not refetched
-    assert lab.main(["run", "--out", str(folder), "--batch-sizes", "1", "8", "--variants",
-                     "eager", "full_decode_only", "--impl", "solutions"]) == 0
-    record = json.loads((folder / lab.RESULT_JSON).read_text())
+    assert main(["vllm", "run", "--out", str(folder), "--batch-sizes", "1", "8", "--variants",
+                 "eager", "full_decode_only", "--impl", "solutions"]) == 0
+    record = json.loads((folder / vllm_runs.RESULT_JSON).read_text())
     assert record["gpu"] == "stand-in GPU"
-    manifest = json.loads((folder / lab.MANIFEST).read_text())
+    manifest = json.loads((folder / vllm_runs.MANIFEST).read_text())
     assert manifest["runners"] == ["default", "v1"]
     assert {r["runner"] for r in manifest["runs"]} == {"default", "v1"}
     assert manifest["runner_env"]["v1"]["set"] == {"VLLM_USE_V2_MODEL_RUNNER": "0"}
     assert manifest["runner_env"]["default"]["unset"] == ["VLLM_USE_V2_MODEL_RUNNER"]
     for runner, ran, factor in (("v1", "V1", 1.0), ("default", "V2", V2_FACTOR)):
-        group = lab.group_of(record, runner=runner)
+        group = vllm_analysis.group_of(record, runner=runner)
         assert group["runner_ran"] == ran
         assert group["variants"]["full_decode_only"]["decode_ms"] == pytest.approx(
             {"1": 3.0 * factor, "8": 4.0 * factor})
@@ -575,10 +583,11 @@ def test_run_wiring_with_a_stand_in_for_vllm(tmp_path, monkeypatch, capsys):
 
 def test_analyze_keeps_the_runners_apart_and_says_which_ran(tmp_path, solutions, capsys):
     folder = write_folder(tmp_path / "run", runners=("default", "v1"))
-    record = lab.analyze(folder, solutions)
+    record = vllm_analysis.analyze(folder, solutions)
     assert [(g["runner"], g["runner_ran"]) for g in record["groups"]] == [("default", "V2"),
                                                                           ("v1", "V1")]
-    v2, v1 = lab.group_of(record, runner="default"), lab.group_of(record, runner="v1")
+    v2, v1 = (vllm_analysis.group_of(record, runner="default"),
+              vllm_analysis.group_of(record, runner="v1"))
     for variant in STEP_MS:
         assert v1["variants"][variant]["decode_ms"]["1"] == pytest.approx(STEP_MS[variant][1])
         assert v2["variants"][variant]["decode_ms"]["1"] == pytest.approx(
@@ -590,7 +599,7 @@ def test_analyze_keeps_the_runners_apart_and_says_which_ran(tmp_path, solutions,
     assert v1["graph_reserve"].startswith("V1 subtracts its estimate")
     assert v2["kv_tokens_forgone"]["piecewise"]["measured"] == 0  # nothing reserved
     assert not record["notes"], record["notes"]  # a V2 run without the estimate is no error
-    assert lab.main(["analyze", str(folder), "--impl", "solutions"]) == 0
+    assert main(["vllm", "analyze", str(folder), "--impl", "solutions"]) == 0
     out = capsys.readouterr().out
     titles = [line for line in out.splitlines() if line.startswith("== ")]
     assert "runner default (vLLM's own choice" in titles[0] and "ran: V2 (from " in titles[0]
@@ -605,7 +614,7 @@ def test_analyze_keeps_the_runners_apart_and_says_which_ran(tmp_path, solutions,
 
 
 def test_a_v1_graph_run_without_its_estimate_is_named(tmp_path, solutions):
-    record = lab.analyze(write_folder(tmp_path / "run", runners=("default", "v1"),
+    record = vllm_analysis.analyze(write_folder(tmp_path / "run", runners=("default", "v1"),
                                       with_estimate=False), solutions)
     named = [n for n in record["notes"] if "Estimated CUDA graph memory" in n]
     assert named and all("runner v1" in n for n in named)
@@ -614,24 +623,24 @@ def test_a_v1_graph_run_without_its_estimate_is_named(tmp_path, solutions):
 
 def test_a_runner_other_than_asked_is_named(tmp_path, solutions):
     folder = write_folder(tmp_path / "run", variants=("eager", "piecewise"))
-    manifest = json.loads((folder / lab.MANIFEST).read_text())
+    manifest = json.loads((folder / vllm_runs.MANIFEST).read_text())
     for run in manifest["runs"]:  # the V1 pin's logs now read as V2's
         log = folder / run["log"]
         log.write_text(synthetic_log(run["variant"], 0.5, "default"))
-    record = lab.analyze(folder, solutions)
+    record = vllm_analysis.analyze(folder, solutions)
     assert any("asked for V1, but the log says V2 ran" in n for n in record["notes"])
 
 
 def test_a_folder_from_before_the_runners_is_read_as_v1(tmp_path, solutions):
     folder = write_folder(tmp_path / "run", variants=("eager", "none"))
-    manifest = json.loads((folder / lab.MANIFEST).read_text())
+    manifest = json.loads((folder / vllm_runs.MANIFEST).read_text())
     for run in manifest["runs"]:
         del run["runner"]
     del manifest["runners"]
     manifest["env"] = {"VLLM_USE_V2_MODEL_RUNNER": "0", "NO_COLOR": "1"}
-    (folder / lab.MANIFEST).write_text(json.dumps(manifest))
-    record = lab.analyze(folder, solutions)
-    assert record["runners"] == ["v1"] and lab.group_of(record)["runner_ran"] == "V1"
+    (folder / vllm_runs.MANIFEST).write_text(json.dumps(manifest))
+    record = vllm_analysis.analyze(folder, solutions)
+    assert record["runners"] == ["v1"] and vllm_analysis.group_of(record)["runner_ran"] == "V1"
 
 
 # --- small against large -------------------------------------------------------------------------
@@ -640,14 +649,14 @@ def test_a_folder_from_before_the_runners_is_read_as_v1(tmp_path, solutions):
 def test_the_speedup_per_model_is_side_by_side(tmp_path, solutions, capsys):
     folder = write_folder(tmp_path / "run", variants=("default", "eager"),
                           runners=("default", "v1"), models=("m/small", "m/big"))
-    record = lab.analyze(folder, solutions)
+    record = vllm_analysis.analyze(folder, solutions)
     assert [(g["model"], g["runner"]) for g in record["groups"]] == [
         ("m/small", "default"), ("m/small", "v1"), ("m/big", "default"), ("m/big", "v1")]
     row = record["speedup_by_model"]["v1"]["default"]["1"]
     assert row["m/small"] == pytest.approx(12.0 / 3.1)
     assert row["m/big"] == pytest.approx(20.0 / 11.1)
     assert row["m/small"] > row["m/big"]  # smaller compute, bigger gain from graphs
-    assert lab.main(["analyze", str(folder), "--impl", "solutions"]) == 0
+    assert main(["vllm", "analyze", str(folder), "--impl", "solutions"]) == 0
     out = capsys.readouterr().out
     assert "Speedup over eager per model, side by side (small | big)" in out
     assert f"small {12.0 / 3.1:.2f}x | big {20.0 / 11.1:.2f}x" in out
@@ -656,14 +665,14 @@ def test_the_speedup_per_model_is_side_by_side(tmp_path, solutions, capsys):
 def test_per_model_options_need_one_value_per_model(tmp_path, capsys, solutions):
     folder = write_folder(tmp_path / "run", variants=("default", "eager"),
                           models=("m/small", "m/big"))
-    assert lab.main(["analyze", str(folder), "--impl", "solutions", "--kernels-per-step",
-                     "300"]) == 2
+    assert main(["vllm", "analyze", str(folder), "--impl", "solutions", "--kernels-per-step",
+                 "300"]) == 2
     err = capsys.readouterr().err
     assert "--kernels-per-step" in err and "2 model(s)" in err
-    assert lab.main(["analyze", str(folder), "--impl", "solutions", "--kernels-per-step",
-                     "300", "400"]) == 0
-    record = json.loads((folder / lab.RESULT_JSON).read_text())
+    assert main(["vllm", "analyze", str(folder), "--impl", "solutions", "--kernels-per-step",
+                 "300", "400"]) == 0
+    record = json.loads((folder / vllm_runs.RESULT_JSON).read_text())
     assert [g["kernels_per_step"] for g in record["groups"]] == [300, 400]
-    assert lab.main(["analyze", str(folder), "--impl", "solutions", "--kv-shape",
-                     "24,2,64,2"]) == 2
+    assert main(["vllm", "analyze", str(folder), "--impl", "solutions", "--kv-shape",
+                 "24,2,64,2"]) == 2
     assert "--kv-shape" in capsys.readouterr().err
