@@ -231,7 +231,11 @@ def test_fresh_state_never_kills_or_removes_as_root_or_unleased(tmp_path, monkey
     spec.loader.exec_module(worker)
     killed, removed = [], []
     monkeypatch.setattr(worker.os, "kill", lambda pid, sig: killed.append((pid, sig)))
-    monkeypatch.setattr(worker.cleanup, "remove_owned", lambda *a, **k: removed.append(a) or 0)
+    def remove_owned(folder, uid, depth, keep=""):
+        removed.append((folder, uid, depth))
+        return 0
+
+    monkeypatch.setattr(worker.cleanup, "remove_owned", remove_owned)
     work = tmp_path / "work"
     work.mkdir()
     (work / "left").write_text("x")

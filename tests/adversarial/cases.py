@@ -344,7 +344,8 @@ import sys as _sys
 
 
 def _worker():
-    """The worker's own locals (its request and its pipe to the judge), found up the stack."""
+    """The worker's own locals (its request, a ``grader.wire.Request``, and its pipe to the judge),
+    found up the stack."""
     frame = _sys._getframe()
     while frame is not None:
         if "pipe" in frame.f_locals and "request" in frame.f_locals:
@@ -361,7 +362,7 @@ LEAK_ACROSS_EXERCISES = WORKER_FRAME + '''
 def _leak(fn):
     def wrapper(*args, **kwargs):
         try:
-            text = _json.dumps(_worker()["request"]["probes"], default=str)
+            text = _json.dumps(_worker()["request"].probes, default=str)
             for place in ("/dev/shm", "/tmp"):
                 with open(place + "/MARKER-leak", "a") as f:
                     f.write(text + "\\n")
@@ -418,7 +419,7 @@ _pipe, _request = _w["pipe"], _w["request"]
 _sent = 0
 while _request is not None:
     _answers = []
-    for _i, _p in enumerate(_request["probes"]):
+    for _i, _p in enumerate(_request.probes):
         if _i % 3 == 0:
             _answers.append({"ok": True, "value": {"__tensor__": {"dtype": "float32", "shape": [3],
                                                                    "b64": "AAAA"}}})
@@ -441,7 +442,7 @@ _w = _worker()
 _pipe, _request = _w["pipe"], _w["request"]
 while _request is not None:
     _answers = []
-    for _p in _request["probes"]:
+    for _p in _request.probes:
         _key = "EXERCISE " + _json.dumps([_p["probe"], _p["args"]], sort_keys=True)
         _answers.append(_RECORDED.get(_key, {"ok": False, "error": {"types": ["KeyError"],
                                                                       "message": "not recorded"}}))
@@ -455,7 +456,7 @@ LEAK_HIDDEN_INPUTS = WORKER_FRAME + '''
 # whatever the judge shows of an import error must never hold a hidden check's inputs.
 _request = _worker()["request"]
 raise ImportError(" | ".join(_json.dumps(_p["args"], separators=(",", ":"))
-                             for _p in reversed(_request["probes"])))
+                             for _p in reversed(_request.probes)))
 '''
 
 # A message that would redraw the terminal (clear the screen, print a fake row), with a lone
@@ -469,7 +470,7 @@ _text = _json.loads(r'"ANSI"')
 while _request is not None:
     _answers = [{"ok": False, "error": {"types": [_text, "ValueError"], "message": _text}}
                 if _i % 2 else {"ok": True, "value": {"k": _text, _text: [_text]}}
-                for _i, _p in enumerate(_request["probes"])]
+                for _i, _p in enumerate(_request.probes)]
     _data = _json.dumps({"probes": _answers}).encode()  # ASCII: the escapes stay escapes
     _os.write(_pipe.result_fd, b"%d\\n" % len(_data) + _data)
     _request = _pipe.receive()
@@ -483,7 +484,7 @@ _values = [b"1e400", b"-1e400", b"NaN", b"1" + b"0" * 400, b"9" * 5000, b"-0",
            b'{"__float__": "nan-ish"}', b'{"__tuple__": 7}']
 while _request is not None:
     _items = [b'{"ok": true, "value": ' + _values[_i % len(_values)] + b"}"
-              for _i, _p in enumerate(_request["probes"])]
+              for _i, _p in enumerate(_request.probes)]
     _data = b'{"probes": [' + b",".join(_items) + b"]}"
     _os.write(_pipe.result_fd, b"%d\\n" % len(_data) + _data)
     _request = _pipe.receive()
