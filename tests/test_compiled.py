@@ -18,30 +18,33 @@ class Segment:
         return (x @ self.weight).relu() + self.index
 
 
-PIECES, SIZES = 12, (1, 2)  # 24 compiled variants of one __call__: three times dynamo's limit of 8
+PIECES, SIZES, LIMIT = 3, (1, 2), 4  # 6 compiled variants of one __call__, over a limit of 4
 
 
 @pytest.mark.skipif(bool(compile_problem("cpu")), reason=str(compile_problem("cpu")))
 def test_pieces_sharing_one_code_object_each_compile_in_a_frame_of_their_own():
-    """Dynamo keeps at most ``recompile_limit`` (8) variants per code object; 12 segments of one
-    ``__call__`` at 2 sizes each are 24. ``torch.compile`` on the pieces themselves hits the limit
-    (``fullgraph=True`` makes that an error instead of a silent fall back to eager);
-    ``compile_piece`` gives each its own frame and compiles them all, each right."""
-    assert torch._dynamo.config.recompile_limit < PIECES * len(SIZES)
-    torch._dynamo.reset()
-    with pytest.raises(Exception) as failure:
+    """Dynamo keeps at most ``recompile_limit`` variants per code object (8 by default; 4 here, so
+    that few compiles show it): every PIECEWISE segment runs one ``__call__`` with another index,
+    at every capture size, so a model of 28 layers needs far more than 8. ``torch.compile`` on the
+    pieces themselves hits the limit (``fullgraph=True`` makes that an error instead of a silent
+    fall back to eager); ``compile_piece`` gives each its own frame and compiles them all, each
+    right."""
+    assert torch._dynamo.config.recompile_limit == 8  # what a student's run has
+    with torch._dynamo.config.patch(recompile_limit=LIMIT):
+        torch._dynamo.reset()
+        with pytest.raises(Exception) as failure:
+            for i in range(PIECES):
+                for n in SIZES:
+                    torch.compile(Segment(i), dynamic=False, fullgraph=True)(torch.ones(n, 8))
+        assert failure.typename == "FailOnRecompileLimitHit", failure.value
+        torch._dynamo.reset()
         for i in range(PIECES):
+            piece = Segment(i)
+            compiled = compile_piece(piece)
             for n in SIZES:
-                torch.compile(Segment(i), dynamic=False, fullgraph=True)(torch.ones(n, 8))
-    assert failure.typename == "FailOnRecompileLimitHit", failure.value
-    torch._dynamo.reset()
-    for i in range(PIECES):
-        piece = Segment(i)
-        compiled = compile_piece(piece)
-        for n in SIZES:
-            x = torch.randn(n, 8, generator=torch.Generator().manual_seed(n))
-            assert torch.allclose(compiled(x), piece(x), atol=1e-6), f"piece {i}, {n} rows"
-    torch._dynamo.reset()
+                x = torch.randn(n, 8, generator=torch.Generator().manual_seed(n))
+                assert torch.allclose(compiled(x), piece(x), atol=1e-6), f"piece {i}, {n} rows"
+        torch._dynamo.reset()
 
 
 def test_compile_piece_refuses_what_is_not_callable():
