@@ -9,12 +9,12 @@ import sys
 # several test processes each spinning OpenMP threads on a few cores run twice as slowly.
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
-import pytest  # noqa: E402
-from hypothesis import settings  # noqa: E402
+import pytest
+from hypothesis import settings
 
-from coursekit import strategies  # noqa: E402
-from coursekit.course import EXERCISES  # noqa: E402
-from coursekit.impl import Implementation  # noqa: E402
+from coursekit import strategies
+from coursekit.course import EXERCISES
+from coursekit.impl import Implementation
 
 settings.load_profile(strategies.default_profile())
 if "torch" in sys.modules:  # imported before this file (by a plugin): set it directly

@@ -50,6 +50,7 @@ import json
 import math
 import sys
 import time
+from functools import partial
 from pathlib import Path
 
 import torch
@@ -57,11 +58,11 @@ import torch
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from coursekit.compiled import compile_piece, compile_problem  # noqa: E402
-from coursekit.impl import Implementation  # noqa: E402
-from coursekit.standin import RecordingCapture, capture_on_cpu  # noqa: E402
-from coursekit.svgplot import line_chart  # noqa: E402
-from coursekit.toymodel import ModelConfig, ToyModel  # noqa: E402
+from coursekit.compiled import compile_piece, compile_problem
+from coursekit.impl import Implementation
+from coursekit.standin import RecordingCapture, capture_on_cpu
+from coursekit.svgplot import line_chart
+from coursekit.toymodel import ModelConfig, ToyModel
 
 POSITION = 100  # each sequence decodes its token 101, or its last (attention reads the whole row anyway)
 HEADROOM_BYTES = 2 << 30  # beyond the model and its cache: graph pools, activations, cuBLAS, compile
@@ -112,7 +113,7 @@ def copy_bandwidth_bps(impl: Implementation, device: str) -> float | None:
         return None
     src = torch.empty(1 << 30, dtype=torch.uint8, device="cuda")
     dst = torch.empty_like(src)
-    ms = timer(impl, 20)(lambda: dst.copy_(src))
+    ms = timer(impl, 20)(partial(dst.copy_, src))
     del src, dst
     torch.cuda.empty_cache()  # give the 2 GiB back before the models are built
     return 2 * (1 << 30) / (ms / 1e3)
@@ -181,7 +182,7 @@ def measure(impl: Implementation, config: ModelConfig, dtype, device: str, rows_
         kwargs = {"compiler": compiler} if compiler is not None else {}
         engine = engine_mod.DecodeEngine(model, mode=mode, capture_sizes=[rows], capture=recorder, **kwargs)
         engine.capture_model()
-        row[f"{name}_ms"] = time_ms(lambda: engine.step(*args, uniform_decode=True))
+        row[f"{name}_ms"] = time_ms(partial(engine.step, *args, uniform_decode=True))
         row[f"{name}_capture_s"] = engine.capture_seconds
         row[f"{name}_capture_bytes"] = engine.capture_memory_bytes
         if mode is modes.FULL_DECODE_ONLY:
@@ -193,11 +194,15 @@ def measure(impl: Implementation, config: ModelConfig, dtype, device: str, rows_
         del engine, recorder
         free(device)
 
+    def peer_row(model, row, args):
+        """The one-function peer's figures (``peer``) for this batch, in its row."""
+        row.update(peer(model, args, device, time_ms, count))
+
     model = ToyModel(config, device=device, dtype=dtype)
     decode = decode_step(model)
     for rows in rows_list:
         args, row = batch(model, rows), out[rows]
-        row["eager_ms"] = time_ms(lambda: decode(*args))
+        row["eager_ms"] = time_ms(partial(decode, *args))
         row["eager_kernels"] = count(decode, *args)
         row["launch_pace_us"] = launch_pace_us(profile_launches(decode, *args)) if on_cuda(device) else None
         engine_row(model, row, args, rows, modes.PIECEWISE, "piecewise")
@@ -206,12 +211,12 @@ def measure(impl: Implementation, config: ModelConfig, dtype, device: str, rows_
         engine_row(model, row, args, rows, modes.FULL_DECODE_ONLY, "full")
         row["bare_replay_ms"] = row.pop("full_bare_replay_ms")
         if with_compile:
-            optional(f"compiled + full graph (batch {rows})", lambda: engine_row(
-                model, row, args, rows, modes.FULL_DECODE_ONLY, "compiled", compiler=compile_piece))
-            optional(f"one-function peer (batch {rows})", lambda: row.update(peer(model, args, device, time_ms, count)))
+            optional(f"compiled + full graph (batch {rows})", partial(
+                engine_row, model, row, args, rows, modes.FULL_DECODE_ONLY, "compiled", compiler=compile_piece))
+            optional(f"one-function peer (batch {rows})", partial(peer_row, model, row, args))
             torch._dynamo.reset()  # the compiled code holds the model: free both before the next one
             free(device)
-    del model, args
+    del model, args, decode  # decode holds the model too: the fused rows build a second one
     free(device)
     if with_fused:
         def fused_rows():
@@ -359,8 +364,8 @@ def sweep(impl: Implementation, config: ModelConfig, dtype, device: str, layers:
         decode = decode_step(model)
         # Without CUDA there is no profiler count: a nominal one lets a smoke run exercise the fit.
         kernels = fusion.count_kernels(decode, *args) if on_cuda(device) else 20 * n + 10
-        points.append({"layers": n, "kernels": kernels, "eager_ms": time_ms(lambda: decode(*args)),
-                       "graph_ms": time_ms(lambda: engine.step(*args, uniform_decode=True))})
+        points.append({"layers": n, "kernels": kernels, "eager_ms": time_ms(partial(decode, *args)),
+                       "graph_ms": time_ms(partial(engine.step, *args, uniform_decode=True))})
         del engine, model
         free(device)
     fit = impl.module("launch_model").fit_launch_model

@@ -27,7 +27,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from grader import gradescope  # noqa: E402
+from grader import gradescope
 
 
 def timed(cmd: list[str], **kwargs) -> float:

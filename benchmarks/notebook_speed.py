@@ -24,9 +24,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from coursekit.course import MODULES  # noqa: E402
-from grader import notebook as nb  # noqa: E402
-from tests.nbcourse import (cell_scores, make_course, nbgrader, release_notebook,  # noqa: E402
+from coursekit.course import MODULES
+from grader import notebook as nb
+from tests.nbcourse import (cell_scores, make_course, nbgrader, release_notebook,
                             submit)
 
 

@@ -19,7 +19,7 @@ from nbgrader.preprocessors import (CheckCellMetadata, ClearHiddenTests, ClearOu
                                     OverwriteKernelspec)
 from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor
 
-from grader.nbgrader_bridge import (DropAutograderCells, OnlyAnswerFiles,  # noqa: E402
+from grader.nbgrader_bridge import (DropAutograderCells, OnlyAnswerFiles,
                                     RestoreMissingCells, refuse_without_secret)
 
 # `nbgrader autograde` grades officially: without LAUNCH_TAX_SECRET_FILE it stops here, saying how

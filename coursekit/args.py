@@ -27,8 +27,8 @@ from typing import Iterable
 
 import torch
 
-__all__ = ["count", "counts", "decode_requests", "flag", "function", "index_rows", "instance", "same_length", "inputs_like", "need_cuda", "number", "numbers", "one_of",
-           "tensor", "tensors"]
+__all__ = ["count", "counts", "decode_requests", "flag", "function", "index_rows", "instance", "same_length",
+           "inputs_like", "need_cuda", "number", "numbers", "one_of", "tensor", "tensors"]
 
 
 def number(name: str, value: object, *, at_least: float = 0.0, above: float | None = None) -> float:

@@ -65,7 +65,10 @@ EXERCISES = (
              "per batch size, shared pool)", "CPU (stand-in), GPU",
              "batch-size buckets and padding"),
     Exercise(6, "dispatch", "vLLM's CUDA-graph dispatch, V1 and V2 runners",
-             "`CUDAGraphMode` helpers (vLLM's tuple modes); A, V1: `CudagraphDispatcher` keys (FULL decode up to `max_num_seqs`), `capture_descs`, `dispatch` with `valid_modes`/`invalid_modes`; B, V2: `CudaGraphManager` graphs, `candidates`, `dispatch` (first fit, else eager), `get_uniform_token_count`",
+             "`CUDAGraphMode` helpers (vLLM's tuple modes); A, V1: `CudagraphDispatcher` keys (FULL decode up "
+             "to `max_num_seqs`), `capture_descs`, `dispatch` with `valid_modes`/`invalid_modes`; B, V2: "
+             "`CudaGraphManager` graphs, `candidates`, `dispatch` (first fit, else eager), "
+             "`get_uniform_token_count`",
              "CPU", "modes and dispatch: FULL, PIECEWISE or eager for each batch"),
     Exercise(7, "fusion", "kernel fusion",
              "`chain_hbm_bytes` (HBM traffic, fused vs not), `fused_add_rms_norm` (one kernel with "
@@ -74,7 +77,8 @@ EXERCISES = (
     Exercise(8, "engine", "capstone: a decode engine with CUDA graphs",
              "`DecodeEngine` over the given Qwen2-shaped `coursekit.toymodel.ToyModel`: static "
              "buffers, padding into the padding slot, FULL / PIECEWISE / eager dispatch, "
-             "`capture_model`, greedy `generate`", "CPU (stand-in), GPU",
+             "`capture_model` (compile, then capture, with `compiler=`), greedy `generate`",
+             "CPU (stand-in), GPU",
              "the engine: graphs, buckets and dispatch in one decode loop"),
     Exercise(9, "tradeoffs", "which model is right, and what graphs cost",
              "`eager_timeline` (the pipeline kernel by kernel), `cpu_bound_launch_us` (where a step "

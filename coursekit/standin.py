@@ -153,7 +153,8 @@ def capture_on_cpu(
 class RecordingCapture:
     """A capture routine (``capture_on_cpu`` by default) that records every capture asked of it:
     ``calls`` holds one dict per capture with the function captured (``fn``), its ``inputs``,
-    ``warmup_iters``, ``pool`` and the returned ``graph``. Tests and the grader use it to see what a runner captured, and how."""
+    ``warmup_iters``, ``pool`` and the returned ``graph``. Tests and the grader use it to see what
+    a runner captured, and how."""
 
     def __init__(self, capture: Callable = capture_on_cpu):
         self.capture = capture

@@ -12,9 +12,10 @@ that only pad a batch up to a captured size read and write there, so they never 
 sequence's cache. vLLM 0.26.0 does it another way: a padded row's slot is ``PAD_SLOT_ID = -1``
 (``vllm/v1/attention/backends/utils.py``) and the kernel that writes the cache skips any slot
 below 0 (``reshape_and_cache_kernel_flash``). A plain PyTorch index cannot skip: ``cache[-1]``
-is the last row, silently overwritten, which is why this model keeps a spare slot instead. A row attends to positions ``0..position`` of its slot, after every row of the
-batch has written its key and value, so several rows of one sequence at consecutive positions
-(a prompt) are causal too.
+is the last row, silently overwritten, which is why this model keeps a spare slot instead. A row
+attends to positions ``0..position`` of its slot, after every row of the batch has written its
+key and value, so several rows of one sequence at consecutive positions (a prompt) are causal
+too.
 
 The forward pass is cut at its attention calls, as vLLM's piecewise CUDA graphs cut it (vLLM cuts
 the model's traced graph at the ops in ``splitting_ops``: ``split_graph`` in

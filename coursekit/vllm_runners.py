@@ -87,7 +87,8 @@ def compared(v2: dict | None = None) -> dict[tuple, int]:
 
 #: The table's words, per language: its header and how each part is named.
 WORDS = {
-    "en": {"header": "| q | `cudagraph_mode` | what is compared | answers that differ | first difference: config, batch: V1 → V2 |",
+    "en": {"header": "| q | `cudagraph_mode` | what is compared | answers that differ "
+                     "| first difference: config, batch: V1 → V2 |",
            "capture_descs": "the graphs captured", "all uniform=0": "a mixed batch",
            "all uniform=1": "a uniform-decode batch", "none": "V1 and V2 agree on every recorded answer.",
            "config": "sizes {sizes}, max_num_seqs {seqs}", "sep": ", ",

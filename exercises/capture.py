@@ -19,8 +19,8 @@ from typing import Any, Callable
 import torch
 
 from coursekit import args
-from coursekit.allocator import end_failed_capture  # noqa: F401  (given: see step 5)
-from coursekit.standin import CapturedGraph  # noqa: F401  (given: what capture returns)
+from coursekit.allocator import end_failed_capture  # noqa: F401 - given: see step 5
+from coursekit.standin import CapturedGraph  # given: what capture returns
 
 
 def capture(

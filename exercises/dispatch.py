@@ -22,14 +22,14 @@ the rest. Check your work with ``python -m pytest exercises -m ex6``.
 
 from __future__ import annotations
 
-import bisect  # noqa: F401  (part B may use it)
+import bisect  # noqa: F401 - part B may use it
 import enum
 from dataclasses import dataclass
 from typing import AbstractSet, Iterable
 
 from coursekit import args
 
-from .buckets import padded_size  # noqa: F401  (you will need it)
+from .buckets import padded_size  # noqa: F401 - you will need it
 
 
 class CUDAGraphMode(enum.Enum):

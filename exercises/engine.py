@@ -25,11 +25,11 @@ from typing import Callable, Sequence
 import torch
 
 from coursekit import args
-from coursekit.standin import capture_on_cpu  # noqa: F401  (the CPU default for `capture`)
+from coursekit.standin import capture_on_cpu  # noqa: F401 - the CPU default for `capture`
 from coursekit.toymodel import ToyModel  # given: the model
 
-from .buckets import engine_capture_sizes  # noqa: F401  (you will need them)
-from .dispatch import BatchDescriptor, CUDAGraphMode, CudagraphDispatcher  # noqa: F401
+from .buckets import engine_capture_sizes  # noqa: F401 - you will need them
+from .dispatch import BatchDescriptor, CUDAGraphMode, CudagraphDispatcher  # noqa: F401 - you will need them
 
 
 class DecodeEngine:

@@ -19,7 +19,7 @@ from typing import Callable
 import torch
 
 from coursekit import args
-from coursekit.fusion import add_rms_norm_reference  # noqa: F401  (given: the eager version)
+from coursekit.fusion import add_rms_norm_reference  # noqa: F401 - given: the eager version
 
 
 def chain_hbm_bytes(n_ops: int, numel: int, dtype_bytes: int, fused: bool) -> int:

@@ -15,10 +15,10 @@ from __future__ import annotations
 
 from typing import Callable, Sequence
 
-import torch
+import torch  # noqa: F401 - you will need it
 
 from coursekit import args
-from coursekit.measurements import LaunchTax, tiny_op_chain  # noqa: F401  (given; use them)
+from coursekit.measurements import LaunchTax, tiny_op_chain  # noqa: F401 - given; use them
 
 
 def time_ms(fn: Callable[[], object], iters: int = 100, warmup: int = 10) -> float:

@@ -19,7 +19,7 @@ from typing import Any, Callable
 import torch
 
 from coursekit import args
-from coursekit.standin import capture_on_cpu  # noqa: F401  (the CPU default for `capture`)
+from coursekit.standin import capture_on_cpu  # noqa: F401 - the CPU default for `capture`
 
 
 class GraphRunner:

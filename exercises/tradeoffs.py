@@ -69,8 +69,9 @@ def implied_launch_us(eager_ms: float, compute_ms: float, n_kernels: int) -> tup
     n_kernels``.
 
     Errors (``ValueError`` naming the argument): ``eager_ms`` or ``compute_ms`` negative, NaN,
-    infinite or not a number (a bool is not a number here); ``compute_ms > eager_ms`` names ``compute_ms`` (no model explains a
-    step shorter than its compute); ``n_kernels`` not an int (a bool is not) or below 1.
+    infinite or not a number (a bool is not a number here); ``compute_ms > eager_ms`` names
+    ``compute_ms`` (no model explains a step shorter than its compute); ``n_kernels`` not an int (a
+    bool is not) or below 1.
     """
     eager_ms, compute_ms = args.number("eager_ms", eager_ms), args.number("compute_ms", compute_ms)  # given
     n_kernels = args.count("n_kernels", n_kernels, at_least=1)  # given
@@ -86,7 +87,8 @@ def kv_bytes_per_token(n_layers: int, n_kv_heads: int, head_dim: int, dtype_byte
     """
     n_layers, n_kv_heads, head_dim, dtype_bytes = (  # given
         args.count(name, value, at_least=1) for name, value in (  # given
-            ("n_layers", n_layers), ("n_kv_heads", n_kv_heads), ("head_dim", head_dim), ("dtype_bytes", dtype_bytes)))  # given
+            ("n_layers", n_layers), ("n_kv_heads", n_kv_heads), ("head_dim", head_dim),  # given
+            ("dtype_bytes", dtype_bytes)))  # given
     raise NotImplementedError("exercise 9: kv_bytes_per_token")
 
 

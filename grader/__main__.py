@@ -31,13 +31,13 @@ if sys.version_info < (3, 11) and sys.argv[1:2] != ["doctor"]:
         "Python 3.11 (e.g. `uv venv -p 3.11` or `conda create -n lt python=3.11`)\n")
     raise SystemExit(2)
 
-import argparse  # noqa: E402
-import json  # noqa: E402
-import os  # noqa: E402
-from pathlib import Path  # noqa: E402
+import argparse
+import json
+import os
+from pathlib import Path
 
-from coursekit.impl import REPO_ROOT  # noqa: E402
-from grader.text import say  # noqa: E402
+from coursekit.impl import REPO_ROOT
+from grader.text import say
 
 NOT_GRADED = 3
 

@@ -182,7 +182,7 @@ def cpu_compile_line(env: dict[str, str] | None = None) -> Line:
 def _grader() -> Line:
     try:
         importlib.import_module("grader.judge")
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:  # noqa: BLE001 - whatever the import raised: the doctor says it and goes on
         return "grader", MISSING, f"cannot import grader.judge ({type(exc).__name__}: {exc})"
     return "grader", OK, "`python -m grader grade` can run"
 
@@ -192,7 +192,7 @@ def _sandbox() -> list[Line]:
         from grader import sandbox
 
         protections = sandbox.protections()
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:  # noqa: BLE001 - whatever the sandbox raised: the doctor says it and goes on
         return [("sandbox", MISSING, f"cannot ask grader.sandbox ({type(exc).__name__}: {exc})")]
     root = hasattr(os, "geteuid") and os.geteuid() == 0
     off = [name for name, on in protections.items() if not on]

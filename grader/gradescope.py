@@ -115,7 +115,7 @@ if [ "$status" -ne 0 ] || [ ! -s "$results/results.json" ]; then
 EOF
 fi
 exit 0
-"""
+"""  # noqa: E501 - the fallback results.json is one line of JSON, written as it is
 
 
 #: Gradescope's default autograder timeout, in minutes (the bundle's default too).

@@ -25,7 +25,13 @@ import torch
 
 
 PROBES: dict[str, Callable[..., Any]] = {}
-_restore: Callable[[], None] = lambda: None  # the worker binds its namespace restore here
+
+
+def _restore_nothing() -> None:
+    """``_restore`` until the worker binds its own."""
+
+
+_restore: Callable[[], None] = _restore_nothing  # the worker binds its namespace restore here
 
 
 def bind(restore: Callable[[], None]) -> None:

@@ -753,7 +753,7 @@ def release_uid(uid: int, box: Path | None = None) -> list[str]:
                 os.setgid(uid)
                 os.setuid(uid)
                 os.kill(-1, signal.SIGKILL)
-            except BaseException:  # noqa: BLE001
+            except BaseException:  # noqa: BLE001 - a forked child: whatever happened, it only exits
                 pass
             os._exit(0)
         os.waitpid(pid, 0)

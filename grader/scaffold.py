@@ -37,7 +37,8 @@ class ScaffoldError(ValueError):
 def _files(n: int, module: str, title: str) -> dict[str, str]:
     marker = f"ex{n}"
     return {
-        f"exercises/{module}.py": f'''"""Exercise {n} · {title}.
+        f"exercises/{module}.py": f'''\
+"""Exercise {n} · {title}.
 
 Check your work with ``python -m pytest exercises -m {marker}``.
 """
@@ -57,7 +58,8 @@ def example(x: float) -> float:
     x = args.number("x", x)  # given: the argument check (coursekit/args.py)
     raise NotImplementedError("exercise {n}: example")
 ''',
-        f"solutions/{module}.py": f'''"""Exercise {n} reference: {title}. Rules: exercises/{module}.py."""
+        f"solutions/{module}.py": f'''\
+"""Exercise {n} reference: {title}. Rules: exercises/{module}.py."""
 
 from __future__ import annotations
 
@@ -68,7 +70,8 @@ def example(x: float) -> float:
     x = args.number("x", x)  # given: the argument check (coursekit/args.py)
     return 2.0 * x
 ''',
-        f"grader/exercises/{module}.py": f'''"""Exercise {n} ({module}): the probes a worker runs on the submission's ``{module}`` and
+        f"grader/exercises/{module}.py": f'''\
+"""Exercise {n} ({module}): the probes a worker runs on the submission's ``{module}`` and
 the public checks the judge grades their answers with (``checks(draw)``). Its hidden checks are
 the staff repository's, never released."""
 
@@ -102,7 +105,8 @@ def checks(draw: Draw) -> list[Check]:
               [P("{module}_example", f"example({{x}})", x=x) for x in xs], points=1),
     ]
 ''',
-        f"grader/hidden/{module}.py": f'''"""Exercise {n} ({module}): hidden checks, more cases of its rules drawn from their own names.
+        f"grader/hidden/{module}.py": f'''\
+"""Exercise {n} ({module}): hidden checks, more cases of its rules drawn from their own names.
 Never released."""
 
 from __future__ import annotations
@@ -118,7 +122,8 @@ if TYPE_CHECKING:
 def checks(draw: Draw) -> list[Check]:
     return []  # Check("{marker}", name, rule, probes, hidden=True, points=...)
 ''',
-        f"tests/alternatives/{module}.py": f'''"""Exercise {n}, solved another way: (say how it differs from the reference)."""
+        f"tests/alternatives/{module}.py": f'''\
+"""Exercise {n}, solved another way: (say how it differs from the reference)."""
 
 
 from coursekit import args
@@ -211,7 +216,8 @@ Exercise {n} · `exercises/{module}.py` · marker `{marker}` (replace: what it i
 
 <details><summary>2</summary>（替换）</details>
 """,
-        f"tests/mutants/{module}.py": f'''"""Exercise {n} ({module}): plausible wrong versions of ``solutions/{module}.py``."""
+        f"tests/mutants/{module}.py": f'''\
+"""Exercise {n} ({module}): plausible wrong versions of ``solutions/{module}.py``."""
 
 from tests.mutants import M
 
@@ -242,7 +248,9 @@ def new_exercise(root: Path, module: str, title: str) -> list[str]:
     end = re.search(r"\n\)\n\nMODULES = ", text)
     if end is None:
         raise ScaffoldError("coursekit/course.py: the EXERCISES tuple's end was not found")
-    entry = f'\n    Exercise({n}, "{module}", "{title}",\n             "`example` (replace: what the student implements)", "CPU",\n             "{title} (replace: the lesson\'s idea its points reward)"),'
+    entry = (f'\n    Exercise({n}, "{module}", "{title}",'
+             '\n             "`example` (replace: what the student implements)", "CPU",'
+             f'\n             "{title} (replace: the lesson\'s idea its points reward)"),')
     course.write_text(text[:end.start()] + entry + text[end.start():], encoding="utf-8")
     for rel, content in files.items():
         (root / rel).parent.mkdir(parents=True, exist_ok=True)

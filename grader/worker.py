@@ -37,7 +37,7 @@ _write, _read, _exit, _dumps = os.write, os.read, os._exit, json.dumps
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from grader import cleanup  # noqa: E402 - found through the line above
-from grader.wire import FrameReader, Request, write_frame  # noqa: E402
+from grader.wire import FrameReader, Request, write_frame  # noqa: E402 - found through the sys.path line above
 
 
 def _error(exc: BaseException) -> dict:
@@ -188,9 +188,9 @@ def _canary(request: Request, keyrings: str | None) -> dict:
         facts["user"] = f"<{type(exc).__name__}: {exc}>"
     if request.dynamo:
         try:
-            import torch._dynamo  # noqa: F401 - inductor reads the user name on import
+            import torch._dynamo  # inductor reads the user name on import
             facts["dynamo"] = "ok"
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:  # noqa: BLE001 - reported, not raised
             facts["dynamo"] = f"{type(exc).__name__}: {exc}"[:500]
     return facts
 
@@ -213,7 +213,7 @@ def main(command_fd: int, result_fd: int) -> None:
     from grader.exercises import load_probes
 
     load_probes()
-    from coursekit import standin  # noqa: F401
+    from coursekit import standin  # noqa: F401 - imported once here, so that a forked child starts warm
 
     if request.shared:
         _serve_shared(pipe, request)
@@ -315,7 +315,7 @@ class _Child:
             try:
                 sys.stdout.flush()
                 sys.stderr.flush()
-            except BaseException:  # noqa: BLE001
+            except BaseException:  # noqa: BLE001 - the child exits with its status whatever the flush raised
                 pass
             _exit(status)
         os.close(from_parent)

@@ -13,9 +13,10 @@ how many lose points in the grader (practice inputs, CPU checks; the GPU-only mu
 GPU and are counted apart), and the points they lose. ``tests/kill_matrix.md`` lists every
 mutant with its kind and the points it loses; ``tests/kill_matrix.json`` records, for every CPU
 mutant, every public test it fails (no ``-x``) and every check it loses, which
-tests/test_parity.py holds against the map of which check enforces which public test's rule. CI does not run this script: it asserts the same
-facts mutant by mutant (tests/test_corpus.py, tests/test_grader_corpus.py), and
-tests/test_release_whole.py checks that the README's counts match the corpus.
+tests/test_parity.py holds against the map of which check enforces which public test's rule.
+CI does not run this script: it asserts the same facts mutant by mutant (tests/test_corpus.py,
+tests/test_grader_corpus.py), and tests/test_release_whole.py checks that the README's counts
+match the corpus.
 
 Official grading draws each check's inputs from the grading secret and the submission, so a
 mutant caught on one draw could slip through another. ``--secrets N`` grades every CPU mutant,
@@ -177,7 +178,8 @@ def gpu_outcomes(junit: Path) -> dict[str, dict[str, str]]:
     out: dict[str, dict[str, str]] = {}
     for case in ET.parse(junit).iter("testcase"):
         found = re.fullmatch(r"test_mutant_loses_points\[(.+)\]", case.get("name", ""))
-        side = {"tests.test_corpus": "public_tests", "tests.test_grader_corpus": "grader"}.get(case.get("classname", ""))
+        side = {"tests.test_corpus": "public_tests",
+                "tests.test_grader_corpus": "grader"}.get(case.get("classname", ""))
         if not found or side is None or case.find("skipped") is not None:
             continue
         passed = case.find("failure") is None and case.find("error") is None

@@ -37,8 +37,8 @@ def nbgrader(root: Path, *args: str, check_timeout_s: float = 60, timeout: float
     ``env`` says otherwise: ``LAUNCH_TAX_SECRET_FILE`` for official grading)."""
     # The course is built and graded as on a machine without a GPU (its checks' GPU part is
     # pending), wherever the suite runs.
-    env = {**os.environ, "CUDA_VISIBLE_DEVICES": "", "LAUNCH_TAX_CHECK_TIMEOUT": str(check_timeout_s), "LAUNCH_TAX_PRACTICE": "1",
-           **(env or {})}
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": "", "LAUNCH_TAX_CHECK_TIMEOUT": str(check_timeout_s),
+           "LAUNCH_TAX_PRACTICE": "1", **(env or {})}
     done = subprocess.run(["nbgrader", *args], cwd=root, env=env, capture_output=True, text=True,
                           timeout=timeout)
     if done.returncode != 0:

@@ -272,7 +272,8 @@ def test_hostile_submission_gets_exactly_its_points(case: Case, mode: str, tmp_p
 DEFENDED = [(c, m) for c, m in MODED if c.defence]
 
 
-@pytest.mark.parametrize("case, mode", DEFENDED, ids=[c.name + ("" if m == "default" else f"[{m}]") for c, m in DEFENDED])
+@pytest.mark.parametrize("case, mode", DEFENDED,
+                         ids=[c.name + ("" if m == "default" else f"[{m}]") for c, m in DEFENDED])
 def test_the_case_fails_with_its_defence_switched_off(case: Case, mode: str, tmp_path: Path, secret_file: Path):
     _skip_mode(case, mode)
     defence = DEFENCES[case.defence]

@@ -12,14 +12,11 @@ import csv
 import ctypes
 import json
 import os
-import shutil
 import socket
 import subprocess
 import sys
 import textwrap
-import time
 import uuid
-import zipfile
 from pathlib import Path
 
 import pytest
@@ -171,7 +168,10 @@ def colluders(writer: str, reader: str, leftover, cleanup, secret: Path):
     def scenario(root: Path, tmp: Path) -> list[str]:
         marker = uuid.uuid4().hex[:12]
         key = int(marker[:7], 16)
-        fill = lambda s: s.replace("MARKER", marker).replace("KEY", str(key))  # noqa: E731
+
+        def fill(s):
+            return s.replace("MARKER", marker).replace("KEY", str(key))
+
         folder = tmp / "class"
         submission(folder / "alice", launch_model=reference("launch_model") + fill(writer))
         submission(folder / "bob", launch_model=stub("launch_model") + fill(reader))

@@ -105,9 +105,10 @@ WRONG = [
      "    if row_shape is not None and (value.dim() < 1 or value[0].numel() != math.prod(row_shape)):"),
     ("a dtype not checked", "    if dtype is not None and value.dtype != dtype:", "    if False:"),
     ("an index's range not checked", "    if high is not None and x.device.type == \"cpu\"", "    if False"),
-    ("a request one past the cache accepted", "        if len(p) + m - 1 > max_seq_len:", "        if len(p) + m - 2 > max_seq_len:"),
-    ("a choice compared by == alone (True taken for 1)", "    if not any(type(value) is type(c) and value == c for c in choices):",
-     "    if value not in choices:"),
+    ("a request one past the cache accepted", "        if len(p) + m - 1 > max_seq_len:",
+     "        if len(p) + m - 2 > max_seq_len:"),
+    ("a choice compared by == alone (True taken for 1)",
+     "    if not any(type(value) is type(c) and value == c for c in choices):", "    if value not in choices:"),
     ("lengths compared by identity", "    if len(a) != len(b):", "    if a is not b and False:"),
 ]
 
@@ -116,7 +117,7 @@ WRONG = [
 def test_a_wrong_check_breaks_a_rule(why, old, new):
     assert SOURCE.count(old) == 1, f"the wrong version '{why}' no longer applies to coursekit/args.py"
     wrong = types.ModuleType("wrong_args")
-    exec(compile(SOURCE.replace(old, new), "wrong_args", "exec"), wrong.__dict__)  # noqa: S102
+    exec(compile(SOURCE.replace(old, new), "wrong_args", "exec"), wrong.__dict__)  # noqa: S102 - the module's own source, one check made wrong
     assert problems(wrong), f"coursekit/args.py with '{why}' breaks no rule test_args checks"
 
 

@@ -367,7 +367,7 @@ def _cases(fn) -> list[tuple[dict, str]]:
 
 def _eval(node: ast.AST, namespace: dict):
     try:
-        return eval(compile(ast.Expression(node), "<test>", "eval"), namespace)  # noqa: S307
+        return eval(compile(ast.Expression(node), "<test>", "eval"), namespace)  # noqa: S307 - an expression of the repository's own tests
     except Exception:  # noqa: BLE001 - a fixture, a GPU tensor on a CPU...: not known here
         return UNKNOWN
 
@@ -430,7 +430,7 @@ def _assigned(fn_node: ast.FunctionDef, line: int, namespace: dict, path: Path) 
         if not own:
             continue
         try:
-            exec(compile(ast.Module([statement], []), str(path), "exec"), namespace)  # noqa: S102
+            exec(compile(ast.Module([statement], []), str(path), "exec"), namespace)  # noqa: S102 - a statement of the repository's own tests
         except Exception:  # noqa: BLE001 - depends on a fixture: not known here
             continue
         local |= {n.id for n in names}

@@ -332,7 +332,8 @@ def gpu_pass(seed_id: str, passed: bool, extra_cpu_check: bool = False) -> dict:
         if not check.gpu and not (extra_cpu_check and check.id == "ex1.decode_step_formulas"):
             continue
         state = "passed" if passed and check.gpu else "failed"
-        tests.append({"name": f"{check.exercise} · {check.name}", "number": f"{check.exercise[2:]}.{numbers[check.exercise]}",
+        tests.append({"name": f"{check.exercise} · {check.name}",
+                      "number": f"{check.exercise[2:]}.{numbers[check.exercise]}",
                       "tags": [check.exercise, "gpu"], "score": points[check.id] if state == "passed" else 0.0,
                       "max_score": points[check.id], "status": state, "output": "", "visibility": "visible",
                       "extra_data": {"check": check.id, "state": state, "points": points[check.id],
@@ -385,7 +386,8 @@ def test_merge_joins_the_passes_per_student_and_per_check(tmp_path):
     assert refused.returncode == 2 and "different secrets" in refused.stderr
     # Two passes of one kind (the CPU pass twice) or the same folder twice: refused, not joined.
     shutil.copytree(cpu, tmp_path / "cpu-again")
-    for args, needle in (([str(cpu), str(cpu)], "same folder"), ([str(cpu), str(tmp_path / "cpu-again")], "not a gpu pass"),
+    for args, needle in (([str(cpu), str(cpu)], "same folder"),
+                         ([str(cpu), str(tmp_path / "cpu-again")], "not a gpu pass"),
                          ([str(cpu), str(gpu)], "already holds")):
         out = final if needle == "already holds" else tmp_path / "y"
         refused = subprocess.run([sys.executable, "-m", "grader", "merge", *args, "--out", str(out)],
@@ -434,6 +436,7 @@ def test_setup_sh_installs_the_pinned_packages_from_pypi(tmp_path):
     assert "launch-tax: torch 2.13.0" in done.stdout
     venv_python = tmp_path / "venv" / "bin" / "python"
     for name, spec in gradescope.pins().items():
-        version = subprocess.run([str(venv_python), "-c", f"import importlib.metadata as m; print(m.version({name!r}))"],
-                                 capture_output=True, text=True, check=True).stdout.strip()
+        version = subprocess.run(
+            [str(venv_python), "-c", f"import importlib.metadata as m; print(m.version({name!r}))"],
+            capture_output=True, text=True, check=True).stdout.strip()
         assert spec.endswith(f"=={version}") or version.startswith(spec.split("==")[-1]), (name, spec, version)

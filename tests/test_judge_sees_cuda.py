@@ -37,7 +37,8 @@ def test_the_fake_gpu_is_seen_and_hidden_as_the_driver_would(tmp_path):
     assert shown.stdout.split() == ["True", "1", "True"], shown.stderr
     assert hidden.stdout.strip() == "False", hidden.stderr
     threaded = ("import threading, torch; torch.cuda.synchronize(); out = []\n"
-                "def run():\n    try:\n        torch.cuda.synchronize()\n    except RuntimeError as e:\n        out.append(str(e))\n"
+                "def run():\n    try:\n        torch.cuda.synchronize()\n"
+                "    except RuntimeError as e:\n        out.append(str(e))\n"
                 "t = threading.Thread(target=run); t.start(); t.join(); print(out[0])")
     other = subprocess.run([sys.executable, "-c", threaded], env=cuda_in_sight(log), capture_output=True, text=True)
     assert "same thread as registerClient" in other.stdout, other.stdout + other.stderr

@@ -83,7 +83,8 @@ def test_source_notebook_holds_the_reference(judge):
 @pytest.mark.parametrize("edit, complaint", [
     (lambda stub, ref: (stub, ref.replace("def padded_size(n: int, capture_sizes", "def padded_size(n: int, sizes")),
      "signature"),
-    (lambda stub, ref: (stub + '\n\ndef extra():\n    """New."""\n    raise NotImplementedError("exercise 5: extra")\n', ref),
+    (lambda stub, ref: (stub + '\n\ndef extra():\n    """New."""\n'
+                        '    raise NotImplementedError("exercise 5: extra")\n', ref),
      "only in the stub"),
     (lambda stub, ref: (stub.replace("class BucketedGraphRunner:", "class BucketedGraphRunner(object):"), ref),
      "bases"),
@@ -238,7 +239,8 @@ def test_cli_build_check_and_fill(tmp_path):
                cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     cells = nb.answer_cells(json.loads(out.read_text()))
-    assert source(cells["buckets"]).partition("\n")[2] == (REPO_ROOT / "exercises" / "buckets.py").read_text().rstrip("\n")
+    stub = (REPO_ROOT / "exercises" / "buckets.py").read_text()
+    assert source(cells["buckets"]).partition("\n")[2] == stub.rstrip("\n")
     done = run("notebook", "fill", str(tmp_path / "missing.ipynb"), str(REPO_ROOT / "exercises"),
                "--out", str(out))
     assert done.returncode == 2 and "NOTEBOOK: no such notebook" in done.stderr

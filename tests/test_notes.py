@@ -42,7 +42,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # the doctests import ``solutions`` and ``coursekit``
     sys.path.insert(0, str(ROOT))
 
-from coursekit.course import EXERCISES  # noqa: E402
+from coursekit.course import EXERCISES  # noqa: E402 - after the root is on sys.path (above)
 
 NOTES = ROOT / "notes"
 LANGS = ("en", "zh")
@@ -378,15 +378,15 @@ def unlabelled_runner_claims(text: str) -> list[str]:
     units = []
     for para in re.split(r"\n[ \t]*\n", prose):
         lines = para.splitlines()
-        rows = [l for l in lines if l.lstrip().startswith("|")]
+        rows = [line for line in lines if line.lstrip().startswith("|")]
         units += rows
-        rest = "\n".join(l for l in lines if not l.lstrip().startswith("|"))
+        rest = "\n".join(line for line in lines if not line.lstrip().startswith("|"))
         if rest.strip():
             units.append(rest)
     bad = []
     for unit in units:
         for term, labels in V1_ONLY.items():
-            if term in unit and not any(re.search(rf"(?<![A-Za-z0-9]){l}(?![0-9])", unit) for l in labels):
+            if term in unit and not any(re.search(rf"(?<![A-Za-z0-9]){label}(?![0-9])", unit) for label in labels):
                 bad.append(f"{term!r} without {' or '.join(labels)}: {' '.join(unit.split())[:160]}")
     return bad
 
@@ -405,7 +405,7 @@ def test_an_unlabelled_v1_claim_is_caught():
     """The check above can fail: chapter 8's V1-only sentence, with its "V1" taken out, is caught."""
     text = _text(NOTES / "en" / "08-engine.md")
     assert not unlabelled_runner_claims(text)
-    row = next(l for l in text.splitlines() if "set_cudagraph_capturing_enabled" in l)
+    row = next(line for line in text.splitlines() if "set_cudagraph_capturing_enabled" in line)
     broken = text.replace(row, row.rsplit("|", 2)[0] + "| |")
     assert any("set_cudagraph_capturing_enabled" in b for b in unlabelled_runner_claims(broken))
     sentence = "Only the V1 runner estimates `profile_cudagraph_memory`."
@@ -418,14 +418,14 @@ def test_an_unlabelled_v1_claim_is_caught():
 def test_the_lesson_sections_named_are_the_lessons_headings(lang, exercise):
     path = chapter(lang, exercise)
     text = _text(path)
-    line = next((l for l in text.splitlines() if l.startswith(("**From the lesson", "**出自课文"))), None)
+    line = next((row for row in text.splitlines() if row.startswith(("**From the lesson", "**出自课文"))), None)
     assert line, f"{path.relative_to(ROOT)}: no '**From the lesson:**' line naming the lesson's section"
     named = LESSON_REF.findall(line)
     assert named, f"{path.relative_to(ROOT)}: name the lesson's sections in 「」: {line}"
     if LESSON is None or not LESSON.is_file():
         pytest.skip("the lesson's headings: set LAUNCH_TAX_LESSON to the lesson's file (not shipped)")
-    headings = {l.rstrip().rstrip("¶").strip().replace("`", "")
-                for l in LESSON.read_text(encoding="utf-8").splitlines() if l.rstrip().endswith("¶")}
+    headings = {row.rstrip().rstrip("¶").strip().replace("`", "")
+                for row in LESSON.read_text(encoding="utf-8").splitlines() if row.rstrip().endswith("¶")}
     missing = [h for h in named if h.replace("`", "") not in headings]
     assert not missing, f"{path.relative_to(ROOT)}: not headings of the lesson: {missing}"
 

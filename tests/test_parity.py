@@ -166,7 +166,8 @@ def test_every_gpu_mutant_has_a_measured_record_and_a_gap_says_why():
     for mutant, entry in record["mutants"].items():
         assert entry["public_tests"] == "rejected", f"{mutant}: no public GPU test rejects it"
         if entry["grader"] != "loses points":
-            assert entry.get("note"), f"{mutant}: rejected by the public tests, keeps its grader points, and no note says why"
+            assert entry.get("note"), (f"{mutant}: rejected by the public tests, keeps its grader points, "
+                                       "and no note says why")
 
 
 def test_the_gpu_record_is_read_from_pytests_junit_as_the_h200_wrote_it():

@@ -88,10 +88,11 @@ def test_build_rewrites_what_the_rubric_derives_and_says_what_to_redo(repo):
         assert redo in done.stdout, f"build must say to redo {redo!r}:\n{done.stdout}"
     assert run(repo, "build", "--check").returncode == 0
     readme = (repo / "README.md").read_text(encoding="utf-8")
-    assert re.search(rf"hold {TOTAL + 1}\s+points", readme) and re.search(rf"{TOTAL + 1 + BY_HAND:g}\s+in\s+all", readme), \
-        readme[:3000]
+    assert re.search(rf"hold {TOTAL + 1}\s+points", readme) and \
+        re.search(rf"{TOTAL + 1 + BY_HAND:g}\s+in\s+all", readme), readme[:3000]
     notebook = json.loads((repo / "course" / "source" / "launch_tax" / "launch_tax.ipynb").read_text(encoding="utf-8"))
-    cell = next(c for c in notebook["cells"] if c["metadata"].get("nbgrader", {}).get("grade_id") == "test_ex1_seed_report")
+    cell = next(c for c in notebook["cells"]
+                if c["metadata"].get("nbgrader", {}).get("grade_id") == "test_ex1_seed_report")
     assert cell["metadata"]["nbgrader"]["points"] == 3
     graded = run(repo, "grade", "solutions", "--brief", "--only", "ex1")
     assert graded.returncode == 0 and "14/14" in graded.stdout, graded.stdout + graded.stderr

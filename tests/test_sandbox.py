@@ -226,7 +226,8 @@ def test_fresh_state_never_kills_or_removes_as_root_or_unleased(tmp_path, monkey
     import importlib.util
     import signal
 
-    spec = importlib.util.spec_from_file_location("worker_under_test", sandbox.Path(__file__).parents[1] / "grader" / "worker.py")
+    spec = importlib.util.spec_from_file_location("worker_under_test",
+                                                  sandbox.Path(__file__).parents[1] / "grader" / "worker.py")
     worker = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(worker)
     killed, removed = [], []

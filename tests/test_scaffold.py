@@ -46,8 +46,8 @@ def scaffolded(tmp_path_factory):
 
 def test_it_writes_every_file_and_says_what_next(scaffolded):
     root, out = scaffolded
-    for rel in ("exercises/kv_cache.py", "solutions/kv_cache.py", "grader/exercises/kv_cache.py", "grader/hidden/kv_cache.py",
-                "tests/alternatives/kv_cache.py", "tests/mutants/kv_cache.py"):
+    for rel in ("exercises/kv_cache.py", "solutions/kv_cache.py", "grader/exercises/kv_cache.py",
+                "grader/hidden/kv_cache.py", "tests/alternatives/kv_cache.py", "tests/mutants/kv_cache.py"):
         assert (root / rel).is_file(), rel
         assert rel in out
     assert '"kv_cache", "a toy KV cache"' in (root / "coursekit/course.py").read_text()

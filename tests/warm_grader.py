@@ -12,7 +12,6 @@ run as a real ``python -m grader``).
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 

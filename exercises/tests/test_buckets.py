@@ -69,7 +69,8 @@ def test_engine_capture_sizes_at_the_cap_and_above_256(buckets):
         got = buckets.engine_capture_sizes(*args)
         expected = ending
         assert isinstance(got, list) and got[-3:] == expected and len(set(got)) == len(got), (
-            f"engine_capture_sizes{args}: expected ...{expected[-3:]}, got ...{got[-3:] if isinstance(got, list) else got}"
+            f"engine_capture_sizes{args}: expected ...{expected[-3:]}, "
+            f"got ...{got[-3:] if isinstance(got, list) else got}"
             f"\n  rule: {want} (compare the numbers by value: two equal ints above 256 are not one object)")
 
 

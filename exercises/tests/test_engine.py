@@ -40,7 +40,10 @@ TOLERANCE = {"float32": 1e-5, "bfloat16": 5e-2}
 def greedy_alone(prompt, new_tokens, device="cpu", dtype="float32"):
     """The expected tokens: one sequence, one token per forward pass, no engine."""
     model = ToyModel(device=device, dtype=DTYPES[dtype])
-    row = lambda v: torch.tensor([v], device=device)  # noqa: E731
+
+    def row(v):
+        return torch.tensor([v], device=device)
+
     for position, token in enumerate(prompt):
         logits = model.forward(row(token), row(position), row(0))
     out = []

@@ -184,8 +184,8 @@ def test_cloned_outputs_survive_the_next_call(static_runner, fn):
     kept = [t.clone() for t in tensors_in(first)]
     runner(*randoms(shapes, seed=2))
     assert all(torch.equal(t, k) for t, k in zip(tensors_in(first), kept)), (
-        "clone_outputs not given (it defaults to True): a result changed when the runner was called again: return fresh "
-        "copies (tensor.clone()) of the graph's outputs, not the static outputs themselves"
+        "clone_outputs not given (it defaults to True): a result changed when the runner was called again: "
+        "return fresh copies (tensor.clone()) of the graph's outputs, not the static outputs themselves"
     )
     static = {t.data_ptr() for t in tensors_in(spy.calls[0]["graph"].static_outputs)}
     assert not static & {t.data_ptr() for t in tensors_in(first)}, (

@@ -136,7 +136,8 @@ def checks(draw: Draw) -> list[Check]:
               + limit_norm_probes(draw.rng("ex7.fused_norm_fp32.limits"), "float32"),
               compare=same(rtol=1e-5, atol=1e-5), points=2),
         Check("ex7", "fused_norm_bf16", "the same in bf16 (bf16 in, bf16 out), within 1e-2 * (1 + |expected|)",
-              norm_probes(draw.rng("ex7.fused_norm_bf16"), "bfloat16", 6), compare=same(rtol=1e-2, atol=1e-2), points=1),
+              norm_probes(draw.rng("ex7.fused_norm_bf16"), "bfloat16", 6), compare=same(rtol=1e-2, atol=1e-2),
+              points=1),
         Check("ex7", "gpu_fused_norm_is_one_kernel",
               "on CUDA, fused_add_rms_norm launches one kernel (profiled by the grader) and matches "
               "the reference",

@@ -113,8 +113,8 @@ def checks(draw: Draw) -> list[Check]:
               idea=FORMAT, points=2),
         Check("ex1", "simulate_eager_ms",
               "kernel k starts at max(k*launch_us, end of kernel k-1); the result is the last end, in ms",
-              [P("simulate", f"simulate_eager_ms({k}, {l})", kernel_us=k, launch_us=l)
-               for k, l in zip(kernels, launches)], points=3),
+              [P("simulate", f"simulate_eager_ms({k}, {launch})", kernel_us=k, launch_us=launch)
+               for k, launch in zip(kernels, launches)], points=3),
         Check("ex1", "fit_launch_model",
               "least squares: (launch_us per kernel, compute_ms); fewer than two distinct kernel "
               "counts is a ValueError naming n_kernels (a line through one x is not determined)",

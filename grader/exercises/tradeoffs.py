@@ -130,8 +130,8 @@ def checks(draw: Draw) -> list[Check]:
         Check("ex9", "eager_timeline",
               "one (launched, start, end) per kernel: launched at k*launch_us, started at max(k*launch_us, "
               "end of kernel k-1), ended kernel_us[k-1] later (us); no kernels -> []",
-              [P("timeline", f"eager_timeline({k}, {l})", kernel_us=k, launch_us=l)
-               for k, l in zip(profiles, launches)], points=1),
+              [P("timeline", f"eager_timeline({k}, {launch})", kernel_us=k, launch_us=launch)
+               for k, launch in zip(profiles, launches)], points=1),
         Check("ex9", "cpu_bound_launch_us",
               "tau* = the smallest mean of the first m kernels, m = 1 .. N-1; fewer than two kernels -> math.inf",
               [P("tau_star", f"cpu_bound_launch_us({k})", kernel_us=k) for k in star], points=1),

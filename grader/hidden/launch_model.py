@@ -26,8 +26,8 @@ def checks(draw: Draw) -> list[Check]:
         Check("ex1", "report_other_rows", "report prints two lines per row in the lesson's format",
               [P("report", "report(other rows)", rows=rows)], hidden=True, idea=FORMAT, points=1),
         Check("ex1", "simulate_edge_cases", "no kernels -> 0; zero launch cost; long chains",
-              [P("simulate", f"simulate_eager_ms({len(k)} kernels, {l})", kernel_us=k, launch_us=l)
-               for k in kernels for l in launches], hidden=True, points=1),
+              [P("simulate", f"simulate_eager_ms({len(k)} kernels, {launch})", kernel_us=k, launch_us=launch)
+               for k in kernels for launch in launches], hidden=True, points=1),
         Check("ex1", "fit_h200_sweep", "least squares through the H200 sweep",
               [P("fit", "fit_launch_model(H200 sweep, eager)", n_kernels=ns,
                  step_ms=[H200_SWEEP[n][0] for n in ns]),

@@ -10,7 +10,10 @@ from coursekit.standin import StandInPool, capture_on_cpu
 def default_capture_sizes(max_size=512):
     if max_size < 1:
         raise ValueError(f"max_size={max_size}, need >= 1")
-    keep = lambda s: s in (1, 2, 4) or (s % 8 == 0 if s < 256 else s % 16 == 0)  # noqa: E731
+
+    def keep(s):
+        return s in (1, 2, 4) or (s % 8 == 0 if s < 256 else s % 16 == 0)
+
     return list(filter(keep, range(1, max_size + 1)))
 
 
@@ -21,7 +24,8 @@ def engine_capture_sizes(max_num_seqs=256, num_speculative_tokens=0, max_num_bat
             raise ValueError(f"{name}={value} is below {low}")
     tokens_per_decode_step = max_num_seqs * (num_speculative_tokens + 1)
     top = min(512, max_num_batched_tokens, tokens_per_decode_step * 2)
-    return sorted(set(default_capture_sizes(top)) | ({max_num_batched_tokens} if max_num_batched_tokens <= top else set()))
+    extra = {max_num_batched_tokens} if max_num_batched_tokens <= top else set()
+    return sorted(set(default_capture_sizes(top)) | extra)
 
 
 def padded_size(n, capture_sizes):

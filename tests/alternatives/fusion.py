@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from coursekit.fusion import add_rms_norm_reference  # noqa: F401
+from coursekit.fusion import add_rms_norm_reference  # noqa: F401 - the stub's given import, kept as a student's file keeps it
 
 _compiled = {}
 

@@ -1,6 +1,6 @@
 """Exercise 9 (tradeoffs): plausible wrong versions of ``solutions/tradeoffs.py``."""
 
-from tests.mutants import K, M
+from tests.mutants import M
 
 MUTANTS = [
     M("tradeoffs", "timeline-off-by-one", "kernel k launched at (k-1) * launch_us",

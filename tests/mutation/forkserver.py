@@ -48,10 +48,10 @@ def serve(sock_path, timeout_s):
     sys.path.insert(0, root)
     import torch
     torch.set_num_threads(1)
-    import numpy  # noqa: F401
-    import pytest  # noqa: F401
-    import hypothesis  # noqa: F401
-    import _pytest.python  # noqa: F401
+    import numpy  # noqa: F401 - imported once, before the fork: every child starts warm
+    import pytest  # noqa: F401 - imported once, before the fork: every child starts warm
+    import hypothesis  # noqa: F401 - imported once, before the fork: every child starts warm
+    import _pytest.python  # noqa: F401 - imported once, before the fork: every child starts warm
     for pkg in ("coursekit", "grader"):
         mod = importlib.import_module(pkg)
         for info in pkgutil.walk_packages(mod.__path__, pkg + "."):

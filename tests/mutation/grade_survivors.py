@@ -29,7 +29,7 @@ from pathlib import Path
 from cosmic_ray.mutating import apply_mutation
 from cosmic_ray.plugins import get_operator
 
-from coursekit.course import MARKERS as MARKER  # noqa: E402  (module -> its pytest marker)
+from coursekit.course import MARKERS as MARKER  # module -> its pytest marker
 
 
 def scores(results: Path) -> dict[str, float | None]:
@@ -46,7 +46,7 @@ def main() -> None:
         if not db.exists():
             continue
         ex = MARKER[m]
-        rows = sqlite3.connect(db).execute(  # noqa: E501
+        rows = sqlite3.connect(db).execute(
             "select s.job_id, s.start_pos_row, s.operator_name, s.occurrence, r.diff, s.operator_args "
             "from work_results r join mutation_specs s using(job_id) "
             "where r.worker_outcome = 'NORMAL' and r.test_outcome = 'SURVIVED' "

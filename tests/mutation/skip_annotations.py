@@ -1,6 +1,7 @@
 """Mark as SKIPPED every mutant inside a type annotation (never evaluated: the modules use
 `from __future__ import annotations`). Usage: python skip_annotations.py SESSION.sqlite"""
-import ast, sys
+import ast
+import sys
 from pathlib import Path
 from cosmic_ray.work_db import use_db, WorkDB
 from cosmic_ray.work_item import WorkResult, WorkerOutcome

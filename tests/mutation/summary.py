@@ -30,7 +30,7 @@ for m in modules:
     graded = out / f"{m}.grader.jsonl"
     caught = ""
     if graded.exists():
-        rows = [json.loads(l) for l in graded.read_text().splitlines()]
+        rows = [json.loads(line) for line in graded.read_text().splitlines()]
         caught = f"{sum(r.get('caught', False) for r in rows)} of {len(rows)} survivors"
     score = f"{(killed + timeout) / run:.0%}" if run else "-"
     print(f"{m:14} {total:9} {skipped:7} {run:4} {killed:6} {survived:8} {timeout:7} {other:5} "

@@ -22,10 +22,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(ROOT), str(Path(__file__).resolve().parent)]
 
-import record_vllm_v2_cases as recorder  # noqa: E402  (it patches what CudaGraphManager asks of a process)
-from vllm.config import CUDAGraphMode  # noqa: E402
+import record_vllm_v2_cases as recorder  # it patches what CudaGraphManager asks of a process
+from vllm.config import CUDAGraphMode
 
-from solutions import dispatch  # noqa: E402
+from solutions import dispatch
 
 
 def plain(d) -> list:
@@ -51,8 +51,10 @@ def main(trials: int = 600, seed: int = 34) -> int:
                 n = rng.randint(1, max(sizes) + 3)
                 reqs = rng.randint(1, n)
                 count = rng.choice([None, q, n // reqs])
-                pairs = [([plain(d) for d in theirs._candidates.get((n, 0), [])], [plain(d) for d in ours.candidates(n)]),
-                         (plain(theirs.dispatch(reqs, n, count, num_active_loras=0)), plain(ours.dispatch(reqs, n, count)))]
+                pairs = [([plain(d) for d in theirs._candidates.get((n, 0), [])],
+                          [plain(d) for d in ours.candidates(n)]),
+                         (plain(theirs.dispatch(reqs, n, count, num_active_loras=0)),
+                          plain(ours.dispatch(reqs, n, count)))]
                 for what, (w, g) in zip(("candidates", "dispatch"), pairs):
                     answers += 1
                     if w != g:
