@@ -23,13 +23,18 @@ def clear(folder: str) -> None:
     except OSError:
         return
     for entry in entries:
-        if entry.is_dir(follow_symlinks=False):
-            shutil.rmtree(entry.path, ignore_errors=True)
-        else:
-            try:
-                os.unlink(entry.path)
-            except OSError:
-                pass
+        _remove(entry)
+
+
+def _remove(entry: os.DirEntry) -> None:
+    """A folder, whole, or anything else; what cannot be removed is left."""
+    if entry.is_dir(follow_symlinks=False):
+        shutil.rmtree(entry.path, ignore_errors=True)
+    else:
+        try:
+            os.unlink(entry.path)
+        except OSError:
+            pass
 
 
 def remove_owned(folder: str, uid: int, depth: int, keep: str = "") -> int:
@@ -49,13 +54,7 @@ def remove_owned(folder: str, uid: int, depth: int, keep: str = "") -> int:
             continue
         if info.st_uid == uid:
             count += 1
-            if entry.is_dir(follow_symlinks=False):
-                shutil.rmtree(entry.path, ignore_errors=True)
-            else:
-                try:
-                    os.unlink(entry.path)
-                except OSError:
-                    pass
+            _remove(entry)
         elif depth > 1 and entry.is_dir(follow_symlinks=False):
             count += remove_owned(entry.path, uid, depth - 1, keep)
     return count
