@@ -166,3 +166,28 @@ class RecordingCapture:
         self.calls.append(dict(fn=fn, inputs=static_inputs, warmup_iters=warmup_iters, pool=pool,
                                graph=graph))
         return graph
+
+
+class RecordingCompiler:
+    """A stand-in for ``torch.compile``, as fast as no compiler (a decode engine's ``compiler=``):
+    each piece comes back wrapped in a function of its own that runs it unchanged, kept in
+    ``made``, so that what a runner captured can be told apart from the piece as written."""
+
+    def __init__(self) -> None:
+        self.made: list[Callable] = []
+
+    def __call__(self, fn: Callable) -> Callable:
+        if not callable(fn):
+            raise TypeError(f"fn: expected a callable piece of the model, got {type(fn).__name__}")
+
+        def compiled(*args: Any) -> Any:
+            return fn(*args)
+
+        self.made.append(compiled)
+        return compiled
+
+    def captured(self, capture: RecordingCapture) -> list[str]:
+        """For each capture ``capture`` recorded, in order: "compiled" when it captured a function
+        this compiler returned, "as written" otherwise."""
+        return ["compiled" if any(call["fn"] is made for made in self.made) else "as written"
+                for call in capture.calls]

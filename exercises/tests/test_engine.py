@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from coursekit.checks import check_rejects
-from coursekit.standin import RecordingCapture, inside_graph
+from coursekit.standin import RecordingCapture, RecordingCompiler, inside_graph
 from coursekit.strategies import MODES
 from coursekit.toymodel import ModelConfig, ToyModel
 from coursekit.vllm_recorded import engine_cases, mode_table, resolved_modes
@@ -678,31 +678,15 @@ def test_full_graphs_alone_run_a_prompt_step_eagerly(engine, mode):
         f"ran as {ran}; expected {prompt_step} (mode {runs_as}: mixed batches run {mixed})")
 
 
-class StandInCompiler:
-    """A stand-in for ``torch.compile``, as fast as no compiler: each piece comes back wrapped in
-    a function of its own that runs it unchanged (``made``), so a test can tell a compiled piece
-    from the piece as written."""
-
-    def __init__(self):
-        self.made = []
-
-    def __call__(self, fn):
-        def compiled(*args):
-            return fn(*args)
-
-        self.made.append(compiled)
-        return compiled
-
-
 @pytest.mark.parametrize("mode", ["FULL", "PIECEWISE", "FULL_DECODE_ONLY"])
 def test_with_a_compiler_every_captured_piece_is_compiled(engine, mode):
     """Compile, then capture (vLLM's backend compiles the model split at attention, then captures
     each compiled piece): with ``compiler=``, each function handed to ``capture`` is one the
     compiler returned, the FULL forward and every PIECEWISE segment alike; ``step`` compiles
     nothing, and the tokens are eager decoding's."""
-    recorder, compiler = RecordingCapture(), StandInCompiler()
+    recorder, compiler = RecordingCapture(), RecordingCompiler()
     _, runner = engine_for(engine, mode, sizes=[2, 4], capture=recorder, compiler=compiler)
-    captured = ["compiled" if any(c["fn"] is m for m in compiler.made) else "as written" for c in recorder.calls]
+    captured = compiler.captured(recorder)
     assert captured and set(captured) == {"compiled"}, (
         f"DecodeEngine({mode}, [2, 4], compiler=...).capture_model(): the captures got {captured}\n"
         "  rule: every function capture_model() hands to capture (the FULL forward, each PIECEWISE "

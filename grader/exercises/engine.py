@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from coursekit.standin import RecordingCapture
+from coursekit.standin import RecordingCapture, RecordingCompiler
 from coursekit.strategies import MODES
 from grader.checks import Answer, Check, P, Probe, same
 from grader.probes import _attr, _sibling, call, probe
@@ -268,33 +268,14 @@ def engine_attention(mod, mode: str, sizes: list | None = None, tokens: list | N
             "replayed": _stats_kinds(engine)}
 
 
-class _Compiler:
-    """A stand-in for ``torch.compile``: each piece it is given comes back wrapped in a function
-    of its own that runs the piece unchanged, so what was captured can be told apart from the
-    piece as written. ``made`` holds the wrappers, ``calls`` counts compilations."""
-
-    def __init__(self):
-        self.made: list = []
-
-    def __call__(self, fn):
-        if not callable(fn):
-            raise TypeError(f"compiler: expected a callable piece, got {type(fn).__name__}")
-
-        def compiled(*args):
-            return fn(*args)
-
-        self.made.append(compiled)
-        return compiled
-
-
 @probe
 def engine_compiles(mod, mode: str, sizes: list, prompts: list, new_tokens):
     """``DecodeEngine(mode, sizes, compiler=stand-in)``: for each capture, in order, whether it
     captured a function the compiler returned ("compiled") or another ("as written"); how many
     compilations ``generate`` made after ``capture_model()``; the tokens ``generate`` returned."""
-    recorder, compiler = RecordingCapture(), _Compiler()
+    recorder, compiler = RecordingCapture(), RecordingCompiler()
     _, engine = _engine(mod, mode, sizes, capture=recorder, compiler=compiler)
-    captured = ["compiled" if any(c["fn"] is m for m in compiler.made) else "as written" for c in recorder.calls]
+    captured = compiler.captured(recorder)
     before = len(compiler.made)
     tokens = call(engine.generate, [list(p) for p in prompts], new_tokens)
     return {"captures": captured, "compiled_by_steps": len(compiler.made) - before, "tokens": tokens}
