@@ -90,6 +90,7 @@ EXERCISES = (
 
 MODULES = tuple(e.module for e in EXERCISES)
 MARKERS = {e.module: e.marker for e in EXERCISES}  # module -> its pytest marker
+MODULE_OF = {e.marker: e.module for e in EXERCISES}  # pytest marker -> its module
 
 
 def by_module(module: str) -> Exercise:

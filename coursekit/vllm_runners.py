@@ -42,11 +42,6 @@ def v2_dispatch_configs() -> list[dict]:
     return recorded_v2()["dispatch"]["configs"]
 
 
-def v2_calls() -> str:
-    """How the V2 record called ``dispatch``, in the record's own words."""
-    return recorded_v2()["dispatch"]["calls"]
-
-
 def _key(c: dict) -> tuple:
     return c["mode"], tuple(c["capture_sizes"]), c["max_num_seqs"], c["q"]
 

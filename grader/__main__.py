@@ -44,14 +44,15 @@ NOT_GRADED = 3
 
 def _judge(args, hide=(), jobs=None):
     from grader import secret
-    from grader.judge import MODULES, Judge
+    from coursekit.course import MODULE_OF
+    from grader.judge import Judge
 
     only = None
     if getattr(args, "only", None):
         only = tuple(dict.fromkeys(e.strip() for e in args.only.split(",") if e.strip()))
-        unknown = [e for e in only if e not in MODULES]
+        unknown = [e for e in only if e not in MODULE_OF]
         if unknown or not only:
-            raise ValueError(f"--only: expected exercise markers among {', '.join(MODULES)}, "
+            raise ValueError(f"--only: expected exercise markers among {', '.join(MODULE_OF)}, "
                              f"got {args.only!r}")
     return Judge(gpu=args.gpu, timeout_s=args.timeout, jobs=jobs or args.jobs, hide=hide,
                  exercises=only, secret=secret.load(args.secret_file), gpu_only=args.only_gpu,
@@ -98,7 +99,7 @@ def cmd_grade(args) -> int:
 
 
 def cmd_grade_all(args) -> int:
-    from grader import classbook, sandbox, secret
+    from grader import classbook, isolation, secret
 
     root, out = Path(args.dir), Path(args.out)
     if not root.is_dir():
@@ -124,7 +125,7 @@ def cmd_grade_all(args) -> int:
         print("grader: --practice and a grading secret: choose one (practice inputs, or the "
               "secret's)", file=sys.stderr)
         return 2
-    if not sandbox.is_root() and not args.allow_unisolated:
+    if not isolation.current().complete and not args.allow_unisolated:
         print("grader: refusing to grade a class without isolation: the judge is not root or "
               "cannot make namespaces, so a submission could read the reference, the other "
               "submissions and the grading secret, and rewrite the gradebook. Grade as root (a "
@@ -162,10 +163,10 @@ def cmd_grade_all(args) -> int:
 
 
 def cmd_totals(args) -> int:
-    from grader import classbook
+    from grader import gradebook
 
     try:
-        return classbook.totals(Path(args.out))
+        return gradebook.totals(Path(args.out))
     except ValueError as exc:
         print(f"grader: {exc}", file=sys.stderr)
         return 2

@@ -1,5 +1,5 @@
 """What a worker's uid may leave behind, removed. Both sides of the sandbox use it: the judge's
-``sandbox.release_uid`` after a worker ends (as root, without namespaces), and the shared
+``isolation.release_uid`` after a worker ends (as root, without namespaces), and the shared
 worker's ``_fresh_state`` before each exercise's child (``worker.py``). Standard library only, and
 nothing else of the grader: it runs inside the worker too.
 

@@ -189,24 +189,20 @@ def _grader() -> Line:
 
 def _sandbox() -> list[Line]:
     try:
-        from grader import sandbox
+        from grader import isolation
 
-        protections = sandbox.protections()
+        strategy = isolation.current()
+        protections = strategy.protections()
     except Exception as exc:  # noqa: BLE001 - whatever the sandbox raised: the doctor says it and goes on
-        return [("sandbox", MISSING, f"cannot ask grader.sandbox ({type(exc).__name__}: {exc})")]
-    root = hasattr(os, "geteuid") and os.geteuid() == 0
+        return [("sandbox", MISSING, f"cannot ask grader.isolation ({type(exc).__name__}: {exc})")]
     off = [name for name, on in protections.items() if not on]
-    if not off:
-        who = "running as root, namespaces work"
-        return [("sandbox", OK, f"{who}: every protection on ({', '.join(protections)})")]
-    if root:
-        who = ("running as root, but no namespaces can be made here (unshare/setpriv missing, or a "
-               "container without CAP_SYS_ADMIN)")
-    else:
-        who = f"not running as root (uid {os.geteuid()}): workers get no namespaces" \
-            if hasattr(os, "geteuid") else "not a POSIX system"
     on = [name for name, ok in protections.items() if ok]
-    return [("sandbox", OFF, f"{who}; off: {', '.join(off)}; on: {', '.join(on) or 'none'} "
+    who = f"isolation: {strategy.name} (used when: {strategy.when})"
+    if not off:
+        return [("sandbox", OK, f"{who}: every protection on ({', '.join(on)})")]
+    stronger = isolation.STRATEGIES[:isolation.STRATEGIES.index(type(strategy))]
+    why = "; ".join(f"not {s.name} (needs: {s.when})" for s in stronger)
+    return [("sandbox", OFF, f"{who}; {why}; off: {', '.join(off)}; on: {', '.join(on) or 'none'} "
                              "(fine for practice; grade others' code as root)")]
 
 

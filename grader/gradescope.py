@@ -160,7 +160,7 @@ def bundle(out: Path, secret_path: Path, torch_spec: str = "==2.13.0",
            timeout_minutes: float = TIMEOUT_MINUTES) -> int:
     """Write the autograder zip to ``out``; return how many files it holds. ``timeout_minutes``:
     the autograder timeout set in Gradescope's settings (Gradescope's default is 10)."""
-    from grader.judge import build_info
+    from grader.version import build_info
 
     files: dict[str, tuple[bytes, int]] = {
         "setup.sh": (setup_script(torch_spec).encode(), 0o755),

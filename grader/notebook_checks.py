@@ -57,10 +57,10 @@ class GradingRefused(RuntimeError):
 
 def _judge():
     if _state["judge"] is None:
-        from grader import sandbox, secret
+        from grader import isolation, secret
         from grader.judge import Judge
 
-        if not sandbox.is_root() and os.environ.get("LAUNCH_TAX_ALLOW_UNISOLATED") != "1":
+        if not isolation.current().complete and os.environ.get("LAUNCH_TAX_ALLOW_UNISOLATED") != "1":
             raise GradingRefused(
                 "the grader cannot isolate the submission here (it is not root, or cannot make "
                 "namespaces): autograde as root, or set LAUNCH_TAX_ALLOW_UNISOLATED=1 to accept "

@@ -15,7 +15,7 @@ notebook holds the solutions). ``grader/`` and ``coursekit/``, which hold staff 
 students get, ship by an allow-list (``SHIPPED``, and ``WITHHELD`` with a reason for each
 entry kept home): an entry in neither stops the release.
 
-The points are counted from ``grader/rubric.toml`` (``rubric_points``) and written into the
+The points are counted from ``grader/rubric.toml`` (``grader.rubric.parse``) and written into the
 released README (its ``<!-- points -->`` paragraph) and the released rubric's header, so the
 README, the rubric and ``python -m grader grade`` agree.
 """
@@ -39,10 +39,11 @@ COPIED = ("exercises", "coursekit", "grader", "notes", "benchmarks/decode_engine
 #: reason. An entry in neither stops the release (``unclassified``): a new staff module never
 #: ships because nobody thought of it.
 SHIPPED = {
-    "grader": ("__init__.py", "__main__.py", "checks.py", "classbook.py", "cleanup.py", "doctor.py", "exercises",
-               "flags.py", "judge.py", "notebook_checks.py", "probes.py", "public.py", "reference.py",
-               "results.py", "rubric.py", "rubric.toml", "sandbox.py", "secret.py", "submission.py",
-               "text.py", "wire.py", "worker.py"),
+    "grader": ("__init__.py", "__main__.py", "checks.py", "classbook.py", "cleanup.py", "devices.py", "doctor.py",
+               "exercises", "flags.py", "gradebook.py", "isolation.py", "judge.py", "lms.py", "notebook_checks.py",
+               "nvidia_smi.py", "plan.py", "probes.py", "procfs.py", "public.py", "reference.py", "results.py",
+               "rubric.py", "rubric.toml", "sandbox.py", "secret.py", "submission.py", "text.py", "verdict.py",
+               "version.py", "wire.py", "worker.py", "workers.py"),
     "coursekit": ("__init__.py", "allocator.py", "args.py", "checks.py", "cli.py", "compiled.py", "course.py",
                   "data", "fusion.py", "impl.py", "lab", "lesson.py", "measurements.py", "platform.py",
                   "record_vllm_formats.py", "standin.py", "strategies.py", "svgplot.py", "toymodel.py",
@@ -90,16 +91,11 @@ STUDENT_LINES = {
 }
 
 
-def rubric_points(text: str) -> Rubric:
-    """Count the points of a rubric (``grader/rubric.toml``'s text, or a released one's)."""
-    return parse_rubric(text)
-
-
 def public_rubric(text: str) -> str:
     """The released rubric: ``[course]`` (the total, and the points ``withheld`` in hidden checks)
     and ``[self_test]`` under a header that counts the points; none of the repository's comments
     (they may name what a release does not have)."""
-    points = rubric_points(text)
+    points = parse_rubric(text)
     header = (
         "# The course's points, in the student repository. The rubric holds "
         f"{points.total:g} points in all:\n"
@@ -135,8 +131,8 @@ def answers_markdown(rubric_text: str | None = None) -> str:
     their model answers), room to answer, and how they are graded."""
     from grader.notebook import INTERVIEW_PRACTICE, SELF_TEST
 
-    points = rubric_points(rubric_text if rubric_text is not None else
-                           (REPO_ROOT / "grader" / "rubric.toml").read_text(encoding="utf-8"))
+    points = parse_rubric(rubric_text if rubric_text is not None else
+                          (REPO_ROOT / "grader" / "rubric.toml").read_text(encoding="utf-8"))
     if list(points.questions) != [q.id for q in SELF_TEST]:
         raise RuntimeError(f"grader/rubric.toml [self_test] lists {list(points.questions)}, "
                            f"grader/notebook.py's SELF_TEST asks {[q.id for q in SELF_TEST]}")
@@ -161,12 +157,6 @@ def answers_markdown(rubric_text: str | None = None) -> str:
     return "".join(parts)
 
 
-def write_answers(path: Path = REPO_ROOT / "answers.md") -> Path:
-    """Rewrite the repository's ``answers.md`` from ``SELF_TEST`` and the rubric."""
-    Path(path).write_text(answers_markdown(), encoding="utf-8")
-    return Path(path)
-
-
 def student_readme(text: str, points: Rubric) -> str:
     """The README without its staff-only sections, with its student lines and its points."""
     readme = STAFF.sub("", text)
@@ -187,7 +177,8 @@ def recorded_answers() -> dict:
     from grader import wire
     from grader.checks import same
     from grader.exercises import public_checks
-    from grader.judge import MODULES, Reference
+    from coursekit.course import MODULE_OF
+    from grader.judge import Reference
 
     reference, answers = Reference(), {}
     for check in public_checks():
@@ -196,7 +187,7 @@ def recorded_answers() -> dict:
         if not getattr(check.compare or same(), "needs_reference", False):
             continue
         wanted = [probe for probe in check.probes if probe.needs_reference]
-        found, _ = reference.answers(check.exercise, MODULES[check.exercise], wanted, cache=True,
+        found, _ = reference.answers(check.exercise, MODULE_OF[check.exercise], wanted, cache=True,
                                      gpu=check.gpu)
         for probe in wanted:
             answer = found.get(probe.key())
@@ -239,12 +230,12 @@ def release(out: Path) -> int:
     rubric = (REPO_ROOT / "grader" / "rubric.toml").read_text(encoding="utf-8")
     (out / "grader" / "rubric.toml").write_text(public_rubric(rubric), encoding="utf-8")
     (out / "README.md").write_text(
-        student_readme((REPO_ROOT / "README.md").read_text(encoding="utf-8"), rubric_points(rubric)),
+        student_readme((REPO_ROOT / "README.md").read_text(encoding="utf-8"), parse_rubric(rubric)),
         encoding="utf-8")
     (out / "answers.md").write_text(answers_markdown(rubric), encoding="utf-8")
     (out / "grader" / "expected.json").write_text(json.dumps(recorded_answers(), sort_keys=True),
                                                   encoding="utf-8")
-    from grader.judge import build_info
+    from grader.version import build_info
 
     (out / "grader" / "BUILD.json").write_text(json.dumps(build_info(), indent=1) + "\n", encoding="utf-8")
     return sum(1 for p in out.rglob("*") if p.is_file())

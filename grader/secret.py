@@ -103,3 +103,11 @@ def refusal(what: str, practice: str | None = None) -> str:
             "(or set LAUNCH_TAX_SECRET_FILE)")
     return text + (f"; {practice} grades with the public practice inputs instead (not an official "
                    "grade)" if practice else "")
+
+
+def digest(submission) -> str:
+    """A submission's content (``Submission.files``), as the salt of its drawn inputs."""
+    h = hashlib.sha256()
+    for name, data in sorted(submission.files.items()):
+        h.update(name.encode() + b"\0" + hashlib.sha256(data).digest())
+    return h.hexdigest()

@@ -79,9 +79,9 @@ def fake_nvidia_smi(folder: Path, gpus: str, apps: str, grow_mib: int = 0) -> Pa
 def gradescope_shell(command: list[str]) -> list[str]:
     """``command`` in a mount namespace where the Python under /root can be run by other users,
     as on Gradescope's images (Python in /usr): the workers run as other uids there."""
-    from grader import sandbox
+    from grader import isolation
 
-    inside = [d for d in sandbox._python_dirs(["/root"]) if d.startswith("/root/")]
+    inside = [d for d in isolation._python_dirs(["/root"]) if d.startswith("/root/")]
     if not inside or os.stat("/root").st_mode & 0o001:
         return command
     script = ("set -e; mount --make-rprivate /; i=0; for d in $PY; do mkdir -p /run/lt-park-$$-$i; "

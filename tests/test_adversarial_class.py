@@ -346,8 +346,8 @@ def test_no_worker_means_no_grades(tmp_path, secret_file):
 
 DRIVER = """
 import sys
-import grader.sandbox as sandbox
-sandbox.is_root = lambda: False
+import grader.isolation as isolation
+isolation.current = lambda: isolation.Unisolated()
 import grader.__main__ as cli
 code = cli.main(sys.argv[1:-1])
 import os
@@ -626,25 +626,22 @@ def test_hanging_student(tmp_path):
 
 OTHERS_MEMORY = """
 import os, subprocess, sys
-from grader import sandbox
-from grader.judge import Judge
+from grader import devices, procfs, sandbox
 
 # Another process holds 4250 MiB of the GPU (nvidia-smi lists it) and the device's total grows at
 # every question; the GPU worker's own process is gone.
 other = int(sys.argv[1])
 ended = subprocess.Popen(["true"])
-started = sandbox.process_start(ended.pid)
+started = procfs.process_start(ended.pid)
 ended.wait()
 
 def gpu_worker(box, limits, requests, *, gpu=False, hide=(), slot=0, device=None):
     return sandbox.Run(answers=[], returncode=0, pids={ended.pid: started})
 
 sandbox.run = gpu_worker
-judge = Judge(gpu="off")
-judge._devices.put("0")
-judge._device_leases = 1
+pool = devices.DevicePool(["0"])
 for worker in range(3):  # a submission's GPU exercises, one after another
-    print("LEFT", judge._gpu_run(None, sandbox.Limits(), [], 0).leftovers)
+    print("LEFT", pool.run(None, sandbox.Limits(), [], hide=(), slot=0).leftovers)
 """
 
 

@@ -46,7 +46,8 @@ from coursekit.impl import REPO_ROOT, Implementation
 from grader import probes
 from grader.checks import Check, P
 from grader.exercises import load_probes
-from grader.judge import MODULES, all_checks
+from coursekit.course import MODULE_OF
+from grader.judge import all_checks
 
 STUBS = Implementation("exercises")
 load_probes()
@@ -301,7 +302,7 @@ def _closure_words(fn, seen: set | None = None) -> list[tuple[str, tuple[str, ..
 def probe_demands(checks: list[Check]) -> list[Demand]:
     demands = []
     for check in checks:
-        module = MODULES[check.exercise]
+        module = MODULE_OF[check.exercise]
         for probe in check.probes:
             if not probe.raises:
                 continue

@@ -11,7 +11,7 @@ import inspect
 import pytest
 
 from coursekit.impl import REPO_ROOT
-from grader import sandbox
+from grader import nvidia_smi, sandbox
 from tests import doubles
 
 
@@ -33,8 +33,8 @@ def test_a_double_that_lacks_a_parameter_is_refused_where_it_is_made(monkeypatch
     with pytest.raises(TypeError, match="missing device"):
         monkeypatch.setattr(sandbox, "run", run_without_device)
     with pytest.raises(TypeError, match="missing smi"):
-        monkeypatch.setattr(sandbox, "gpu_memory", lambda: None)
-    monkeypatch.setattr(sandbox, "gpu_memory", lambda smi=None: None)  # the right parameters: fine
+        monkeypatch.setattr(nvidia_smi, "gpu_memory", lambda: None)
+    monkeypatch.setattr(nvidia_smi, "gpu_memory", lambda smi=None: None)  # the right parameters: fine
 
 
 def test_the_fake_cuda_takes_torch_cudas_parameters():

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from coursekit.impl import REPO_ROOT
-from grader import gradescope, sandbox
+from grader import gradescope, isolation
 from grader.judge import all_checks, load_rubric, rubric_digest
 from tests.harness import gradescope_shell, submission
 
@@ -259,7 +259,7 @@ exec(compile(open(_source + "/solutions/launch_model.py").read(), "reference", "
 '''
 
 
-@pytest.mark.skipif(not sandbox.drops_privileges(), reason="Gradescope runs the autograder as root")
+@pytest.mark.skipif(not isolation.SeparateUser.available(), reason="Gradescope runs the autograder as root")
 def test_the_bundle_grades_like_gradescope(autograder):
     ref = run_autograder(autograder, reference_files())
     assert ref["score"] == CPU_POINTS == ref["extra_data"]["max_score"], ref["output"]

@@ -61,8 +61,8 @@ def imports_of(path: Path, name: str) -> set[str]:
     return {m for m in found if m.split(".")[0] in TOP}
 
 
-MODULES = _modules()
-GRAPH = {name: imports_of(path, name) for name, path in MODULES.items()}
+MODULE_PATHS = _modules()
+GRAPH = {name: imports_of(path, name) for name, path in MODULE_PATHS.items()}
 
 
 @pytest.mark.parametrize("package", PACKAGES)
@@ -125,7 +125,7 @@ def test_no_import_cycles():
     edges = defaultdict(set)
     for name, targets in GRAPH.items():
         for target in targets:
-            while target and target not in MODULES:  # "grader.checks.Check" -> "grader.checks"
+            while target and target not in MODULE_PATHS:  # "grader.checks.Check" -> "grader.checks"
                 target = target.rpartition(".")[0]
             if target and target != name and not name.startswith(target + "."):
                 edges[name].add(target)

@@ -39,7 +39,7 @@ CPU_CHECKS = [c for c in all_checks() if not c.gpu]
 HIDDEN = [c for c in CPU_CHECKS if c.hidden]
 RUBRIC = load_rubric()
 FULL = {ex: sum(RUBRIC[c.id] for c in CPU_CHECKS if c.exercise == ex) for ex in {c.exercise for c in CPU_CHECKS}}
-MODULES = [m for m in course.MODULES if (REPO_ROOT / "exercises" / f"{m}.py").exists()]
+STUBBED_MODULES = [m for m in course.MODULES if (REPO_ROOT / "exercises" / f"{m}.py").exists()]
 FORGED_CHECKS = "def check(*args, **kwargs):\n    print('passed')\n\n\ndef start_fresh(*args):\n    pass\n"
 #: A torch.py handed in next to the notebook: imported by the kernel when the grader first imports
 #: torch, it loads the real torch and rigs the verdicts of every later test cell.
@@ -62,7 +62,7 @@ def text(cell: dict) -> str:
 
 
 def modules_from(folder: Path, **replaced: str) -> dict[str, str]:
-    files = {m: (folder / f"{m}.py").read_text() for m in MODULES}
+    files = {m: (folder / f"{m}.py").read_text() for m in STUBBED_MODULES}
     files.update(replaced)
     return files
 
@@ -195,7 +195,7 @@ def _solution_lines(source: str) -> list[str]:
     return lines
 
 
-@pytest.mark.parametrize("module", MODULES)
+@pytest.mark.parametrize("module", STUBBED_MODULES)
 def test_released_answer_cells_are_the_stub_modules(course, module):
     cell = nb.answer_cells(course.release)[module]
     first, _, body = text(cell).partition("\n")

@@ -4,8 +4,8 @@ import os
 
 import pytest
 
-from grader import sandbox, wire
-from grader.judge import runtime_files
+from grader import devices, isolation, nvidia_smi, procfs, sandbox, wire
+from grader.workers import runtime_files
 from tests.harness import fake_nvidia_smi
 
 HOG = b"""
@@ -46,7 +46,7 @@ def test_a_quiet_worker_answers_each_request_in_turn():
     assert run.failure() is None and [wire.loads(a) for a in run.answers] == [{"probes": []}] * 3, run
 
 
-@pytest.mark.skipif(not sandbox.is_root(), reason="the set-up environment exists only as root")
+@pytest.mark.skipif(not isolation.Namespaces.available(), reason="the set-up environment exists only as root")
 def test_the_worker_environment_holds_only_what_it_needs():
     run = run_module(ENVIRONMENT, sandbox.Limits(timeout_s=30))
     message = wire.loads(run.answers[0])["import_error"]["message"]
@@ -78,7 +78,7 @@ def test_gpu_workers_keep_what_cuda_needs_and_cpu_workers_nothing(monkeypatch, t
 def test_a_gpu_worker_without_cuda_grades_nobody():
     """The judge sees CUDA, its bare GPU worker does not: EnvironmentProblem (exit 3, nothing
     written), not a class zeroed with "a CUDA device is needed"."""
-    from grader.judge import EnvironmentProblem, gpu_canary_problem
+    from grader.workers import EnvironmentProblem, gpu_canary_problem
 
     gpu_canary_problem(True, {"cuda": True})
     gpu_canary_problem(False, {"cuda": False})  # a CPU worker is meant not to see it
@@ -88,27 +88,27 @@ def test_a_gpu_worker_without_cuda_grades_nobody():
 
 def test_the_judge_asks_its_gpu_canary_whether_it_sees_cuda(monkeypatch):
     """The judge's GPU canary, answered by a worker that sees no CUDA: the judge stops."""
-    from grader import judge as judge_module
+    from grader.workers import EnvironmentProblem, Workers
 
     def worker_without_cuda(box, limits, requests, *, gpu=False, hide=(), slot=0, device=None):
         return sandbox.Run(answers=[wire.dumps({"cuda": False, "vm_peak_bytes": 0}).encode()],
                            returncode=0, wall_s=1.0)
 
-    monkeypatch.setattr(judge_module.sandbox, "run", worker_without_cuda)
-    judge = judge_module.Judge(gpu="off")
-    judge.canary(False)  # a CPU worker: fine
-    with pytest.raises(judge_module.EnvironmentProblem, match="does not"):
-        judge.canary(True)
+    monkeypatch.setattr(sandbox, "run", worker_without_cuda)
+    workers = Workers(60.0, (), devices.DevicePool([]))
+    workers.canary(False)  # a CPU worker: fine
+    with pytest.raises(EnvironmentProblem, match="does not"):
+        workers.canary(True)
 
 
 def test_every_thread_sees_the_same_answer_about_namespaces(monkeypatch):
     # Workers start from several threads; a half-finished trial once made some run unprotected.
     from concurrent.futures import ThreadPoolExecutor
 
-    monkeypatch.setattr(sandbox, "_NAMESPACES_WORK", None)
+    monkeypatch.setattr(isolation.Namespaces, "_works", None)
     with ThreadPoolExecutor(8) as pool:
-        answers = list(pool.map(lambda _: sandbox.is_root(), range(16)))
-    assert len(set(answers)) == 1 and answers[0] == sandbox.is_root(), answers
+        answers = list(pool.map(lambda _: isolation.Namespaces.available(), range(16)))
+    assert len(set(answers)) == 1 and answers[0] == isolation.Namespaces.available(), answers
 
 
 def canary(request: dict) -> dict:
@@ -126,7 +126,7 @@ def test_a_worker_without_a_passwd_entry_can_import_dynamo():
     # torch's inductor asks getpass.getuser() on import; the worker's uid has no passwd entry.
     facts = canary({"canary": True, "dynamo": True})
     assert facts["user"] == "launch-tax-worker" and facts["dynamo"] == "ok", facts
-    if sandbox.drops_privileges():
+    if isolation.OWN_USER in isolation.current().gives:
         assert facts["uid"] != 0
     assert facts["keyrings_denied"], facts["keyring_problem"]
 
@@ -140,7 +140,7 @@ raise ImportError("SHM " + repr(names))
 """
 
 
-@pytest.mark.skipif(not sandbox.is_root(), reason="a private /dev/shm needs the mount namespace")
+@pytest.mark.skipif(not isolation.Namespaces.available(), reason="a private /dev/shm needs the mount namespace")
 def test_dev_shm_is_writable_and_private(tmp_path):
     marker = "/dev/shm/launch-tax-host-file"
     with open(marker, "w") as f:
@@ -154,16 +154,16 @@ def test_dev_shm_is_writable_and_private(tmp_path):
 
 
 def test_the_address_space_limit_follows_what_import_torch_maps(monkeypatch):
-    from grader.judge import Canary, Judge
+    from grader.workers import Canary, Workers
 
-    judge = Judge(gpu="off", exercises=("ex1",))
+    workers = Workers(60.0, (), devices.DevicePool([]))
     for peak, limit in ((500 << 20, 4 << 30), (5 << 30, 8 << 30)):
-        judge._canaries[False] = Canary(1.0, {"vm_peak_bytes": peak})
-        assert judge._limits("ex1", False).memory_bytes == limit
+        workers.canaries[False] = Canary(1.0, {"vm_peak_bytes": peak})
+        assert workers.limits("ex1", False).memory_bytes == limit
 
 
 def test_without_root_the_process_cap_leaves_room_for_the_users_own_tasks():
-    tasks = sandbox._tasks_of(os.getuid())
+    tasks = procfs.tasks_of(os.getuid())
     assert tasks >= 1 + len(os.listdir(f"/proc/{os.getpid()}/task")) - 1
 
 
@@ -175,7 +175,7 @@ def test_gpu_memory_is_watched_from_the_judge(tmp_path, monkeypatch):
     judge, which asks nvidia-smi (here a stand-in reporting 8000 MiB for every worker process)."""
     fake_nvidia_smi(tmp_path, "0, 24564, 300\n1, 24564, 300\n", "worker, 8000\n")
     monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
-    assert sandbox.gpu_memory() == {"0": {"total": 24564 << 20, "used": 300 << 20},
+    assert nvidia_smi.gpu_memory() == {"0": {"total": 24564 << 20, "used": 300 << 20},
                                     "1": {"total": 24564 << 20, "used": 300 << 20}}
     run = run_module(SLEEPER, sandbox.Limits(timeout_s=30, gpu_bytes=4 << 30), gpu=True)
     assert run.out_of_gpu_memory and "GPU memory" in run.failure(), run
@@ -190,12 +190,7 @@ def test_gpu_workers_are_spread_over_the_devices_one_at_a_time(monkeypatch):
     import threading
     import time
 
-    from grader import judge as judge_module
-
-    judge = judge_module.Judge(gpu="off")
-    for device in ("0", "1"):
-        judge._devices.put(device)
-    judge._device_leases = 2
+    pool = devices.DevicePool(["0", "1"], jobs=1)
     busy, seen, lock = {}, [], threading.Lock()
 
     def fake_run(box, limits, requests, *, gpu=False, hide=(), slot=0, device=None):
@@ -207,16 +202,16 @@ def test_gpu_workers_are_spread_over_the_devices_one_at_a_time(monkeypatch):
             busy[device] -= 1
         return sandbox.Run(answers=[], returncode=0)
 
-    monkeypatch.setattr(judge_module.sandbox, "run", fake_run)
-    monkeypatch.setattr(judge_module.sandbox, "gpu_memory", lambda smi=None: None)
-    threads = [threading.Thread(target=judge._gpu_run, args=(None, sandbox.Limits(), [], i)) for i in range(4)]
+    monkeypatch.setattr(sandbox, "run", fake_run)
+    threads = [threading.Thread(target=pool.run, args=(None, sandbox.Limits(), []), kwargs={"hide": (), "slot": i})
+               for i in range(4)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
     assert {d for d, _ in seen} == {"0", "1"} and max(n for _, n in seen) == 1, seen
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,3")
-    assert judge_module.Judge._device_ids() == ["2", "3"]
+    assert devices.visible_ids() == ["2", "3"]
 
 
 def test_fresh_state_never_kills_or_removes_as_root_or_unleased(tmp_path, monkeypatch):
@@ -262,12 +257,12 @@ def test_memory_a_workers_own_process_still_holds_is_reported(tmp_path):
     stayed = subprocess.Popen(["sleep", "60"])
     try:
         smi = fake_nvidia_smi(tmp_path / "bin", "0, 143771, 900\n", f"{stayed.pid}, 512\n")
-        started = sandbox.process_start(stayed.pid)
+        started = procfs.process_start(stayed.pid)
         run = sandbox.Run(answers=[], returncode=0, pids={stayed.pid: started})
-        left = sandbox.settle_gpu(run, "0", smi=str(smi), wait_s=0.3)
+        left = devices.settle_gpu(run, "0", smi=str(smi), wait_s=0.3)
         assert left and "512 MiB" in left and str(stayed.pid) in left, left
         reused = sandbox.Run(answers=[], returncode=0, pids={stayed.pid: started - 1})
-        assert sandbox.settle_gpu(reused, "0", smi=str(smi), wait_s=0.3) is None
+        assert devices.settle_gpu(reused, "0", smi=str(smi), wait_s=0.3) is None
     finally:
         stayed.kill()
         stayed.wait()

@@ -10,7 +10,7 @@ import torch
 
 from grader import wire
 from grader.checks import differs
-from grader.judge import _read_answers
+from grader.verdict import read_answers
 from grader.sandbox import Run
 
 
@@ -113,14 +113,14 @@ def test_malformed_results_are_reported_not_raised():
            b'{"probes": [{"ok": false, "error": {"types": "x", "message": "\\ud800\\u001b[2J"}}]}',
            b'{"probes": [1e400]}', b'{"probes": [' + b"9" * 5000 + b"]}"]
     for data in bad:
-        problem, answers = _read_answers(run_with(data), 0, 1)
+        problem, answers = read_answers(run_with(data), 0, 1)
         assert problem or isinstance(answers[0].value, wire.Opaque) or not answers[0].ok, data[:40]
         if not problem and not answers[0].ok:
             assert "\x1b" not in answers[0].error["message"] and "\ud800" not in answers[0].error["message"]
 
 
 def test_a_missing_phase_is_reported_with_the_run_failure():
-    problem, _ = _read_answers(Run(answers=[b'{"probes": []}'], returncode=None, timed_out=True,
+    problem, _ = read_answers(Run(answers=[b'{"probes": []}'], returncode=None, timed_out=True,
                                    timeout_s=12), 1, 0)
     assert problem == "worker timed out (after 12 s)"
 
@@ -129,6 +129,10 @@ def _attributes_read(path, names):
     tree = ast.parse(path.read_text(encoding="utf-8"))
     return {node.attr for node in ast.walk(tree)
             if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in names}
+
+
+#: The judge's side of the requests: where they are planned, sent and orchestrated.
+JUDGE_SIDE = ("judge.py", "plan.py", "workers.py")
 
 
 def test_a_request_field_exists_once_and_on_both_sides():
@@ -144,15 +148,16 @@ def test_a_request_field_exists_once_and_on_both_sides():
     read = _attributes_read(REPO_ROOT / "grader" / "worker.py", {"request"}) - {"payload"}
     assert read == fields, (f"the worker reads {sorted(read - fields)} that Request lacks; "
                             f"Request has {sorted(fields - read)} that the worker never reads")
-    judge = ast.parse((REPO_ROOT / "grader" / "judge.py").read_text(encoding="utf-8"))
-    for node in ast.walk(judge):
-        if isinstance(node, ast.Dict):
-            keys = {k.value for k in node.keys if isinstance(k, ast.Constant)}
-            assert not keys & (fields - {"probe", "args"}) or len(keys & fields) < 2, \
-                f"judge.py line {node.lineno}: a request built as a dict: {sorted(keys)}"
-        if isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "Request":
-            unknown = {k.arg for k in node.keywords} - fields
-            assert not unknown, f"judge.py line {node.lineno}: Request({sorted(unknown)}=...)"
+    for name in JUDGE_SIDE:
+        tree = ast.parse((REPO_ROOT / "grader" / name).read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Dict):
+                keys = {k.value for k in node.keys if isinstance(k, ast.Constant)}
+                assert not keys & (fields - {"probe", "args"}) or len(keys & fields) < 2, \
+                    f"{name} line {node.lineno}: a request built as a dict: {sorted(keys)}"
+            if isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "Request":
+                unknown = {k.arg for k in node.keywords} - fields
+                assert not unknown, f"{name} line {node.lineno}: Request({sorted(unknown)}=...)"
     with pytest.raises(ValueError, match="fields no Request has: \\['gpu_share'\\]"):
         wire.Request.from_wire({"module": "engine", "gpu_share": 0.5})
     with pytest.raises(ValueError, match="a request frame holds a dict, not list"):

@@ -14,7 +14,7 @@ from contextlib import nullcontext
 import pytest
 
 from coursekit.checks import without_cuda
-from coursekit.course import EXERCISES
+from coursekit.course import MODULE_OF
 
 try:
     from grader.judge import Reference
@@ -28,7 +28,6 @@ from grader.checks import Answer, same
 from grader.exercises import public_checks
 from grader.probes import PROBES
 
-MODULES = {e.marker: e.module for e in EXERCISES}
 
 CHECKS = public_checks()
 _reference = Reference()
@@ -51,7 +50,7 @@ def _ask(module, probe) -> Answer:
     return Answer(True, value=wire.decode(wire.encode(value)))
 
 
-@pytest.mark.parametrize("check", [pytest.param(c, marks=_marks(c), id=f"{MODULES[c.exercise]}.{c.name}")
+@pytest.mark.parametrize("check", [pytest.param(c, marks=_marks(c), id=f"{MODULE_OF[c.exercise]}.{c.name}")
                                    for c in CHECKS])
 def test_check(impl, check):
     if check.triton:
@@ -61,13 +60,13 @@ def test_check(impl, check):
         if problem:
             pytest.skip(f"torch.compile cannot build GPU kernels here: {problem}")
     try:
-        module = impl.module(MODULES[check.exercise])
+        module = impl.module(MODULE_OF[check.exercise])
     except ImportError as exc:
         pytest.fail(str(exc), pytrace=False)
     probes = sorted(check.probes, key=lambda p: p.last)
     compare = check.compare or same()
     needed = [p for p in probes if p.needs_reference]
-    expected = _reference.answers(check.exercise, MODULES[check.exercise], needed, cache=True,
+    expected = _reference.answers(check.exercise, MODULE_OF[check.exercise], needed, cache=True,
                                   gpu=check.gpu)[0] if needed else {}
     for probe in probes:
         # A CPU check's probes run with CUDA hidden, on any machine, as in the grader's CPU worker
