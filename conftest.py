@@ -32,8 +32,9 @@ def pytest_addoption(parser):
 
 def pytest_configure(config):
     for exercise in EXERCISES:  # one marker per exercise, from its declaration
-        config.addinivalue_line("markers", f"{exercise.marker}: exercise {exercise.number}, "
-                                           f"{exercise.module}: {exercise.title}")
+        config.addinivalue_line(
+            "markers", f"{exercise.marker}: exercise {exercise.number}, {exercise.module}: {exercise.title}"
+        )
     try:
         config._launch_tax_impl = Implementation(config.getoption("--impl"))
     except ValueError as exc:
@@ -63,4 +64,3 @@ def pytest_collection_modifyitems(config, items):
 def impl(pytestconfig) -> Implementation:
     """The implementation chosen with ``--impl``."""
     return pytestconfig._launch_tax_impl
-

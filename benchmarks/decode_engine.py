@@ -96,15 +96,16 @@ def device_name(text: str) -> str:
     try:
         return str(torch.device(text))
     except (RuntimeError, TypeError):
-        raise argparse.ArgumentTypeError(f"expected a torch device such as cpu, cuda or cuda:1, "
-                                         f"got {text!r}") from None
+        raise argparse.ArgumentTypeError(f"expected a torch device such as cpu, cuda or cuda:1, got {text!r}") from None
 
 
 def batch(model: ToyModel, rows: int):
     d = model.device
-    return (torch.arange(rows, device=d) % model.config.vocab_size,
-            torch.full((rows,), min(POSITION, model.config.max_seq_len - 1), device=d),
-            torch.arange(rows, device=d))
+    return (
+        torch.arange(rows, device=d) % model.config.vocab_size,
+        torch.full((rows,), min(POSITION, model.config.max_seq_len - 1), device=d),
+        torch.arange(rows, device=d),
+    )
 
 
 def copy_bandwidth_bps(impl: Implementation, device: str) -> float | None:
@@ -123,8 +124,12 @@ def model_bytes(config: ModelConfig, dtype) -> int:
     """A model's weights and KV cache, as ``ToyModel`` allocates them."""
     c = config
     q, kv = c.n_heads * c.head_dim, c.n_kv_heads * c.head_dim
-    per_layer = 2 * c.hidden_size + (c.hidden_size + 1) * (q + 2 * kv) + q * c.hidden_size \
+    per_layer = (
+        2 * c.hidden_size
+        + (c.hidden_size + 1) * (q + 2 * kv)
+        + q * c.hidden_size
         + 3 * c.hidden_size * c.intermediate_size
+    )
     embeddings = c.vocab_size * c.hidden_size * (1 if c.tie_embeddings else 2)
     weights = c.n_layers * per_layer + c.hidden_size + embeddings
     cache = 2 * c.n_layers * (c.max_seqs + 1) * c.max_seq_len * kv
@@ -139,10 +144,12 @@ def memory_problem(name: str, config: ModelConfig, dtype, device: str) -> str | 
     torch.cuda.empty_cache()
     free, total = torch.cuda.mem_get_info()
     if free < need:
-        return (f"{name}: skipped (needs {need / 1e9:.1f} GB of free GPU memory: the model "
-                f"{model_bytes(config, dtype) / 1e9:.1f} GB with its KV cache, and "
-                f"{HEADROOM_BYTES / 2**30:.0f} GiB headroom; {free / 1e9:.1f} GB free of "
-                f"{total / 1e9:.1f} GB on {torch.cuda.get_device_name()})")
+        return (
+            f"{name}: skipped (needs {need / 1e9:.1f} GB of free GPU memory: the model "
+            f"{model_bytes(config, dtype) / 1e9:.1f} GB with its KV cache, and "
+            f"{HEADROOM_BYTES / 2**30:.0f} GiB headroom; {free / 1e9:.1f} GB free of "
+            f"{total / 1e9:.1f} GB on {torch.cuda.get_device_name()})"
+        )
     return None
 
 
@@ -151,8 +158,12 @@ def bytes_per_step(config: ModelConfig, dtype, rows: int) -> int:
     gathered), and each row's slot of the KV cache in every layer."""
     c = config
     q, kv = c.n_heads * c.head_dim, c.n_kv_heads * c.head_dim
-    per_layer = 2 * c.hidden_size + (c.hidden_size + 1) * (q + 2 * kv) + q * c.hidden_size \
+    per_layer = (
+        2 * c.hidden_size
+        + (c.hidden_size + 1) * (q + 2 * kv)
+        + q * c.hidden_size
         + 3 * c.hidden_size * c.intermediate_size
+    )
     weights = c.n_layers * per_layer + c.hidden_size + c.hidden_size * c.vocab_size + rows * c.hidden_size
     cache = 2 * c.n_layers * rows * c.max_seq_len * kv
     return (weights + cache) * dtype.itemsize
@@ -164,8 +175,16 @@ def decode_step(model: ToyModel):
     return lambda tokens, positions, slots: model.forward(tokens, positions, slots, max_query_len=1)
 
 
-def measure(impl: Implementation, config: ModelConfig, dtype, device: str, rows_list, iters: int,
-            with_compile: bool, with_fused: bool = True) -> dict:
+def measure(
+    impl: Implementation,
+    config: ModelConfig,
+    dtype,
+    device: str,
+    rows_list,
+    iters: int,
+    with_compile: bool,
+    with_fused: bool = True,
+) -> dict:
     """Per batch size, the rows of ``ROWS`` (see the module docstring) with their kernels per step
     and bare replays; the rows that need more than the engine (exercise 7's fusion, the compiler)
     are skipped with a one-line reason if they fail."""
@@ -211,14 +230,17 @@ def measure(impl: Implementation, config: ModelConfig, dtype, device: str, rows_
         engine_row(model, row, args, rows, modes.FULL_DECODE_ONLY, "full")
         row["bare_replay_ms"] = row.pop("full_bare_replay_ms")
         if with_compile:
-            optional(f"compiled + full graph (batch {rows})", partial(
-                engine_row, model, row, args, rows, modes.FULL_DECODE_ONLY, "compiled", compiler=compile_piece))
+            optional(
+                f"compiled + full graph (batch {rows})",
+                partial(engine_row, model, row, args, rows, modes.FULL_DECODE_ONLY, "compiled", compiler=compile_piece),
+            )
             optional(f"one-function peer (batch {rows})", partial(peer_row, model, row, args))
             torch._dynamo.reset()  # the compiled code holds the model: free both before the next one
             free(device)
     del model, args, decode  # decode holds the model too: the fused rows build a second one
     free(device)
     if with_fused:
+
         def fused_rows():
             model = ToyModel(config, device=device, dtype=dtype, add_rms_norm=fusion.fused_add_rms_norm)
             for rows in rows_list:
@@ -265,8 +287,9 @@ def one_function_step(model: ToyModel):
             model.k_cache[layer, slots, positions] = rope(k.reshape(rows, c.n_kv_heads, c.head_dim), cos, sin)
             model.v_cache[layer, slots, positions] = v.reshape(rows, c.n_kv_heads, c.head_dim)
             keys, values = model.k_cache[layer, slots], model.v_cache[layer, slots]
-            scores = torch.einsum("bkgd,blkd->bkgl", q.reshape(rows, c.n_kv_heads, group, c.head_dim),
-                                  keys).float() / math.sqrt(c.head_dim)
+            scores = torch.einsum(
+                "bkgd,blkd->bkgl", q.reshape(rows, c.n_kv_heads, group, c.head_dim), keys
+            ).float() / math.sqrt(c.head_dim)
             probs = scores.masked_fill(later[:, None, None, :], float("-inf")).softmax(dim=-1)
             attn = torch.einsum("bkgl,blkd->bkgd", probs.to(hidden.dtype), values).reshape(rows, q_size)
             hidden = hidden + attn @ w["o_proj"]
@@ -304,8 +327,12 @@ def peer(model: ToyModel, args: tuple, device: str, time_ms, count) -> dict:
     seconds = time.perf_counter() - start
     replay()
     error = ((logits.float() - expected.float()).abs().max() / expected.float().abs().max()).item()
-    return {"peer_ms": time_ms(replay), "peer_capture_s": seconds, "peer_kernels": count(compiled, *static),
-            "peer_error": error}
+    return {
+        "peer_ms": time_ms(replay),
+        "peer_capture_s": seconds,
+        "peer_kernels": count(compiled, *static),
+        "peer_error": error,
+    }
 
 
 def profile_launches(fn, *fn_args) -> list[tuple[str, float]]:
@@ -318,8 +345,10 @@ def profile_launches(fn, *fn_args) -> list[tuple[str, float]]:
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
         fn(*fn_args)
         torch.cuda.synchronize()
-    return sorted(((e.name, e.time_range.start) for e in prof.events()
-                   if e.device_type == torch.autograd.DeviceType.CPU), key=lambda e: e[1])
+    return sorted(
+        ((e.name, e.time_range.start) for e in prof.events() if e.device_type == torch.autograd.DeviceType.CPU),
+        key=lambda e: e[1],
+    )
 
 
 def launch_pace_us(events: list[tuple[str, float]]) -> float | None:
@@ -364,16 +393,27 @@ def sweep(impl: Implementation, config: ModelConfig, dtype, device: str, layers:
         decode = decode_step(model)
         # Without CUDA there is no profiler count: a nominal one lets a smoke run exercise the fit.
         kernels = fusion.count_kernels(decode, *args) if on_cuda(device) else 20 * n + 10
-        points.append({"layers": n, "kernels": kernels, "eager_ms": time_ms(partial(decode, *args)),
-                       "graph_ms": time_ms(partial(engine.step, *args, uniform_decode=True))})
+        points.append(
+            {
+                "layers": n,
+                "kernels": kernels,
+                "eager_ms": time_ms(partial(decode, *args)),
+                "graph_ms": time_ms(partial(engine.step, *args, uniform_decode=True)),
+            }
+        )
         del engine, model
         free(device)
     fit = impl.module("launch_model").fit_launch_model
     ks = [p["kernels"] for p in points]
     tau_us, eager_intercept_ms = fit(ks, [p["eager_ms"] for p in points])
     node_us, graph_intercept_ms = fit(ks, [p["graph_ms"] for p in points])
-    return {"points": points, "tau_us": tau_us, "eager_intercept_ms": eager_intercept_ms,
-            "gpu_node_us": node_us, "graph_intercept_ms": graph_intercept_ms}
+    return {
+        "points": points,
+        "tau_us": tau_us,
+        "eager_intercept_ms": eager_intercept_ms,
+        "gpu_node_us": node_us,
+        "graph_intercept_ms": graph_intercept_ms,
+    }
 
 
 def graph_memory(impl: Implementation, config: ModelConfig, dtype, device: str, sizes: list[int]) -> dict:
@@ -398,25 +438,33 @@ def graph_memory(impl: Implementation, config: ModelConfig, dtype, device: str, 
     measured = max(together.capture_memory_bytes, 0)
     del together, model
     free(device)
-    per_token = tradeoffs.kv_bytes_per_token(config.n_layers, config.n_kv_heads, config.head_dim,
-                                             dtype.itemsize)
+    per_token = tradeoffs.kv_bytes_per_token(config.n_layers, config.n_kv_heads, config.head_dim, dtype.itemsize)
     shared = tradeoffs.graph_memory_bytes(alone.values())
     separate = tradeoffs.graph_memory_bytes(alone.values(), shared_pool=False)
-    return {"sizes": sizes, "alone_bytes": alone, "one_pool_bytes": measured,
-            "model_shared_bytes": shared, "model_separate_bytes": separate,
-            "kv_bytes_per_token": per_token,
-            "kv_tokens_forgone": tradeoffs.kv_tokens_forgone(measured, per_token)}
+    return {
+        "sizes": sizes,
+        "alone_bytes": alone,
+        "one_pool_bytes": measured,
+        "model_shared_bytes": shared,
+        "model_separate_bytes": separate,
+        "kv_bytes_per_token": per_token,
+        "kv_tokens_forgone": tradeoffs.kv_tokens_forgone(measured, per_token),
+    }
 
 
 def print_graph_memory(memory: dict) -> None:
     mib = 2**20
     alone = ", ".join(f"{s}: {b / mib:.1f}" for s, b in memory["alone_bytes"].items())
     print(f"graph memory (MiB), one size per engine: {alone}")
-    print(f"  all sizes in one pool: {memory['one_pool_bytes'] / mib:.1f} MiB measured; exercise 9's model: "
-          f"{memory['model_shared_bytes'] / mib:.1f} shared (the largest), "
-          f"{memory['model_separate_bytes'] / mib:.1f} separate (the sum)")
-    print(f"  KV cache: {memory['kv_bytes_per_token']} bytes per token; the one pool forgoes "
-          f"{memory['kv_tokens_forgone']} tokens")
+    print(
+        f"  all sizes in one pool: {memory['one_pool_bytes'] / mib:.1f} MiB measured; exercise 9's model: "
+        f"{memory['model_shared_bytes'] / mib:.1f} shared (the largest), "
+        f"{memory['model_separate_bytes'] / mib:.1f} separate (the sum)"
+    )
+    print(
+        f"  KV cache: {memory['kv_bytes_per_token']} bytes per token; the one pool forgoes "
+        f"{memory['kv_tokens_forgone']} tokens"
+    )
 
 
 def predict(impl: Implementation, fitted: dict, kernels: int, tau_us: float | None = None) -> dict:
@@ -429,8 +477,12 @@ def predict(impl: Implementation, fitted: dict, kernels: int, tau_us: float | No
     nu = max(fitted["gpu_node_us"], 0.0)
     tau = fitted["tau_us"] if tau_us is None else tau_us
     step = impl.module("launch_model").DecodeStep(
-        weight_gib=0.0, n_layers=1, kernels_per_layer=max(kernels - 10, 0),  # n_kernels = L*k + 10
-        launch_us=max(tau - nu, 0.0), gpu_node_us=nu)
+        weight_gib=0.0,
+        n_layers=1,
+        kernels_per_layer=max(kernels - 10, 0),  # n_kernels = L*k + 10
+        launch_us=max(tau - nu, 0.0),
+        gpu_node_us=nu,
+    )
     compute_ms = max(fitted["graph_intercept_ms"], 0.0)
     eager, graph = compute_ms + step.eager_ms(), compute_ms + step.graph_ms()
     return {"eager_ms": eager, "graph_ms": graph, "speedup": eager / graph, "tau_us": tau}
@@ -450,21 +502,29 @@ def launch_model_misses(fitted: dict, row: dict, predicted: dict) -> list[str]:
     low, high = min(per_kernel.values()), max(per_kernel.values())
     if high > (1 + LAUNCH_MODEL_ERROR) * low:
         shown = ", ".join(f"{k if isinstance(k, str) else f'{k} layers'} {v:.2f}" for k, v in per_kernel.items())
-        reasons.append(f"tau is not one constant: eager us per kernel {shown}; the sweep's slope "
-                       f"({fitted['tau_us']:.2f} us) extrapolated to {kernels} kernels does not hold")
+        reasons.append(
+            f"tau is not one constant: eager us per kernel {shown}; the sweep's slope "
+            f"({fitted['tau_us']:.2f} us) extrapolated to {kernels} kernels does not hold"
+        )
     pace = row.get("launch_pace_us")
     if pace:
         host_ms = pace * kernels / 1e3
         if row["eager_ms"] > (1 + LAUNCH_MODEL_ERROR) * host_ms:
-            reasons.append(f"the step is not launch-bound: the host issued its {kernels} launches at "
-                           f"{pace:.2f} us each ({host_ms:.2f} ms), the step took {row['eager_ms']:.2f} ms: "
-                           "the GPU set the pace for the rest")
+            reasons.append(
+                f"the step is not launch-bound: the host issued its {kernels} launches at "
+                f"{pace:.2f} us each ({host_ms:.2f} ms), the step took {row['eager_ms']:.2f} ms: "
+                "the GPU set the pace for the rest"
+            )
         elif host_ms > (1 + LAUNCH_MODEL_ERROR) * row["eager_ms"]:
-            reasons.append(f"the profiled launches ({pace:.2f} us each) were slower than the timed "
-                           "step: the profiler's own overhead, not the step's")
+            reasons.append(
+                f"the profiled launches ({pace:.2f} us each) were slower than the timed "
+                "step: the profiler's own overhead, not the step's"
+            )
     if not reasons:
-        reasons.append(f"the graph intercept ({fitted['graph_intercept_ms']:.3f} ms, the compute "
-                       "time) and nu fitted on the sweep do not carry over to the full model")
+        reasons.append(
+            f"the graph intercept ({fitted['graph_intercept_ms']:.3f} ms, the compute "
+            "time) and nu fitted on the sweep do not carry over to the full model"
+        )
     return reasons
 
 
@@ -475,26 +535,46 @@ def targets(results: dict) -> list[dict]:
     for rows, r in results.items():
         for name, top, bottom, limit in TARGETS:
             value = r[top] / r[bottom] if r.get(top) and r.get(bottom) else None
-            out.append({"target": name, "batch": rows, "value": value, "limit": limit,
-                        "met": None if value is None else value <= limit})
+            out.append(
+                {
+                    "target": name,
+                    "batch": rows,
+                    "value": value,
+                    "limit": limit,
+                    "met": None if value is None else value <= limit,
+                }
+            )
         p = r.get("predicted")
         value = abs(p["eager_ms"] / r["eager_ms"] - 1) if p else None
-        out.append({"target": "launch model's eager prediction, relative error", "batch": rows, "value": value,
-                    "limit": LAUNCH_MODEL_ERROR, "met": None if value is None else value <= LAUNCH_MODEL_ERROR})
+        out.append(
+            {
+                "target": "launch model's eager prediction, relative error",
+                "batch": rows,
+                "value": value,
+                "limit": LAUNCH_MODEL_ERROR,
+                "met": None if value is None else value <= LAUNCH_MODEL_ERROR,
+            }
+        )
     return out
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     # The reference where there is one (the staff repository), else your own exercises.
-    parser.add_argument("--impl", default="solutions" if (ROOT / "solutions").is_dir() else "exercises",
-                        help="exercises, solutions or a folder")
+    parser.add_argument(
+        "--impl",
+        default="solutions" if (ROOT / "solutions").is_dir() else "exercises",
+        help="exercises, solutions or a folder",
+    )
     parser.add_argument("--device", type=device_name, default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--configs", default="all", help="comma-separated: toy, qwen7b; or all")
     parser.add_argument("--quick", action="store_true", help="few iterations, small sweeps")
-    parser.add_argument("--no-compile", action="store_true",
-                        help="leave out the compiled rows (compiled + full, the one-function peer): "
-                             "compiling takes seconds to minutes per batch size")
+    parser.add_argument(
+        "--no-compile",
+        action="store_true",
+        help="leave out the compiled rows (compiled + full, the one-function peer): "
+        "compiling takes seconds to minutes per batch size",
+    )
     parser.add_argument("--out", default="lab-output")
     args = parser.parse_args()
     names = CONFIGS if args.configs == "all" else tuple(args.configs.split(","))
@@ -509,9 +589,14 @@ def main() -> None:
         print(f"compiled rows (full + fused, compiled, peer) skipped: {problem}")
     fused_problem = problem if on_cuda(args.device) else None  # exercise 7 compiles only on CUDA
     bandwidth = copy_bandwidth_bps(impl, args.device)
-    report = {"device": torch.cuda.get_device_name() if on_cuda(args.device) else "cpu",
-              "torch": torch.__version__, "impl": args.impl, "copy_bytes_per_s": bandwidth,
-              "compile_problem": problem, "configs": {}}
+    report = {
+        "device": torch.cuda.get_device_name() if on_cuda(args.device) else "cpu",
+        "torch": torch.__version__,
+        "impl": args.impl,
+        "copy_bytes_per_s": bandwidth,
+        "compile_problem": problem,
+        "configs": {},
+    }
     for name in names:
         if name == "toy":
             config, dtype, layers = ModelConfig(), torch.float32, [1, 2, 4, 8]
@@ -526,13 +611,22 @@ def main() -> None:
             layers = layers[:3]
         print(f"\n== {name}: {config.n_layers} layers, hidden {config.hidden_size}, {dtype} on {args.device}")
         stage = time.perf_counter()
-        results = measure(impl, config, dtype, args.device, [1, 8], iters,
-                          with_compile=not args.no_compile and not problem, with_fused=not fused_problem)
+        results = measure(
+            impl,
+            config,
+            dtype,
+            args.device,
+            [1, 8],
+            iters,
+            with_compile=not args.no_compile and not problem,
+            with_fused=not fused_problem,
+        )
         fitted = sweep(impl, config, dtype, args.device, layers, iters)
         entry = {"batches": results, "sweep": fitted}
         sizes = [s for s in (1, 2, 4, 8, 16, 32) if s <= config.max_seqs]
-        optional("graph memory", lambda: entry.update(
-            graph_memory=graph_memory(impl, config, dtype, args.device, sizes)))
+        optional(
+            "graph memory", lambda: entry.update(graph_memory=graph_memory(impl, config, dtype, args.device, sizes))
+        )
         for rows, r in results.items():
             floor = bytes_per_step(config, dtype, rows)
             r["floor_ms"] = floor / bandwidth * 1e3 if bandwidth else None
@@ -560,31 +654,41 @@ def cell(value, fmt: str, width: int) -> str:
 
 
 def print_table(name: str, results: dict, fitted: dict, entry: dict) -> None:
-    print(f"{'batch':>5} {'row':<12} {'ms/step':>9} {'tokens/s':>10} {'kernels':>8} {'x floor':>8} "
-          f"{'compile+capture s':>17}")
+    print(
+        f"{'batch':>5} {'row':<12} {'ms/step':>9} {'tokens/s':>10} {'kernels':>8} {'x floor':>8} "
+        f"{'compile+capture s':>17}"
+    )
     for rows, r in results.items():
         for row in ROWS:
             ms = r.get(f"{row}_ms")
             if ms is None:
                 continue
             floor = r.get("floor_ms")
-            print(f"{rows:>5} {row:<12} {ms:>9.3f} {rows / ms * 1e3:>10,.0f} {cell(r.get(f'{row}_kernels'), 'd', 8)} "
-                  f"{cell(ms / floor if floor else None, '.2f', 8)} {cell(r.get(f'{row}_capture_s'), '.2f', 17)}")
-        print(f"{rows:>5} {'bare replay':<12} {r['bare_replay_ms']:>9.3f}   (full)"
-              + (f"; {r['compiled_bare_replay_ms']:.3f} (compiled)" if "compiled_bare_replay_ms" in r else "")
-              + (f"; floor {r['floor_ms']:.3f} ms" if r.get("floor_ms") else ""))
+            print(
+                f"{rows:>5} {row:<12} {ms:>9.3f} {rows / ms * 1e3:>10,.0f} {cell(r.get(f'{row}_kernels'), 'd', 8)} "
+                f"{cell(ms / floor if floor else None, '.2f', 8)} {cell(r.get(f'{row}_capture_s'), '.2f', 17)}"
+            )
+        print(
+            f"{rows:>5} {'bare replay':<12} {r['bare_replay_ms']:>9.3f}   (full)"
+            + (f"; {r['compiled_bare_replay_ms']:.3f} (compiled)" if "compiled_bare_replay_ms" in r else "")
+            + (f"; floor {r['floor_ms']:.3f} ms" if r.get("floor_ms") else "")
+        )
         if "peer_error" in r:
             print(f"{'':>5} peer's logits vs the model's: relative error {r['peer_error']:.2g}")
-    print(f"sweep over layers: tau = {fitted['tau_us']:.2f} us per eager kernel, gpu_node_us = "
-          f"{fitted['gpu_node_us']:.2f} us per graph node")
+    print(
+        f"sweep over layers: tau = {fitted['tau_us']:.2f} us per eager kernel, gpu_node_us = "
+        f"{fitted['gpu_node_us']:.2f} us per graph node"
+    )
     for rows, r in results.items():
         p, q = r.get("predicted"), r.get("predicted_by_sweep")
         if not p:
             continue
         source = "the step's own launches" if r.get("launch_pace_us") else "the sweep"
-        print(f"batch {rows}: launch model (tau {p['tau_us']:.2f} us from {source}) eager {p['eager_ms']:.3f} ms "
-              f"(measured {r['eager_ms']:.3f}), graph {p['graph_ms']:.3f} ms (measured {r['full_ms']:.3f}); "
-              f"with the sweep's tau eager {q['eager_ms']:.3f} ms")
+        print(
+            f"batch {rows}: launch model (tau {p['tau_us']:.2f} us from {source}) eager {p['eager_ms']:.3f} ms "
+            f"(measured {r['eager_ms']:.3f}), graph {p['graph_ms']:.3f} ms (measured {r['full_ms']:.3f}); "
+            f"with the sweep's tau eager {q['eager_ms']:.3f} ms"
+        )
         for reason in r.get("launch_model_misses", []):
             print(f"         misses by more than {LAUNCH_MODEL_ERROR:.0%}: {reason}")
     print(f"targets ({'set for the 7B shapes' if name != 'qwen7b' else 'the 7B shapes'}; eager is never a target):")
@@ -603,11 +707,22 @@ def plot(report: dict, path: Path) -> None:
             continue
         points = entry["sweep"]["points"]
         for key, label in (("eager_ms", "eager"), ("graph_ms", "full graph")):
-            series.append({"name": f"{name} {label}", "colour": next(colours, "#555555"), "style": "line",
-                           "points": [(p["kernels"], p[key]) for p in points]})
+            series.append(
+                {
+                    "name": f"{name} {label}",
+                    "colour": next(colours, "#555555"),
+                    "style": "line",
+                    "points": [(p["kernels"], p[key]) for p in points],
+                }
+            )
     if series:
-        line_chart(path, series, "Decode step time vs kernels per step (layer sweep, batch 1)",
-                   "kernels per step", "ms per step")
+        line_chart(
+            path,
+            series,
+            "Decode step time vs kernels per step (layer sweep, batch 1)",
+            "kernels per step",
+            "ms per step",
+        )
 
 
 def run() -> int:
@@ -616,8 +731,11 @@ def run() -> int:
     try:
         main()
     except NotImplementedError as exc:
-        print(f"decode_engine.py: {exc} is not written yet: the benchmark runs your exercises "
-              "(1, 2, 5, 6, 7, 8 and 9); finish that one, then run it again", file=sys.stderr)
+        print(
+            f"decode_engine.py: {exc} is not written yet: the benchmark runs your exercises "
+            "(1, 2, 5, 6, 7, 8 and 9); finish that one, then run it again",
+            file=sys.stderr,
+        )
         return 1
     return 0
 

@@ -81,8 +81,12 @@ def peak_memory_run(cmd: list[str], env: dict[str, str]) -> tuple[float, int]:
 def gradescope_run(tmp: Path, secret: Path) -> None:
     """The bundle unpacked as Gradescope lays it out, grading the reference's module files."""
     archive = tmp / "autograder.zip"
-    subprocess.run([sys.executable, "-m", "grader", "gradescope", str(archive), "--secret-file", str(secret)],
-                   cwd=ROOT, check=True, capture_output=True)
+    subprocess.run(
+        [sys.executable, "-m", "grader", "gradescope", str(archive), "--secret-file", str(secret)],
+        cwd=ROOT,
+        check=True,
+        capture_output=True,
+    )
     root = tmp / "autograder"
     gradescope.unpack(archive, root)
     shutil.copytree(ROOT / "solutions", root / "submission", ignore=shutil.ignore_patterns("__pycache__"))
@@ -91,9 +95,11 @@ def gradescope_run(tmp: Path, secret: Path) -> None:
     seconds, peak = peak_memory_run(["bash", str(root / "run_autograder")], env)
     result = json.loads((root / "results" / "results.json").read_text())
     extra = result.get("extra_data", {})
-    print(f"gradescope bundle, one submission (reference): {seconds:.1f} s, peak memory "
-          f"{peak / 2**30:.2f} GiB (judge and workers), score {result.get('score')}, "
-          f"isolation: {extra.get('isolation', '?')}")
+    print(
+        f"gradescope bundle, one submission (reference): {seconds:.1f} s, peak memory "
+        f"{peak / 2**30:.2f} GiB (judge and workers), score {result.get('score')}, "
+        f"isolation: {extra.get('isolation', '?')}"
+    )
 
 
 def main() -> None:
@@ -106,26 +112,46 @@ def main() -> None:
         tmp = Path(tmp)
         tmp.chmod(0o755)  # the bundle's workers run as other users and pass through it
         secret = tmp / "secret"
-        subprocess.run([sys.executable, "-m", "grader", "secret", "new", str(secret)], cwd=ROOT, check=True,
-                       capture_output=True)
+        subprocess.run(
+            [sys.executable, "-m", "grader", "secret", "new", str(secret)], cwd=ROOT, check=True, capture_output=True
+        )
         modes = {"practice": [], "official": ["--secret-file", str(secret)]}
         for mode, extra in modes.items():
             for label, folder in (("reference", "solutions"), ("untouched stubs", "exercises")):
-                times = [timed([sys.executable, "-m", "grader", "grade", folder, "--gpu", "off", *extra])
-                         for _ in range(3)]
-                print(f"grade {label:16} {mode:8} {min(times):5.1f} s best of 3 (median "
-                      f"{sorted(times)[1]:.1f} s), including the judge's start-up")
+                times = [
+                    timed([sys.executable, "-m", "grader", "grade", folder, "--gpu", "off", *extra]) for _ in range(3)
+                ]
+                print(
+                    f"grade {label:16} {mode:8} {min(times):5.1f} s best of 3 (median "
+                    f"{sorted(times)[1]:.1f} s), including the judge's start-up"
+                )
         submissions = tmp / "class"
         for i in range(args.class_size):
             source = ROOT / ("solutions" if i % 2 == 0 else "exercises")
-            shutil.copytree(source, submissions / f"student{i:03d}",
-                            ignore=shutil.ignore_patterns("tests", "__pycache__"))
+            shutil.copytree(
+                source, submissions / f"student{i:03d}", ignore=shutil.ignore_patterns("tests", "__pycache__")
+            )
         for mode, extra in modes.items():
-            elapsed = timed([sys.executable, "-m", "grader", "grade-all", str(submissions), "--out",
-                             str(tmp / f"out-{mode}"), "--jobs", str(args.jobs), "--gpu", "off",
-                             *(extra or ["--practice"])])
-            print(f"grade-all {args.class_size} submissions, {mode}, --jobs {args.jobs}: {elapsed:.1f} s = "
-                  f"{60 * args.class_size / elapsed:.1f} submissions per minute")
+            elapsed = timed(
+                [
+                    sys.executable,
+                    "-m",
+                    "grader",
+                    "grade-all",
+                    str(submissions),
+                    "--out",
+                    str(tmp / f"out-{mode}"),
+                    "--jobs",
+                    str(args.jobs),
+                    "--gpu",
+                    "off",
+                    *(extra or ["--practice"]),
+                ]
+            )
+            print(
+                f"grade-all {args.class_size} submissions, {mode}, --jobs {args.jobs}: {elapsed:.1f} s = "
+                f"{60 * args.class_size / elapsed:.1f} submissions per minute"
+            )
         gradescope_run(tmp, secret)
 
 

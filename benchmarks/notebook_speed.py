@@ -26,8 +26,7 @@ sys.path.insert(0, str(ROOT))
 
 from coursekit.course import MODULES
 from grader import notebook as nb
-from tests.nbcourse import (cell_scores, make_course, nbgrader, release_notebook,
-                            submit)
+from tests.nbcourse import cell_scores, make_course, nbgrader, release_notebook, submit
 
 
 def main() -> None:
@@ -35,12 +34,14 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
     print(f"{os.cpu_count()} cores, root={os.geteuid() == 0}, python {sys.version.split()[0]}")
-    modules = {m: (ROOT / "solutions" / f"{m}.py").read_text() for m in MODULES
-               if (ROOT / "solutions" / f"{m}.py").exists()}
+    modules = {
+        m: (ROOT / "solutions" / f"{m}.py").read_text() for m in MODULES if (ROOT / "solutions" / f"{m}.py").exists()
+    }
     with tempfile.TemporaryDirectory() as tmp:
         secret = Path(tmp) / "secret"
-        subprocess.run([sys.executable, "-m", "grader", "secret", "new", str(secret)], cwd=ROOT,
-                       check=True, capture_output=True)
+        subprocess.run(
+            [sys.executable, "-m", "grader", "secret", "new", str(secret)], cwd=ROOT, check=True, capture_output=True
+        )
         official = {"LAUNCH_TAX_SECRET_FILE": str(secret), "LAUNCH_TAX_PRACTICE": "0"}
         root = make_course(Path(tmp) / "course")
         nbgrader(root, "generate_assignment", nb.ASSIGNMENT)
@@ -54,17 +55,34 @@ def main() -> None:
             start = time.perf_counter()
             nbgrader(root, "autograde", nb.ASSIGNMENT, "--student", student, env=official)
             theirs.append(time.perf_counter() - start)
-            auto = sum(a or 0 for name, (a, _) in cell_scores(root, student).items()
-                       if name.startswith("test_"))
+            auto = sum(a or 0 for name, (a, _) in cell_scores(root, student).items() if name.startswith("test_"))
             start = time.perf_counter()
-            subprocess.run([sys.executable, "-m", "grader", "grade", str(notebook), "--gpu", "off",
-                            "--json", str(Path(tmp) / "r.json"), "--secret-file", str(secret)],
-                           cwd=ROOT, check=True, capture_output=True, text=True)
+            subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "grader",
+                    "grade",
+                    str(notebook),
+                    "--gpu",
+                    "off",
+                    "--json",
+                    str(Path(tmp) / "r.json"),
+                    "--secret-file",
+                    str(secret),
+                ],
+                cwd=ROOT,
+                check=True,
+                capture_output=True,
+                text=True,
+            )
             ours.append(time.perf_counter() - start)
             score = json.loads((Path(tmp) / "r.json").read_text())["score"]
     for label, times, points in (("nbgrader autograde", theirs, auto), ("python -m grader grade", ours, score)):
-        print(f"{label:24} {min(times):5.1f} s best of {len(times)} (median "
-              f"{sorted(times)[len(times) // 2]:.1f} s), {points:g} automatic points")
+        print(
+            f"{label:24} {min(times):5.1f} s best of {len(times)} (median "
+            f"{sorted(times)[len(times) // 2]:.1f} s), {points:g} automatic points"
+        )
     print(f"autograde / grade: {min(theirs) / min(ours):.2f} (best of each)")
 
 

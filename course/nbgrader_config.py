@@ -14,13 +14,18 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [REPO, os.environ.get("PYTHONPATH")]))
 
-from nbgrader.preprocessors import (CheckCellMetadata, ClearHiddenTests, ClearOutput,
-                                    DeduplicateIds, GetGrades, OverwriteCells,
-                                    OverwriteKernelspec)
+from nbgrader.preprocessors import (
+    CheckCellMetadata,
+    ClearHiddenTests,
+    ClearOutput,
+    DeduplicateIds,
+    GetGrades,
+    OverwriteCells,
+    OverwriteKernelspec,
+)
 from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor
 
-from grader.nbgrader_bridge import (DropAutograderCells, OnlyAnswerFiles,
-                                    RestoreMissingCells, refuse_without_secret)
+from grader.nbgrader_bridge import DropAutograderCells, OnlyAnswerFiles, RestoreMissingCells, refuse_without_secret
 
 # `nbgrader autograde` grades officially: without LAUNCH_TAX_SECRET_FILE it stops here, saying how
 # to make and pass the secret (LAUNCH_TAX_PRACTICE=1 grades with the practice inputs instead).
@@ -39,14 +44,31 @@ c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE"}
 # set-up cell and, as an empty placeholder, a deleted answer cell. Student-added code cells are
 # not run; answer cells only write their module file.
 c.OverwriteCells.add_missing_cells = True
-c.Autograde.sanitize_preprocessors = [ClearOutput, DeduplicateIds, OverwriteKernelspec,
-                                      RestoreMissingCells, OverwriteCells, OnlyAnswerFiles,
-                                      CheckCellMetadata]
+c.Autograde.sanitize_preprocessors = [
+    ClearOutput,
+    DeduplicateIds,
+    OverwriteKernelspec,
+    RestoreMissingCells,
+    OverwriteCells,
+    OnlyAnswerFiles,
+    CheckCellMetadata,
+]
 
 # Files a student hands in next to the notebook are never copied into the grading folder if the
 # kernel could import them ahead of the installed packages (a forged `grader/` or `torch.py`).
-c.CourseDirectory.ignore = [".ipynb_checkpoints", "*.pyc", "__pycache__", "feedback",
-                            "*.py", "*.pyw", "*.pyd", "*.so", "*.pth", "*.zip", "*.egg"]
+c.CourseDirectory.ignore = [
+    ".ipynb_checkpoints",
+    "*.pyc",
+    "__pycache__",
+    "feedback",
+    "*.py",
+    "*.pyw",
+    "*.pyd",
+    "*.so",
+    "*.pth",
+    "*.zip",
+    "*.egg",
+]
 
 # Each exercise's checks run in a worker with this limit (seconds). A worker that times out is
 # tried once more with twice the time (load is not a wrong answer), and a cell also pays for the
@@ -57,5 +79,4 @@ c.Execute.timeout = 3 * int(float(os.environ["LAUNCH_TAX_CHECK_TIMEOUT"])) + 60
 
 # Feedback shows the graded notebook without the hidden tests' code and without the cell the
 # autograder added (it grades every exercise at once: grader/nbgrader_bridge.py).
-c.GenerateFeedback.preprocessors = [GetGrades, DropAutograderCells, ClearHiddenTests,
-                                    CSSHTMLHeaderPreprocessor]
+c.GenerateFeedback.preprocessors = [GetGrades, DropAutograderCells, ClearHiddenTests, CSSHTMLHeaderPreprocessor]

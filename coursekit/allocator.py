@@ -67,14 +67,18 @@ def end_failed_capture(pool: Any, device: int | None = None, *, bindings: Any = 
             return "no CUDA"
         bindings = torch._C
     if pool is None:
-        raise ValueError("pool: expected the id of the pool the failed capture used "
-                         "(capture into torch.cuda.graph_pool_handle() when none is given), got None")
+        raise ValueError(
+            "pool: expected the id of the pool the failed capture used "
+            "(capture into torch.cuda.graph_pool_handle() when none is given), got None"
+        )
     chosen = end_pool_call(torch.__version__)
     other = OLD_CALL if chosen == NEW_CALL else NEW_CALL
     end = getattr(bindings, chosen, None) or getattr(bindings, other, None)
     if end is None:
-        raise RuntimeError(f"end_failed_capture: this torch ({torch.__version__}) has neither "
-                           f"torch._C.{NEW_CALL} nor torch._C.{OLD_CALL}")
+        raise RuntimeError(
+            f"end_failed_capture: this torch ({torch.__version__}) has neither "
+            f"torch._C.{NEW_CALL} nor torch._C.{OLD_CALL}"
+        )
     if device is None:
         device = torch.cuda.current_device()
     try:

@@ -27,8 +27,23 @@ from typing import Iterable
 
 import torch
 
-__all__ = ["count", "counts", "decode_requests", "flag", "function", "index_rows", "instance", "same_length",
-           "inputs_like", "need_cuda", "number", "numbers", "one_of", "tensor", "tensors"]
+__all__ = [
+    "count",
+    "counts",
+    "decode_requests",
+    "flag",
+    "function",
+    "index_rows",
+    "instance",
+    "same_length",
+    "inputs_like",
+    "need_cuda",
+    "number",
+    "numbers",
+    "one_of",
+    "tensor",
+    "tensors",
+]
 
 
 def number(name: str, value: object, *, at_least: float = 0.0, above: float | None = None) -> float:
@@ -61,8 +76,9 @@ def count(name: str, value: object, *, at_least: int = 0, at_most: int | None = 
     return _whole(name, value, at_least, at_most, among=False)
 
 
-def counts(name: str, values: Iterable[object], *, at_least: int = 0, at_most: int | None = None,
-           nonempty: bool = False) -> list[int]:
+def counts(
+    name: str, values: Iterable[object], *, at_least: int = 0, at_most: int | None = None, nonempty: bool = False
+) -> list[int]:
     """Every item of ``values`` checked by ``count``, as a list in the order read (``values`` is
     read once: a generator works); errors name ``name`` itself. ``nonempty=True``: no items ->
     ``ValueError`` naming ``name``."""
@@ -77,8 +93,10 @@ def _whole(name: str, value: object, at_least: int, at_most: int | None, among: 
     kind, got = ("ints", f"got {value!r} among them") if among else ("an int", f"got {value!r}")
     if isinstance(value, bool) or not isinstance(value, int):
         floor = "" if among else f" >= {at_least}"
-        raise ValueError(f"{name}: expected {kind}{floor} (not {'bools' if among else 'a bool'}, "
-                         f"not {'floats' if among else 'a float'}), {got}")
+        raise ValueError(
+            f"{name}: expected {kind}{floor} (not {'bools' if among else 'a bool'}, "
+            f"not {'floats' if among else 'a float'}), {got}"
+        )
     if value < at_least or (at_most is not None and value > at_most):
         bounds = f">= {at_least}" if at_most is None else f"in {at_least}..{at_most}"
         raise ValueError(f"{name}: expected {kind} {bounds}, {got}")
@@ -124,8 +142,9 @@ def same_length(first: str, a: object, second: str, b: object) -> None:
         raise ValueError(f"{first} and {second}: expected the same length, got {len(a)} and {len(b)}")
 
 
-def decode_requests(prompts: object, max_new_tokens: object, *, max_seqs: int,
-                    max_seq_len: int) -> tuple[list[list[int]], list[int]]:
+def decode_requests(
+    prompts: object, max_new_tokens: object, *, max_seqs: int, max_seq_len: int
+) -> tuple[list[list[int]], list[int]]:
     """A batch of generation requests as ``(prompts, counts)``: the prompts as a list of lists
     (read once), and one count of new tokens per prompt (an int ``max_new_tokens`` is every
     prompt's). ``ValueError`` naming ``prompts`` for none or more than ``max_seqs`` prompts (one
@@ -142,18 +161,29 @@ def decode_requests(prompts: object, max_new_tokens: object, *, max_seqs: int,
         max_new_tokens = [max_new_tokens] * len(prompts)
     counts_ = counts("max_new_tokens", max_new_tokens, at_least=1)
     if len(counts_) != len(prompts):
-        raise ValueError(f"max_new_tokens: expected an int or one count per prompt ({len(prompts)}), "
-                         f"got {len(counts_)} counts")
+        raise ValueError(
+            f"max_new_tokens: expected an int or one count per prompt ({len(prompts)}), got {len(counts_)} counts"
+        )
     for i, (p, m) in enumerate(zip(prompts, counts_)):
         if len(p) + m - 1 > max_seq_len:
-            raise ValueError(f"max_new_tokens: prompt {i} ({len(p)} tokens) plus {m} new tokens does not "
-                             f"fit max_seq_len = {max_seq_len}")
+            raise ValueError(
+                f"max_new_tokens: prompt {i} ({len(p)} tokens) plus {m} new tokens does not "
+                f"fit max_seq_len = {max_seq_len}"
+            )
     return prompts, counts_
 
 
-def tensor(name: str, value: object, *, shape: tuple | None = None, row_shape: tuple | None = None,
-           min_dim: int = 0, min_rows: int = 0, dtype: torch.dtype | None = None,
-           device: torch.device | str | None = None) -> torch.Tensor:
+def tensor(
+    name: str,
+    value: object,
+    *,
+    shape: tuple | None = None,
+    row_shape: tuple | None = None,
+    min_dim: int = 0,
+    min_rows: int = 0,
+    dtype: torch.dtype | None = None,
+    device: torch.device | str | None = None,
+) -> torch.Tensor:
     """``value`` itself when it is a ``torch.Tensor`` with, for each one given, exactly ``shape``;
     rows of exactly ``row_shape`` (``value.shape[1:]``; the same shape, not merely as many
     elements); at least ``min_dim`` dimensions and ``min_rows`` rows; ``dtype``; and a place on
@@ -162,13 +192,15 @@ def tensor(name: str, value: object, *, shape: tuple | None = None, row_shape: t
     if not isinstance(value, torch.Tensor):
         raise ValueError(f"{name}: expected a torch.Tensor, got {type(value).__name__}")
     if value.dim() < min_dim:
-        raise ValueError(f"{name}: expected a tensor of at least {min_dim} dimension(s), got shape "
-                         f"{tuple(value.shape)}")
+        raise ValueError(
+            f"{name}: expected a tensor of at least {min_dim} dimension(s), got shape {tuple(value.shape)}"
+        )
     if shape is not None and tuple(value.shape) != tuple(shape):
         raise ValueError(f"{name}: expected shape {tuple(shape)}, got {tuple(value.shape)}")
     if row_shape is not None and (value.dim() < 1 or tuple(value.shape[1:]) != tuple(row_shape)):
-        raise ValueError(f"{name}: expected rows of shape {tuple(row_shape)}, got a tensor of shape "
-                         f"{tuple(value.shape)}")
+        raise ValueError(
+            f"{name}: expected rows of shape {tuple(row_shape)}, got a tensor of shape {tuple(value.shape)}"
+        )
     if min_rows and (value.dim() < 1 or len(value) < min_rows):
         raise ValueError(f"{name}: expected at least {min_rows} row(s), got shape {tuple(value.shape)}")
     if dtype is not None and value.dtype != dtype:
@@ -194,12 +226,15 @@ def inputs_like(name: str, values: tuple, like: tuple) -> tuple[torch.Tensor, ..
     ``name[i]``."""
     if len(values) != len(like):
         raise TypeError(f"{name}: expected {len(like)} inputs, got {len(values)}")
-    return tuple(tensor(f"{name}[{i}]", v, shape=tuple(t.shape), dtype=t.dtype, device=t.device)
-                 for i, (v, t) in enumerate(zip(values, like)))
+    return tuple(
+        tensor(f"{name}[{i}]", v, shape=tuple(t.shape), dtype=t.dtype, device=t.device)
+        for i, (v, t) in enumerate(zip(values, like))
+    )
 
 
-def index_rows(name: str, value: object, *, device: torch.device | str, rows: int | None = None,
-               high: int | None = None) -> int:
+def index_rows(
+    name: str, value: object, *, device: torch.device | str, rows: int | None = None, high: int | None = None
+) -> int:
     """The length of ``value``, a 1-D int64 tensor of at least one row on ``device``: of exactly
     ``rows`` rows when given (``ValueError`` naming ``name``: the lengths must match), with every
     value in ``0..high`` when ``high`` is given and the tensor is on the CPU (on CUDA the values
@@ -230,8 +265,7 @@ def need_cuda(what: str) -> None:
     """``RuntimeError`` saying that ``what`` needs a CUDA device, when torch sees none (not a
     ``ValueError``: no argument is wrong)."""
     if not torch.cuda.is_available():
-        raise RuntimeError(f"{what} needs a CUDA device, and torch sees none "
-                           "(torch.cuda.is_available() is False)")
+        raise RuntimeError(f"{what} needs a CUDA device, and torch sees none (torch.cuda.is_available() is False)")
 
 
 def _items(name: str, values: Iterable[object]) -> list[object]:

@@ -27,8 +27,7 @@ def without_cuda() -> Iterator[None]:
         torch.cuda.is_available, torch.cuda.device_count = saved
 
 
-def check_close(got: Any, expected: float, what: str, rule: str, rel: float = 1e-12,
-                abs_: float = 1e-12) -> None:
+def check_close(got: Any, expected: float, what: str, rule: str, rel: float = 1e-12, abs_: float = 1e-12) -> None:
     """``got`` is a real number within ``rel``/``abs_`` of ``expected``."""
     if isinstance(got, bool) or not isinstance(got, (int, float)):
         raise AssertionError(f"{what}: expected a number, got {type(got).__name__} {got!r}")
@@ -42,8 +41,9 @@ def names_argument(message: str, name: str) -> bool:
     return re.search(rf"(?<!\w){re.escape(name)}(?!\w)", message) is not None
 
 
-def check_rejects(call: Callable[[], Any], argument: str | tuple[str, ...], rule: str,
-                  error: type[Exception] = ValueError) -> None:
+def check_rejects(
+    call: Callable[[], Any], argument: str | tuple[str, ...], rule: str, error: type[Exception] = ValueError
+) -> None:
     """``call()`` raises ``error`` with a message that names ``argument`` (or one of several).
 
     A ``NotImplementedError`` passes through untouched, so an unfinished stub says so."""
@@ -62,11 +62,9 @@ def check_rejects(call: Callable[[], Any], argument: str | tuple[str, ...], rule
         return
     except Exception as exc:  # noqa: BLE001 - report whatever came instead
         raise AssertionError(
-            f"expected {error.__name__} naming {argument}, got {type(exc).__name__}: {exc}\n"
-            f"  rule: {rule}"
+            f"expected {error.__name__} naming {argument}, got {type(exc).__name__}: {exc}\n  rule: {rule}"
         ) from exc
-    raise AssertionError(f"expected {error.__name__} naming {argument}, nothing was raised\n"
-                         f"  rule: {rule}")
+    raise AssertionError(f"expected {error.__name__} naming {argument}, nothing was raised\n  rule: {rule}")
 
 
 def says_cuda_is_needed(message: str) -> bool:
@@ -91,7 +89,8 @@ def check_says_cuda_is_needed(call: Callable[[], Any], what: str) -> None:
         if isinstance(exc, ValueError):
             raise AssertionError(
                 f"{what} without CUDA raised {type(exc).__name__}, which is a ValueError too: "
-                "the missing GPU is not a bad argument; raise a plain RuntimeError") from None
+                "the missing GPU is not a bad argument; raise a plain RuntimeError"
+            ) from None
         if not says_cuda_is_needed(str(exc)):
             raise AssertionError(
                 f"{what} without CUDA raised RuntimeError({str(exc)[:300]!r}); expected a message "
@@ -195,7 +194,7 @@ class ChainWatch:
     @property
     def warmed_up_on_a_side_stream(self) -> bool:
         """Whether a call ran on a side stream, outside a capture, before the first captured one."""
-        before = self.calls[:next((i for i, (_, c) in enumerate(self.calls) if c), 0)]
+        before = self.calls[: next((i for i, (_, c) in enumerate(self.calls) if c), 0)]
         return any(side and not capturing for side, capturing in before)
 
 
@@ -255,7 +254,8 @@ def check_timer_mean(got: Any, calls: TimedCalls, iters: int, what: str) -> None
             f"call) and {high:.4g} ms (from the end of the warm-up to the return, per call), got "
             f"{got!r}\n  rule: time only the `iters` calls after the warm-up, with a monotonic "
             "clock (time.perf_counter), divide by iters, report milliseconds (below: seconds, or "
-            "a CPU-time clock? above: a total, the warm-up timed, or the wall clock?)")
+            "a CPU-time clock? above: a total, the warm-up timed, or the wall clock?)"
+        )
 
 
 def run_as_script(impl, module: str) -> str:
@@ -266,15 +266,17 @@ def run_as_script(impl, module: str) -> str:
     if impl.label in NAMED:
         cmd = [sys.executable, "-m", f"{impl.label}.{module}"]
     else:
-        cmd = [sys.executable, "-c",
-               "import runpy, sys; from coursekit.impl import Implementation; "
-               "p = Implementation(sys.argv[1]); "
-               f"runpy.run_module(p.qualified({module!r}), run_name='__main__')", str(impl.folder)]
+        cmd = [
+            sys.executable,
+            "-c",
+            "import runpy, sys; from coursekit.impl import Implementation; "
+            "p = Implementation(sys.argv[1]); "
+            f"runpy.run_module(p.qualified({module!r}), run_name='__main__')",
+            str(impl.folder),
+        ]
     env = dict(os.environ, PYTHONIOENCODING="utf-8", PYTHONPATH=str(REPO_ROOT))
     run = subprocess.run(cmd, cwd=REPO_ROOT, env=env, capture_output=True, timeout=120)
     assert run.returncode == 0, (
-        f"`python -m ...{module}` exited with {run.returncode}:\n"
-        f"{run.stderr.decode('utf-8', 'replace')[-1500:]}"
+        f"`python -m ...{module}` exited with {run.returncode}:\n{run.stderr.decode('utf-8', 'replace')[-1500:]}"
     )
     return run.stdout.decode("utf-8", "replace")
-

@@ -22,7 +22,6 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 NAMED = ("exercises", "solutions")
 
 
-
 class ModuleNotInSubmission(ImportError):
     """The implementation folder has no file for an exercise module."""
 
@@ -38,11 +37,11 @@ def _import_from_repo(name: str, folder: Path) -> None:
     if existing is not None:
         where = Path(getattr(existing, "__file__", "") or ".").resolve().parent
         if where != folder:
-            raise ValueError(f"impl: a package {name!r} is already imported from {where}, "
-                             f"not from {folder}")
+            raise ValueError(f"impl: a package {name!r} is already imported from {where}, not from {folder}")
         return
     spec = importlib.util.spec_from_file_location(
-        name, folder / "__init__.py", submodule_search_locations=[str(folder)])
+        name, folder / "__init__.py", submodule_search_locations=[str(folder)]
+    )
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
     try:
@@ -87,18 +86,14 @@ class Implementation:
     def module(self, name: str) -> ModuleType:
         """Import ``name`` from this implementation, with errors a student can act on."""
         if not self.has(name):
-            raise ModuleNotInSubmission(
-                f"module {name!r} not in submission: no {name}.py in {self.folder}"
-            )
+            raise ModuleNotInSubmission(f"module {name!r} not in submission: no {name}.py in {self.folder}")
         qualified = f"{self.package}.{name}"
         try:
             return importlib.import_module(qualified)
         except Exception as exc:  # noqa: BLE001 - any import failure is the student's to fix
             sys.modules.pop(qualified, None)
             detail = "".join(traceback.format_exception(exc)).rstrip()
-            raise ModuleFailedToImport(
-                f"module {name!r} from {self.folder} failed to import:\n{detail}"
-            ) from exc
+            raise ModuleFailedToImport(f"module {name!r} from {self.folder} failed to import:\n{detail}") from exc
 
     def qualified(self, name: str) -> str:
         return f"{self.package}.{name}"

@@ -46,20 +46,28 @@ def tradeoff_figures(implied_launch_us, cpu_bound_launch_us, kv_bytes_per_token,
     lines = []
     for batch, step in sorted(decode.items()):
         additive, cpu_bound = implied_launch_us(step["eager_ms"], step["graph_ms"], step["kernels"])
-        lines.append(f"H200 7B decode, batch {batch}: {step['kernels']} kernels, eager "
-                     f"{step['eager_ms']:.1f} ms, graph {step['graph_ms']:.2f} ms -> tau "
-                     f"{additive:.1f} us if additive, {cpu_bound:.1f} us if CPU-bound")
+        lines.append(
+            f"H200 7B decode, batch {batch}: {step['kernels']} kernels, eager "
+            f"{step['eager_ms']:.1f} ms, graph {step['graph_ms']:.2f} ms -> tau "
+            f"{additive:.1f} us if additive, {cpu_bound:.1f} us if CPU-bound"
+        )
     one = decode[1]
     mean_kernel_us = one["graph_ms"] * 1e3 / one["kernels"]
     tau_star = cpu_bound_launch_us([mean_kernel_us] * one["kernels"])
-    lines.append(f"its {one['kernels']} kernels average {mean_kernel_us:.2f} us on the GPU: the step is "
-                 f"CPU-bound for any tau above {tau_star:.2f} us")
+    lines.append(
+        f"its {one['kernels']} kernels average {mean_kernel_us:.2f} us on the GPU: the step is "
+        f"CPU-bound for any tau above {tau_star:.2f} us"
+    )
     per_token = kv_bytes_per_token(**QWEN25_7B_KV)
     lines.append(f"Qwen2.5-7B (bf16): {per_token} bytes of KV cache per token ({per_token / 1024:g} KiB)")
-    lines.append(f"  V1 runner: 1 GiB of graphs forgoes {kv_tokens_forgone(1024**3, per_token, runner='v1')} tokens "
-                 "(its graph estimate is taken out of the KV cache)")
-    lines.append(f"  V2 runner: 1 GiB of graphs forgoes {kv_tokens_forgone(1024**3, per_token, runner='v2')} tokens "
-                 "(the KV cache is sized first; the graphs use the headroom)")
+    lines.append(
+        f"  V1 runner: 1 GiB of graphs forgoes {kv_tokens_forgone(1024**3, per_token, runner='v1')} tokens "
+        "(its graph estimate is taken out of the KV cache)"
+    )
+    lines.append(
+        f"  V2 runner: 1 GiB of graphs forgoes {kv_tokens_forgone(1024**3, per_token, runner='v2')} tokens "
+        "(the KV cache is sized first; the graphs use the headroom)"
+    )
     return "\n".join(lines)
 
 

@@ -92,9 +92,13 @@ def triton_version(import_triton: Callable[[], object] = _import_triton) -> tupl
     return str(getattr(module, "__version__", "unknown version")), None
 
 
-def triton_problems(*, env: Mapping[str, str] | None = None, include_dir: str | None = None,
-                    ldconfig: str | None = None,
-                    import_triton: Callable[[], object] = _import_triton) -> list[str]:
+def triton_problems(
+    *,
+    env: Mapping[str, str] | None = None,
+    include_dir: str | None = None,
+    ldconfig: str | None = None,
+    import_triton: Callable[[], object] = _import_triton,
+) -> list[str]:
     """Everything that would stop Triton (so ``torch.compile`` on CUDA) on this machine, one
     short sentence each, whether or not there is a GPU; [] when nothing is missing."""
     problems = []
@@ -103,15 +107,22 @@ def triton_problems(*, env: Mapping[str, str] | None = None, include_dir: str | 
         if env_.get("CC"):
             problems.append(f"no C compiler: CC={env_['CC']!r} is not on PATH")
         else:
-            hint = " (there is a `cc`: set CC=cc)" if shutil.which("cc", path=env_.get("PATH", "")) else \
-                " (install gcc, e.g. apt-get install gcc, or set CC)"
+            hint = (
+                " (there is a `cc`: set CC=cc)"
+                if shutil.which("cc", path=env_.get("PATH", ""))
+                else " (install gcc, e.g. apt-get install gcc, or set CC)"
+            )
             problems.append(f"no C compiler: Triton looks for $CC, gcc or clang on PATH{hint}")
     if python_header(include_dir) is None:
-        problems.append(f"no Python.h in {include_dir or python_include_dir()} (install the Python "
-                        "headers, e.g. apt-get install python3-dev)")
+        problems.append(
+            f"no Python.h in {include_dir or python_include_dir()} (install the Python "
+            "headers, e.g. apt-get install python3-dev)"
+        )
     if libcuda_dir(env, ldconfig) is None:
-        problems.append("libcuda.so.1 not found in `ldconfig -p` or LD_LIBRARY_PATH (the NVIDIA "
-                        "driver's library; set TRITON_LIBCUDA_PATH to its folder)")
+        problems.append(
+            "libcuda.so.1 not found in `ldconfig -p` or LD_LIBRARY_PATH (the NVIDIA "
+            "driver's library; set TRITON_LIBCUDA_PATH to its folder)"
+        )
     version, error = triton_version(import_triton)
     if version is None:
         problems.append(f"triton cannot be imported ({error}); CUDA builds of torch install it")
@@ -144,9 +155,13 @@ def cpu_compile_problem(env: Mapping[str, str] | None = None, include_dir: str |
     problems = []
     cxx = env.get("CXX") or "g++"
     if shutil.which(cxx, path=env.get("PATH", "")) is None:
-        problems.append(f"no C++ compiler: inductor looks for $CXX or g++ on PATH, and {cxx!r} is not there "
-                        "(install g++, e.g. apt-get install g++, or set CXX)")
+        problems.append(
+            f"no C++ compiler: inductor looks for $CXX or g++ on PATH, and {cxx!r} is not there "
+            "(install g++, e.g. apt-get install g++, or set CXX)"
+        )
     if python_header(include_dir) is None:
-        problems.append(f"no Python.h in {include_dir or python_include_dir()} (install the Python "
-                        "headers, e.g. apt-get install python3-dev)")
+        problems.append(
+            f"no Python.h in {include_dir or python_include_dir()} (install the Python "
+            "headers, e.g. apt-get install python3-dev)"
+        )
     return "torch.compile cannot build CPU kernels: " + "; ".join(problems) if problems else None

@@ -69,18 +69,14 @@ FORMATS = {
     "kv_cache_memory": ("vllm/v1/worker/gpu_worker.py", "Available KV cache memory"),
     "kv_cache_tokens": ("vllm/v1/core/kv_cache_utils.py", "GPU KV cache size"),
     "max_concurrency": ("vllm/v1/core/kv_cache_utils.py", "Maximum concurrency for"),
-    "graph_memory_estimate": ("vllm/v1/worker/gpu_model_runner.py",
-                              "Estimated CUDA graph memory: %.2f GiB total"),
+    "graph_memory_estimate": ("vllm/v1/worker/gpu_model_runner.py", "Estimated CUDA graph memory: %.2f GiB total"),
     "graph_capture": ("vllm/v1/worker/gpu_model_runner.py", "Graph capturing finished"),
     "graph_capture_v2": ("vllm/v1/worker/gpu/model_runner.py", "Graph capturing finished"),
     "graph_pool_memory": ("vllm/v1/worker/gpu_worker.py", "CUDA graph pool memory"),
-    "graph_capture_skipped": ("vllm/v1/worker/gpu_model_runner.py",
-                              "Skipping CUDA graph capture"),
+    "graph_capture_skipped": ("vllm/v1/worker/gpu_model_runner.py", "Skipping CUDA graph capture"),
     "enforce_eager": ("vllm/config/vllm.py", "Enforce eager set"),
-    "mode_changed_full_and_piecewise": ("vllm/config/compilation.py",
-                                        "; setting cudagraph_mode=FULL_AND_PIECEWISE"),
-    "mode_changed_full_decode_only": ("vllm/config/compilation.py",
-                                      "; setting cudagraph_mode=FULL_DECODE_ONLY"),
+    "mode_changed_full_and_piecewise": ("vllm/config/compilation.py", "; setting cudagraph_mode=FULL_AND_PIECEWISE"),
+    "mode_changed_full_decode_only": ("vllm/config/compilation.py", "; setting cudagraph_mode=FULL_DECODE_ONLY"),
     "mode_changed_piecewise": ("vllm/config/compilation.py", "; setting cudagraph_mode=PIECEWISE"),
     "mode_changed_none": ("vllm/config/compilation.py", "; setting cudagraph_mode=NONE"),
     "engine_config": ("vllm/v1/engine/core.py", "Initializing a V1 LLM engine"),
@@ -134,10 +130,12 @@ def _text(node: ast.AST) -> str | None:
 def version(src: Path) -> str:
     """The version the unpacked wheel says it is (``vllm/_version.py``'s ``__version__``)."""
     for node in ast.walk(_parse(src, "vllm/_version.py")):
-        targets = (node.targets if isinstance(node, ast.Assign) else
-                   [node.target] if isinstance(node, ast.AnnAssign) else [])
-        if (isinstance(getattr(node, "value", None), ast.Constant)
-                and any(getattr(t, "id", "") in ("__version__", "version") for t in targets)):
+        targets = (
+            node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
+        )
+        if isinstance(getattr(node, "value", None), ast.Constant) and any(
+            getattr(t, "id", "") in ("__version__", "version") for t in targets
+        ):
             return str(node.value.value)
     raise NotFound("vllm/_version.py: no __version__")
 
@@ -145,14 +143,12 @@ def version(src: Path) -> str:
 def find_flag(src: Path, relative: str, flag: str) -> dict:
     """The ``add_argument`` call that defines ``flag`` in ``relative``."""
     for node in ast.walk(_parse(src, relative)):
-        if (isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "add_argument"):
-            strings = [a for a in node.args
-                       if isinstance(a, ast.Constant) and isinstance(a.value, str)]
+        if isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "add_argument":
+            strings = [a for a in node.args if isinstance(a, ast.Constant) and isinstance(a.value, str)]
             options = [a.value for a in strings]
             if flag in options:
                 line = strings[options.index(flag)].lineno  # the line that spells the flag
-                return {"file": relative, "line": line, "options": options,
-                        "call": ast.unparse(node)}
+                return {"file": relative, "line": line, "options": options, "call": ast.unparse(node)}
     raise NotFound(f"{flag}: no add_argument({flag!r}, ...) in {relative}")
 
 
@@ -166,8 +162,11 @@ def find_format(src: Path, relative: str, needle: str) -> dict:
         text = _text(node)
         if text is None or needle not in text:
             continue
-        style = "fstring" if isinstance(node, ast.JoinedStr) else (
-            "percent" if re.search(r"%[-.\d]*[sdf]", text) else "plain")
+        style = (
+            "fstring"
+            if isinstance(node, ast.JoinedStr)
+            else ("percent" if re.search(r"%[-.\d]*[sdf]", text) else "plain")
+        )
         found = {"file": relative, "line": node.lineno, "style": style, "text": text}
         call = parents.get(node)
         while call is not None and not isinstance(call, ast.Call):
@@ -184,23 +183,26 @@ def cli(src: Path) -> dict:
     if entry.is_file():
         for number, line in enumerate(entry.read_text(encoding="utf-8").splitlines(), 1):
             if line.replace(" ", "").startswith("vllm=vllm."):
-                script = {"file": entry.relative_to(src).as_posix(), "line": number,
-                          "text": line.strip()}
+                script = {"file": entry.relative_to(src).as_posix(), "line": number, "text": line.strip()}
     if script is None:
-        raise NotFound("entry_points.txt: no 'vllm = ...' console script (is the dist-info "
-                       "folder beside the vllm package?)")
+        raise NotFound(
+            "entry_points.txt: no 'vllm = ...' console script (is the dist-info folder beside the vllm package?)"
+        )
     subcommands = {}
-    for word, relative in (("bench", "vllm/entrypoints/cli/benchmark/main.py"),
-                           ("latency", "vllm/entrypoints/cli/benchmark/latency.py")):
+    for word, relative in (
+        ("bench", "vllm/entrypoints/cli/benchmark/main.py"),
+        ("latency", "vllm/entrypoints/cli/benchmark/latency.py"),
+    ):
         for node in ast.walk(_parse(src, relative)):
-            if (isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "") == "name"
-                    and getattr(node.value, "value", None) == word):
-                subcommands[word] = {"file": relative, "line": node.lineno,
-                                     "text": ast.unparse(node)}
+            if (
+                isinstance(node, ast.Assign)
+                and getattr(node.targets[0], "id", "") == "name"
+                and getattr(node.value, "value", None) == word
+            ):
+                subcommands[word] = {"file": relative, "line": node.lineno, "text": ast.unparse(node)}
         if word not in subcommands:
             raise NotFound(f"{relative}: no subcommand name = {word!r}")
-    return {"console_script": script, "subcommands": subcommands,
-            "command": ["vllm", "bench", "latency"]}
+    return {"console_script": script, "subcommands": subcommands, "command": ["vllm", "bench", "latency"]}
 
 
 def cudagraph_modes(src: Path) -> dict:
@@ -211,26 +213,21 @@ def cudagraph_modes(src: Path) -> dict:
         if isinstance(node, ast.ClassDef) and node.name == "CUDAGraphMode":
             for item in node.body:
                 if isinstance(item, ast.Assign) and isinstance(item.targets[0], ast.Name):
-                    members[item.targets[0].id] = {"line": item.lineno,
-                                                   "value": ast.unparse(item.value)}
-        if (isinstance(node, ast.AnnAssign) and getattr(node.target, "id", "") == "cudagraph_mode"
-                and field is None):
+                    members[item.targets[0].id] = {"line": item.lineno, "value": ast.unparse(item.value)}
+        if isinstance(node, ast.AnnAssign) and getattr(node.target, "id", "") == "cudagraph_mode" and field is None:
             field = {"line": node.lineno, "text": ast.unparse(node)}
         if isinstance(node, ast.FunctionDef) and node.name == "validate_cudagraph_mode_before":
             parser = {"line": node.lineno, "text": ast.unparse(node)}
     if not members or field is None or parser is None:
-        raise NotFound(f"{relative}: CUDAGraphMode, its cudagraph_mode field or its string "
-                       "validator is missing")
-    return {"file": relative, "members": members, "field": field, "from_string": parser,
-            "json_key": "cudagraph_mode"}
+        raise NotFound(f"{relative}: CUDAGraphMode, its cudagraph_mode field or its string validator is missing")
+    return {"file": relative, "members": members, "field": field, "from_string": parser, "json_key": "cudagraph_mode"}
 
 
 def log_prefix(src: Path) -> dict:
     relative = "vllm/logger.py"
     found = {"file": relative}
     for node in ast.walk(_parse(src, relative)):
-        if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "") in (
-                "_FORMAT", "_DATE_FORMAT"):
+        if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "") in ("_FORMAT", "_DATE_FORMAT"):
             key = "format" if node.targets[0].id == "_FORMAT" else "date_format"
             found[key] = _text(node.value)
             found[key + "_line"] = node.lineno
@@ -241,11 +238,13 @@ def log_prefix(src: Path) -> dict:
 
 def latency_json(src: Path) -> dict:
     for node in ast.walk(_parse(src, LATENCY)):
-        if (isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "") == "results"
-                and isinstance(node.value, ast.Dict)):
+        if (
+            isinstance(node, ast.Assign)
+            and getattr(node.targets[0], "id", "") == "results"
+            and isinstance(node.value, ast.Dict)
+        ):
             keys = [k.value for k in node.value.keys if isinstance(k, ast.Constant)]
-            found = {"file": LATENCY, "line": node.lineno, "keys": keys,
-                     "text": ast.unparse(node)}
+            found = {"file": LATENCY, "line": node.lineno, "keys": keys, "text": ast.unparse(node)}
     for node in ast.walk(_parse(src, LATENCY)):
         if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "") == "percentages":
             found["percentiles"] = ast.literal_eval(node.value)
@@ -258,8 +257,9 @@ def latency_json(src: Path) -> dict:
 def record(src) -> dict:
     src = Path(src)
     if not (src / "vllm" / "__init__.py").is_file():
-        raise NotFound(f"SRC: expected the folder that holds the unpacked vllm package "
-                       f"(SRC/vllm/__init__.py), got {str(src)!r}")
+        raise NotFound(
+            f"SRC: expected the folder that holds the unpacked vllm package (SRC/vllm/__init__.py), got {str(src)!r}"
+        )
     found = version(src)
     if found != VLLM_VERSION:
         raise NotFound(f"SRC: this records vLLM {VLLM_VERSION}; {src} holds vLLM {found}")
@@ -274,8 +274,7 @@ def record(src) -> dict:
         "flags": {flag: find_flag(src, relative, flag) for flag, relative in FLAGS.items()},
         "cudagraph_modes": cudagraph_modes(src),
         "log_prefix": log_prefix(src),
-        "formats": {key: find_format(src, relative, needle)
-                    for key, (relative, needle) in FORMATS.items()},
+        "formats": {key: find_format(src, relative, needle) for key, (relative, needle) in FORMATS.items()},
         "latency_json": latency_json(src),
     }
 
@@ -283,13 +282,14 @@ def record(src) -> dict:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m coursekit.record_vllm_formats",
-        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("src", metavar="SRC",
-                        help="the folder that holds vLLM 0.26.0's unpacked vllm package")
-    parser.add_argument("--out", default=str(DEFAULT_OUT),
-                        help="the JSON to write (default: %(default)s)")
-    parser.add_argument("--check", action="store_true",
-                        help="compare with --out instead of writing it; exit 1 if they differ")
+        description=__doc__.split("\n\n")[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("src", metavar="SRC", help="the folder that holds vLLM 0.26.0's unpacked vllm package")
+    parser.add_argument("--out", default=str(DEFAULT_OUT), help="the JSON to write (default: %(default)s)")
+    parser.add_argument(
+        "--check", action="store_true", help="compare with --out instead of writing it; exit 1 if they differ"
+    )
     args = parser.parse_args(argv)
     try:
         data = record(args.src)
@@ -303,8 +303,7 @@ def main(argv=None) -> int:
         print(f"{out}: {'matches' if same else 'DIFFERS from'} {args.src}")
         return 0 if same else 1
     out.write_text(json.dumps(data, indent=1, ensure_ascii=True) + "\n", encoding="ascii")
-    print(f"wrote {out}: {len(data['flags'])} flags, {len(data['formats'])} log formats "
-          f"(vLLM {data['vllm_version']})")
+    print(f"wrote {out}: {len(data['flags'])} flags, {len(data['formats'])} log formats (vLLM {data['vllm_version']})")
     return 0
 
 

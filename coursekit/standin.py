@@ -160,11 +160,11 @@ class RecordingCapture:
         self.capture = capture
         self.calls: list[dict] = []
 
-    def __call__(self, fn: Callable, *static_inputs: torch.Tensor, warmup_iters: int = 3,
-                 pool: Any = None) -> CapturedGraph:
+    def __call__(
+        self, fn: Callable, *static_inputs: torch.Tensor, warmup_iters: int = 3, pool: Any = None
+    ) -> CapturedGraph:
         graph = self.capture(fn, *static_inputs, warmup_iters=warmup_iters, pool=pool)
-        self.calls.append(dict(fn=fn, inputs=static_inputs, warmup_iters=warmup_iters, pool=pool,
-                               graph=graph))
+        self.calls.append(dict(fn=fn, inputs=static_inputs, warmup_iters=warmup_iters, pool=pool, graph=graph))
         return graph
 
 
@@ -189,5 +189,4 @@ class RecordingCompiler:
     def captured(self, capture: RecordingCapture) -> list[str]:
         """For each capture ``capture`` recorded, in order: "compiled" when it captured a function
         this compiler returned, "as written" otherwise."""
-        return ["compiled" if any(call["fn"] is made for made in self.made) else "as written"
-                for call in capture.calls]
+        return ["compiled" if any(call["fn"] is made for made in self.made) else "as written" for call in capture.calls]

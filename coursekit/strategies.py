@@ -22,16 +22,19 @@ _common = dict(
 )
 settings.register_profile("dev", max_examples=40, **_common)
 settings.register_profile("ci", max_examples=150, derandomize=True, database=None, **_common)
-settings.register_profile(
-    "grading", max_examples=100, derandomize=True, database=None, print_blob=False, **_common
-)
+settings.register_profile("grading", max_examples=100, derandomize=True, database=None, print_blob=False, **_common)
 # As many examples as a student's default run (dev), but the same ones every time: the course's
 # own sweeps of wrong implementations must reject each one with no more.
 settings.register_profile("sweep", max_examples=40, derandomize=True, database=None, **_common)
 # The sweep's examples without shrinking: which tests a wrong implementation fails, not the
 # smallest example (the staff's record of which check each failing test stands for).
-settings.register_profile("parity", max_examples=40, derandomize=True, database=None,
-                          **{**_common, "phases": [Phase.explicit, Phase.reuse, Phase.generate]})
+settings.register_profile(
+    "parity",
+    max_examples=40,
+    derandomize=True,
+    database=None,
+    **{**_common, "phases": [Phase.explicit, Phase.reuse, Phase.generate]},
+)
 
 
 def default_profile() -> str:

@@ -83,17 +83,25 @@ class ModelConfig:
     seed: int = 0
 
     def __post_init__(self) -> None:
-        for name in ("vocab_size", "hidden_size", "n_layers", "n_heads", "n_kv_heads",
-                     "intermediate_size", "max_seqs", "max_seq_len"):
+        for name in (
+            "vocab_size",
+            "hidden_size",
+            "n_layers",
+            "n_heads",
+            "n_kv_heads",
+            "intermediate_size",
+            "max_seqs",
+            "max_seq_len",
+        ):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name}: expected an int >= 1, got {value!r}")
         if self.hidden_size % self.n_heads or (self.hidden_size // self.n_heads) % 2:
-            raise ValueError(f"hidden_size: expected a multiple of 2 * n_heads = {2 * self.n_heads}, "
-                             f"got {self.hidden_size}")
+            raise ValueError(
+                f"hidden_size: expected a multiple of 2 * n_heads = {2 * self.n_heads}, got {self.hidden_size}"
+            )
         if self.n_heads % self.n_kv_heads:
-            raise ValueError(f"n_kv_heads: expected a divisor of n_heads = {self.n_heads}, "
-                             f"got {self.n_kv_heads}")
+            raise ValueError(f"n_kv_heads: expected a divisor of n_heads = {self.n_heads}, got {self.n_kv_heads}")
 
     @property
     def head_dim(self) -> int:
@@ -103,9 +111,18 @@ class ModelConfig:
     def qwen2_5_7b(cls, **overrides) -> "ModelConfig":
         """Qwen2.5-7B's shapes (28 layers, 28 query and 4 key/value heads of 128, SwiGLU 18944,
         vocabulary 152064, separate lm_head), with random weights."""
-        shapes = dict(vocab_size=152064, hidden_size=3584, n_layers=28, n_heads=28, n_kv_heads=4,
-                      intermediate_size=18944, max_seqs=8, max_seq_len=256, rope_theta=1e6,
-                      tie_embeddings=False)
+        shapes = dict(
+            vocab_size=152064,
+            hidden_size=3584,
+            n_layers=28,
+            n_heads=28,
+            n_kv_heads=4,
+            intermediate_size=18944,
+            max_seqs=8,
+            max_seq_len=256,
+            rope_theta=1e6,
+            tie_embeddings=False,
+        )
         return cls(**{**shapes, **overrides})
 
 
@@ -121,8 +138,13 @@ class ToyModel:
     #: FlashAttention 2 (see the module docstring).
     cudagraph_support = "uniform_batch"
 
-    def __init__(self, config: ModelConfig = ModelConfig(), device: str | torch.device = "cpu",
-                 dtype: torch.dtype = torch.float32, add_rms_norm: Callable | None = None):
+    def __init__(
+        self,
+        config: ModelConfig = ModelConfig(),
+        device: str | torch.device = "cpu",
+        dtype: torch.dtype = torch.float32,
+        add_rms_norm: Callable | None = None,
+    ):
         """``add_rms_norm(x, residual, weight, eps) -> (out, new_residual)`` does each layer's
         residual add and post-attention norm: ``coursekit.fusion.add_rms_norm_reference`` (eager)
         unless given, e.g. exercise 7's ``fused_add_rms_norm``."""
@@ -135,8 +157,9 @@ class ToyModel:
         try:
             self.device = torch.empty(0, device=device).device
         except (RuntimeError, TypeError) as exc:
-            raise ValueError(f"device: expected a torch device such as 'cpu' or 'cuda:0', got "
-                             f"{device!r} ({exc})") from exc
+            raise ValueError(
+                f"device: expected a torch device such as 'cpu' or 'cuda:0', got {device!r} ({exc})"
+            ) from exc
         self.add_rms_norm = add_rms_norm or add_rms_norm_reference
         c = config
         generator = torch.Generator(device=self.device).manual_seed(c.seed)
@@ -160,24 +183,26 @@ class ToyModel:
         self.embedding = weight(c.vocab_size, c.hidden_size, scale=0.02)
         self.layers = []
         for _ in range(c.n_layers):
-            self.layers.append({
-                "input_norm": norm(c.hidden_size),
-                "qkv": weight(c.hidden_size, q_size + 2 * kv_size),
-                "qkv_bias": weight(q_size + 2 * kv_size, scale=0.1),
-                "o_proj": weight(q_size, c.hidden_size),
-                "post_norm": norm(c.hidden_size),
-                "gate_up": weight(c.hidden_size, 2 * c.intermediate_size),
-                "down": weight(c.intermediate_size, c.hidden_size),
-            })
+            self.layers.append(
+                {
+                    "input_norm": norm(c.hidden_size),
+                    "qkv": weight(c.hidden_size, q_size + 2 * kv_size),
+                    "qkv_bias": weight(q_size + 2 * kv_size, scale=0.1),
+                    "o_proj": weight(q_size, c.hidden_size),
+                    "post_norm": norm(c.hidden_size),
+                    "gate_up": weight(c.hidden_size, 2 * c.intermediate_size),
+                    "down": weight(c.intermediate_size, c.hidden_size),
+                }
+            )
         self.final_norm = norm(c.hidden_size)
-        self.lm_head = (self.embedding.t() if c.tie_embeddings
-                        else weight(c.hidden_size, c.vocab_size, scale=0.02))
+        self.lm_head = self.embedding.t() if c.tie_embeddings else weight(c.hidden_size, c.vocab_size, scale=0.02)
         self.padding_slot = c.max_seqs
         cache_shape = (c.n_layers, c.max_seqs + 1, c.max_seq_len, c.n_kv_heads, c.head_dim)
         self.k_cache = torch.zeros(cache_shape, device=self.device, dtype=dtype)
         self.v_cache = torch.zeros(cache_shape, device=self.device, dtype=dtype)
-        inv_freq = 1.0 / (c.rope_theta ** (torch.arange(0, c.head_dim, 2, device=self.device,
-                                                        dtype=torch.float32) / c.head_dim))
+        inv_freq = 1.0 / (
+            c.rope_theta ** (torch.arange(0, c.head_dim, 2, device=self.device, dtype=torch.float32) / c.head_dim)
+        )
         angles = torch.arange(c.max_seq_len, device=self.device, dtype=torch.float32)[:, None] * inv_freq
         self.rope_cos, self.rope_sin = angles.cos(), angles.sin()
 
@@ -211,8 +236,9 @@ class ToyModel:
         gate, up = (normed @ w["gate_up"]).chunk(2, dim=-1)
         return hidden + (torch.nn.functional.silu(gate) * up) @ w["down"]
 
-    def segment(self, index: int, tokens: torch.Tensor, positions: torch.Tensor,
-                hidden: torch.Tensor, attn: torch.Tensor):
+    def segment(
+        self, index: int, tokens: torch.Tensor, positions: torch.Tensor, hidden: torch.Tensor, attn: torch.Tensor
+    ):
         """The work between attention calls ``index - 1`` and ``index``: ``(hidden, q, k, v)``
         for ``index < n_layers``, the logits for ``index == n_layers``."""
         if index == 0:
@@ -223,8 +249,16 @@ class ToyModel:
             return rms_norm(hidden, self.final_norm, self.config.rms_eps) @ self.lm_head
         return (hidden, *self._pre_attention(index, hidden, positions))
 
-    def attention(self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
-                  positions: torch.Tensor, slots: torch.Tensor, max_query_len: int | None = None) -> torch.Tensor:
+    def attention(
+        self,
+        layer: int,
+        q: torch.Tensor,
+        k: torch.Tensor,
+        v: torch.Tensor,
+        positions: torch.Tensor,
+        slots: torch.Tensor,
+        max_query_len: int | None = None,
+    ) -> torch.Tensor:
         """Write every row's key and value into the cache at ``[slot, position]`` and let each row
         attend to positions ``0..position`` of its slot. Returns ``(rows, n_heads * head_dim)``.
 
@@ -250,7 +284,8 @@ class ToyModel:
                     "attention: the varlen kernel reads the batch's longest context on the host, "
                     "a host sync, not permitted when stream is capturing (the CPU stand-in of a "
                     "CUDA graph refuses it as CUDA does); only max_query_len=1, the decode kernel "
-                    "of uniform decode batches, can be captured (cudagraph_support = 'uniform_batch')")
+                    "of uniform decode batches, can be captured (cudagraph_support = 'uniform_batch')"
+                )
             context = int(positions.max()) + 1
             keys = self.k_cache[layer, slots, :context]
             values = self.v_cache[layer, slots, :context]
@@ -260,8 +295,9 @@ class ToyModel:
         out = torch.einsum("bkgl,blkd->bkgd", probs.to(self.dtype), values)
         return out.reshape(-1, c.n_heads * c.head_dim)
 
-    def forward(self, tokens: torch.Tensor, positions: torch.Tensor, slots: torch.Tensor,
-                max_query_len: int | None = None) -> torch.Tensor:
+    def forward(
+        self, tokens: torch.Tensor, positions: torch.Tensor, slots: torch.Tensor, max_query_len: int | None = None
+    ) -> torch.Tensor:
         """One step, eagerly: logits ``(rows, vocab_size)``. ``max_query_len`` picks the attention
         kernel (1: decode, graph-safe; otherwise varlen, never in a graph)."""
         hidden, q, k, v = self.segment(0, tokens, positions, None, None)

@@ -51,5 +51,8 @@ def resolved_modes(support: str = "uniform_batch", attention_split: bool = True)
     for an attention backend declaring ``support`` (an ``AttentionCGSupport`` name, any case:
     FlashAttention 2 declares ``uniform_batch``) with attention among the splitting ops or not. A
     mode vLLM refuses maps to ``"error ..."``."""
-    return {r["mode"]: r["runs"] for r in recorded()["mode_resolution"]
-            if r["support"] == support.upper() and r["attention_split"] is attention_split}
+    return {
+        r["mode"]: r["runs"]
+        for r in recorded()["mode_resolution"]
+        if r["support"] == support.upper() and r["attention_split"] is attention_split
+    }

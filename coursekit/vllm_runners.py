@@ -82,17 +82,29 @@ def compared(v2: dict | None = None) -> dict[tuple, int]:
 
 #: The table's words, per language: its header and how each part is named.
 WORDS = {
-    "en": {"header": "| q | `cudagraph_mode` | what is compared | answers that differ "
-                     "| first difference: config, batch: V1 → V2 |",
-           "capture_descs": "the graphs captured", "all uniform=0": "a mixed batch",
-           "all uniform=1": "a uniform-decode batch", "none": "V1 and V2 agree on every recorded answer.",
-           "config": "sizes {sizes}, max_num_seqs {seqs}", "sep": ", ",
-           "beyond": " (each a batch of more requests than max_num_seqs: one no scheduler makes)", "batch": "n = {n}"},
-    "zh": {"header": "| q | `cudagraph_mode` | 比较的内容 | 不同的答案数 | 第一处不同：配置，批次：V1 → V2 |",
-           "capture_descs": "捕获的图", "all uniform=0": "混合批次", "all uniform=1": "均匀 decode 批次",
-           "none": "每个记录的答案上 V1 与 V2 一致。",
-           "config": "sizes {sizes}，max_num_seqs {seqs}", "sep": "，",
-           "beyond": "（每一个都是请求数多于 max_num_seqs 的批次：调度器不会排出这样的批次）", "batch": "n = {n}"},
+    "en": {
+        "header": "| q | `cudagraph_mode` | what is compared | answers that differ "
+        "| first difference: config, batch: V1 → V2 |",
+        "capture_descs": "the graphs captured",
+        "all uniform=0": "a mixed batch",
+        "all uniform=1": "a uniform-decode batch",
+        "none": "V1 and V2 agree on every recorded answer.",
+        "config": "sizes {sizes}, max_num_seqs {seqs}",
+        "sep": ", ",
+        "beyond": " (each a batch of more requests than max_num_seqs: one no scheduler makes)",
+        "batch": "n = {n}",
+    },
+    "zh": {
+        "header": "| q | `cudagraph_mode` | 比较的内容 | 不同的答案数 | 第一处不同：配置，批次：V1 → V2 |",
+        "capture_descs": "捕获的图",
+        "all uniform=0": "混合批次",
+        "all uniform=1": "均匀 decode 批次",
+        "none": "每个记录的答案上 V1 与 V2 一致。",
+        "config": "sizes {sizes}，max_num_seqs {seqs}",
+        "sep": "，",
+        "beyond": "（每一个都是请求数多于 max_num_seqs 的批次：调度器不会排出这样的批次）",
+        "batch": "n = {n}",
+    },
 }
 
 
@@ -129,8 +141,7 @@ def table(lang: str = "en") -> str:
         if part != "capture_descs":
             where += w["sep"] + w["batch"].format(n=first[5])
         count = f"{len(ds)} / {counts[q, mode, part]}" + (w["beyond"] if all(map(_beyond_max_num_seqs, ds)) else "")
-        rows.append(f"| {q} | {mode} | {w[part]} | {count} | "
-                    f"{where}: `{_short(first[6])}` → `{_short(first[7])}` |")
+        rows.append(f"| {q} | {mode} | {w[part]} | {count} | {where}: `{_short(first[6])}` → `{_short(first[7])}` |")
     return "\n".join(rows) + "\n"
 
 

@@ -106,8 +106,10 @@ def refuse_stale(quick: bool = False) -> None:
     found = stale([i for i in items if i.path == README] if quick else items)
     if found:
         names = ", ".join(f"{item.name} ({item.path.relative_to(REPO_ROOT)})" for item, _ in found)
-        raise rubric.RubricError(f"out of date with grader/rubric.toml and the checks: {names}; "
-                                 "run `python -m grader build` (and see what it says to redo)")
+        raise rubric.RubricError(
+            f"out of date with grader/rubric.toml and the checks: {names}; "
+            "run `python -m grader build` (and see what it says to redo)"
+        )
 
 
 def main(check: bool = False, say=print) -> int:
@@ -126,7 +128,9 @@ def main(check: bool = False, say=print) -> int:
     if not found:
         say("nothing to rewrite: everything derived is up to date")
     t = rubric.totals(course)
-    say(f"points: {t['automatic']:g} automatic ({t['cpu']:g} CPU, {t['gpu']:g} GPU) + "
-        f"{t['manual']:g} by hand = {t['course']:g}")
+    say(
+        f"points: {t['automatic']:g} automatic ({t['cpu']:g} CPU, {t['gpu']:g} GPU) + "
+        f"{t['manual']:g} by hand = {t['course']:g}"
+    )
     say(AFTER)
     return 0

@@ -92,8 +92,10 @@ class Check:
 
 def short(value: Any, limit: int = 160) -> str:
     if isinstance(value, torch.Tensor):
-        text = f"tensor{tuple(value.shape)} {str(value.dtype).removeprefix('torch.')} " \
-               f"{value.flatten()[:6].tolist()}{'...' if value.numel() > 6 else ''}"
+        text = (
+            f"tensor{tuple(value.shape)} {str(value.dtype).removeprefix('torch.')} "
+            f"{value.flatten()[:6].tolist()}{'...' if value.numel() > 6 else ''}"
+        )
     else:
         text = repr(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."
@@ -106,16 +108,17 @@ def string_difference(got: str, expected: str, context: int = 30) -> str:
     at = next((i for i, (g, e) in enumerate(zip(got, expected)) if g != e), min(len(got), len(expected)))
     start = max(0, at - context)
     dots = "..." if start else ""
-    return (f"the text differs from character {at} (line {expected.count(chr(10), 0, at) + 1}): "
-            f"expected {dots}{expected[start:at + context]!r}, got {dots}{got[start:at + context]!r} "
-            f"({len(expected)} and {len(got)} characters)")
+    return (
+        f"the text differs from character {at} (line {expected.count(chr(10), 0, at) + 1}): "
+        f"expected {dots}{expected[start : at + context]!r}, got {dots}{got[start : at + context]!r} "
+        f"({len(expected)} and {len(got)} characters)"
+    )
 
 
 def differs(got: Any, expected: Any, rel: float, abs_: float, rtol: float, atol: float) -> str | None:
     """Why ``got`` is not ``expected`` (types must match exactly), or None."""
     if type(got) is not type(expected):
-        return f"expected {short(expected)} ({type(expected).__name__}), got {short(got)} " \
-               f"({type(got).__name__})"
+        return f"expected {short(expected)} ({type(expected).__name__}), got {short(got)} ({type(got).__name__})"
     if isinstance(expected, str) and got != expected and repr(expected) != short(expected):
         return string_difference(got, expected)  # a cut-short text might show no difference
     if isinstance(expected, float):
@@ -163,8 +166,9 @@ def raised(answer: Answer) -> str:
     return f"raised {types[0]}: {message[:200]}"
 
 
-def same(keys: tuple[str, ...] = (), rel: float = 1e-9, abs_: float = 1e-12,
-         rtol: float = 1e-5, atol: float = 1e-6) -> Compare:
+def same(
+    keys: tuple[str, ...] = (), rel: float = 1e-9, abs_: float = 1e-12, rtol: float = 1e-5, atol: float = 1e-6
+) -> Compare:
     """The submission answers as the reference does (only ``keys`` of a dict answer, if given)."""
 
     def compare(probe: Probe, got: Answer, expected: Answer) -> str | None:
@@ -205,8 +209,9 @@ def expects_error(probe: Probe, got: Answer) -> str | None:
     return None
 
 
-def P(probe: str, label: str, raises: tuple[str, ...] | str = (), error: str = "ValueError",
-      last: bool = False, **args) -> Probe:
+def P(
+    probe: str, label: str, raises: tuple[str, ...] | str = (), error: str = "ValueError", last: bool = False, **args
+) -> Probe:
     """A probe of ``probe`` with ``args``; ``raises``: the argument names an expected error must
     name (``error``: its type). Refusing bad arguments and saying that a CUDA device is needed
     are given code (coursekit/args.py), which no check grades."""

@@ -45,8 +45,12 @@ from grader.text import safe
 def _progress(done: int, total: int, elapsed: float) -> None:
     width = 30
     filled = width * done // max(total, 1)
-    print(f"\r[{'#' * filled}{'.' * (width - filled)}] {done}/{total} graded, {elapsed:.0f} s",
-          end="", file=sys.stderr, flush=True)
+    print(
+        f"\r[{'#' * filled}{'.' * (width - filled)}] {done}/{total} graded, {elapsed:.0f} s",
+        end="",
+        file=sys.stderr,
+        flush=True,
+    )
 
 
 def previous_run(out: Path) -> dict | None:
@@ -96,9 +100,16 @@ def within(seconds: float, work: Callable[[], object]) -> tuple[bool, object, Ba
     return True, done.get("result"), done.get("error")
 
 
-def grade_class(judge, root: Path, out: Path, jobs: int, hidden_visibility: str,
-                students: tuple[str, ...] = (), replace: bool = False,
-                student_deadline_s: float = STUDENT_DEADLINE_S) -> int:
+def grade_class(
+    judge,
+    root: Path,
+    out: Path,
+    jobs: int,
+    hidden_visibility: str,
+    students: tuple[str, ...] = (),
+    replace: bool = False,
+    student_deadline_s: float = STUDENT_DEADLINE_S,
+) -> int:
     """Grade the class folder ``root`` into ``out``. ``students``: regrade only these (ids, LMS
     names or LMS numbers) into the run ``out`` already holds; ``replace``: ``out`` holds a run
     to be replaced whole. Without either, a used ``out`` is refused (exit 2). A student whose
@@ -111,30 +122,37 @@ def grade_class(judge, root: Path, out: Path, jobs: int, hidden_visibility: str,
     entries = lms_entries(root)
     before = previous_run(out)
     if before and not (students or replace):
-        print(f"grader: --out {out} already holds a grading run (gradebook.csv, students/): "
-              "pass --replace to replace it whole, or --students ID,... to regrade some students "
-              "into it; or choose a new folder", file=sys.stderr)
+        print(
+            f"grader: --out {out} already holds a grading run (gradebook.csv, students/): "
+            "pass --replace to replace it whole, or --students ID,... to regrade some students "
+            "into it; or choose a new folder",
+            file=sys.stderr,
+        )
         return 2
     if students:
         if not before:
-            print(f"grader: --students regrades into an earlier run, and --out {out} holds none",
-                  file=sys.stderr)
+            print(f"grader: --students regrades into an earlier run, and --out {out} holds none", file=sys.stderr)
             return 2
         wanted = set(students)
         chosen = [e for e in entries if wanted & {e.id, e.name, e.lms_id}]
         unknown = sorted(wanted - {k for e in chosen for k in (e.id, e.name, e.lms_id)})
         if unknown:
-            print(f"grader: --students: no submission in {root} for {', '.join(unknown)} "
-                  f"(ids: {', '.join(e.id for e in entries[:20])}{', ...' if len(entries) > 20 else ''})",
-                  file=sys.stderr)
+            print(
+                f"grader: --students: no submission in {root} for {', '.join(unknown)} "
+                f"(ids: {', '.join(e.id for e in entries[:20])}{', ...' if len(entries) > 20 else ''})",
+                file=sys.stderr,
+            )
             return 2
         mine = judge.fingerprint()
         old = before["fingerprint"]
         for key in ("seed_id", "rubric"):
             if old and old.get(key) != mine.get(key):
-                print(f"grader: --students: {out} was graded with {key} {old.get(key)}, this run "
-                      f"has {mine.get(key)}; a regrade must use the same grading secret and rubric "
-                      "(or regrade everyone with --replace)", file=sys.stderr)
+                print(
+                    f"grader: --students: {out} was graded with {key} {old.get(key)}, this run "
+                    f"has {mine.get(key)}; a regrade must use the same grading secret and rubric "
+                    "(or regrade everyone with --replace)",
+                    file=sys.stderr,
+                )
                 return 2
         entries = chosen
     graded = [e for e in entries if e.refused is None]
@@ -148,14 +166,18 @@ def grade_class(judge, root: Path, out: Path, jobs: int, hidden_visibility: str,
 
     def record(entry: Entry, report, status: str, wall_s: float) -> None:
         data = gradescope(report, hidden_visibility)
-        data["extra_data"].update(status=status, student=entry.id, name=safe(entry.name, 200),
-                                  lms_id=safe(entry.lms_id, 40), entry=safe(entry.entry, 500),
-                                  wall_s=round(wall_s, 2))
+        data["extra_data"].update(
+            status=status,
+            student=entry.id,
+            name=safe(entry.name, 200),
+            lms_id=safe(entry.lms_id, 40),
+            entry=safe(entry.entry, 500),
+            wall_s=round(wall_s, 2),
+        )
         name = entry.id
         folder = staging / "students" / name
         folder.mkdir(parents=True, exist_ok=True)
-        (folder / "results.json").write_text(json.dumps(data, indent=1, ensure_ascii=True) + "\n",
-                                             encoding="utf-8")
+        (folder / "results.json").write_text(json.dumps(data, indent=1, ensure_ascii=True) + "\n", encoding="utf-8")
         with lock:
             rows[name] = data
 
@@ -174,9 +196,15 @@ def grade_class(judge, root: Path, out: Path, jobs: int, hidden_visibility: str,
         finished, report, error = within(student_deadline_s, grade)
         status = "graded"
         if not finished:
-            report = Report(entry.id, [], [f"not graded: timed out (its grading had not ended after "
-                                           f"{student_deadline_s:g} s, --student-deadline; the class "
-                                           "went on without it); regrade it with --students"])
+            report = Report(
+                entry.id,
+                [],
+                [
+                    f"not graded: timed out (its grading had not ended after "
+                    f"{student_deadline_s:g} s, --student-deadline; the class "
+                    "went on without it); regrade it with --students"
+                ],
+            )
             status = "not gradable"
             with lock:
                 timed_out.append(entry.id)
@@ -185,9 +213,15 @@ def grade_class(judge, root: Path, out: Path, jobs: int, hidden_visibility: str,
             stop.set()
             return
         elif isinstance(error, Exception):  # the grader failed on it: not a wrong answer
-            report = Report(entry.id, [], [f"not gradable: the grader failed on this "
-                                           f"submission ({type(error).__name__}: {safe(error, 300)}); "
-                                           "regrade it after fixing the grader"])
+            report = Report(
+                entry.id,
+                [],
+                [
+                    f"not gradable: the grader failed on this "
+                    f"submission ({type(error).__name__}: {safe(error, 300)}); "
+                    "regrade it after fixing the grader"
+                ],
+            )
             status = "not gradable"
         elif error is not None:
             raise error
@@ -217,14 +251,18 @@ def grade_class(judge, root: Path, out: Path, jobs: int, hidden_visibility: str,
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     elapsed = time.monotonic() - start
-    what = f"regraded {len(graded)} of {len(everyone)} students" if students else \
-        f"graded {len(graded)} submissions"
+    what = f"regraded {len(graded)} of {len(everyone)} students" if students else f"graded {len(graded)} submissions"
     if timed_out:
-        print(f"grader: {len(timed_out)} student(s) not graded, timed out after "
-              f"{student_deadline_s:g} s: {', '.join(timed_out)} (regrade with --students)", file=sys.stderr)
-    print(f"{what} in {elapsed:.1f} s ({60 * len(graded) / max(elapsed, 1e-9):.1f} per minute); "
-          f"refused {len(entries) - len(graded)}; wrote {out / 'gradebook.csv'} and "
-          f"{out / 'summary.md'}" + (f"; kept {len(hand)} hand-graded self-test points" if hand else ""))
+        print(
+            f"grader: {len(timed_out)} student(s) not graded, timed out after "
+            f"{student_deadline_s:g} s: {', '.join(timed_out)} (regrade with --students)",
+            file=sys.stderr,
+        )
+    print(
+        f"{what} in {elapsed:.1f} s ({60 * len(graded) / max(elapsed, 1e-9):.1f} per minute); "
+        f"refused {len(entries) - len(graded)}; wrote {out / 'gradebook.csv'} and "
+        f"{out / 'summary.md'}" + (f"; kept {len(hand)} hand-graded self-test points" if hand else "")
+    )
     return 0
 
 
@@ -271,8 +309,9 @@ def _read_pass(folder: Path, which: str) -> dict[str, dict]:
 
 
 def _passes(data: dict[str, dict]) -> set[str]:
-    return {str(d["extra_data"].get("pass")) for d in data.values()
-            if d.get("extra_data", {}).get("status") == "graded"}
+    return {
+        str(d["extra_data"].get("pass")) for d in data.values() if d.get("extra_data", {}).get("status") == "graded"
+    }
 
 
 def merge(cpu_out: Path, gpu_out: Path, final: Path) -> int:
@@ -280,23 +319,35 @@ def merge(cpu_out: Path, gpu_out: Path, final: Path) -> int:
     grade-all outputs of the same secret and rubric, one without the GPU checks (``cpu``), the
     other with only them (``--only-gpu``); ``final`` must not hold a run already."""
     if cpu_out.resolve() == gpu_out.resolve():
-        raise ValueError(f"CPU_OUT and GPU_OUT are the same folder ({cpu_out}): give the CPU pass "
-                         "and the GPU pass (grade-all --only-gpu on a CUDA machine)")
+        raise ValueError(
+            f"CPU_OUT and GPU_OUT are the same folder ({cpu_out}): give the CPU pass "
+            "and the GPU pass (grade-all --only-gpu on a CUDA machine)"
+        )
     cpu, gpu = _read_pass(cpu_out, "CPU_OUT"), _read_pass(gpu_out, "GPU_OUT")
     for which, data, want in (("CPU_OUT", cpu, "cpu"), ("GPU_OUT", gpu, "gpu")):
         kinds = _passes(data)
         if kinds and kinds != {want}:
-            how = "grade-all --gpu off (or on a machine without CUDA)" if want == "cpu" else \
-                "grade-all --only-gpu on a CUDA machine"
-            raise ValueError(f"{which}: {cpu_out if want == 'cpu' else gpu_out} holds a pass of kind "
-                             f"{', '.join(sorted(kinds))}, not a {want} pass ({how})")
+            how = (
+                "grade-all --gpu off (or on a machine without CUDA)"
+                if want == "cpu"
+                else "grade-all --only-gpu on a CUDA machine"
+            )
+            raise ValueError(
+                f"{which}: {cpu_out if want == 'cpu' else gpu_out} holds a pass of kind "
+                f"{', '.join(sorted(kinds))}, not a {want} pass ({how})"
+            )
     for key, what in (("seed_id", "secrets"), ("rubric", "rubrics")):
-        values = {d["extra_data"].get(key) for d in list(cpu.values()) + list(gpu.values())
-                  if d["extra_data"].get("status") == "graded"}
+        values = {
+            d["extra_data"].get(key)
+            for d in list(cpu.values()) + list(gpu.values())
+            if d["extra_data"].get("status") == "graded"
+        }
         if len(values) > 1:
-            raise ValueError(f"the passes were graded with different {what} ({key}s "
-                             f"{sorted(map(str, values))}): their inputs or points differ; grade both "
-                             "with the same --secret-file and the same grader/rubric.toml")
+            raise ValueError(
+                f"the passes were graded with different {what} ({key}s "
+                f"{sorted(map(str, values))}): their inputs or points differ; grade both "
+                "with the same --secret-file and the same grader/rubric.toml"
+            )
     if previous_run(final):
         raise ValueError(f"--out {final} already holds a grading run: choose a new folder")
     final.mkdir(parents=True, exist_ok=True)
@@ -307,16 +358,19 @@ def merge(cpu_out: Path, gpu_out: Path, final: Path) -> int:
             rows[student] = merged = merge_student(cpu.get(student), gpu.get(student))
             folder = staging / "students" / student
             folder.mkdir(parents=True)
-            (folder / "results.json").write_text(json.dumps(merged, indent=1, ensure_ascii=True) + "\n",
-                                                 encoding="utf-8")
+            (folder / "results.json").write_text(
+                json.dumps(merged, indent=1, ensure_ascii=True) + "\n", encoding="utf-8"
+            )
         publish(staging, final)
         write_gradebook(final, rows, {**read_hand_points(gpu_out), **read_hand_points(cpu_out)})
         write_summary(final, rows)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     only = [s for s in rows if (s in cpu) != (s in gpu)]
-    print(f"merged {len(rows)} students ({len(only)} in one pass only: listed, with a note); "
-          f"wrote {final / 'gradebook.csv'}")
+    print(
+        f"merged {len(rows)} students ({len(only)} in one pass only: listed, with a note); "
+        f"wrote {final / 'gradebook.csv'}"
+    )
     return 0
 
 
@@ -331,19 +385,26 @@ def merge_student(cpu: dict | None, gpu: dict | None) -> dict:
     if gpu is None:
         notes.append("missing from the GPU pass: its GPU checks stay pending")
     if cpu is not None and gpu is not None:
-        by_check = {t["extra_data"]["check"]: t for t in gpu.get("tests", [])
-                    if t.get("extra_data", {}).get("state") in ("passed", "failed")}
+        by_check = {
+            t["extra_data"]["check"]: t
+            for t in gpu.get("tests", [])
+            if t.get("extra_data", {}).get("state") in ("passed", "failed")
+        }
         tests = []
         for test in cpu.get("tests", []):
             check = test.get("extra_data", {}).get("check")
-            tests.append(by_check.pop(check) if test["extra_data"].get("state") == "pending"
-                         and check in by_check else test)
+            tests.append(
+                by_check.pop(check) if test["extra_data"].get("state") == "pending" and check in by_check else test
+            )
         listed = {t.get("extra_data", {}).get("check") for t in cpu.get("tests", [])}
         tests += [t for c, t in by_check.items() if c not in listed]  # checks only the GPU pass has
         base["tests"] = sorted(tests, key=lambda t: [int(x) for x in t["number"].split(".")])
         statuses = {cpu["extra_data"].get("status"), gpu["extra_data"].get("status")}
-        base["extra_data"]["status"] = "graded" if statuses == {"graded"} else \
-            next(s for s in ("not gradable", "refused", "graded") if s in statuses)
+        base["extra_data"]["status"] = (
+            "graded"
+            if statuses == {"graded"}
+            else next(s for s in ("not gradable", "refused", "graded") if s in statuses)
+        )
         base["execution_time"] = round(cpu.get("execution_time", 0) + gpu.get("execution_time", 0), 2)
         base["extra_data"]["gpu"] = gpu["extra_data"].get("gpu", "none")
         base["extra_data"]["pass"] = "cpu+gpu (merged)"

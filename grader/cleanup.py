@@ -70,9 +70,11 @@ def remove_ipc(uid: int) -> int:
     except OSError:
         return 0
     count = 0
-    for kind, remove in (("shm", lambda i: libc.shmctl(i, 0, None)),
-                         ("sem", lambda i: libc.semctl(i, 0, 0)),
-                         ("msg", lambda i: libc.msgctl(i, 0, None))):  # 0: IPC_RMID
+    for kind, remove in (
+        ("shm", lambda i: libc.shmctl(i, 0, None)),
+        ("sem", lambda i: libc.semctl(i, 0, 0)),
+        ("msg", lambda i: libc.msgctl(i, 0, None)),
+    ):  # 0: IPC_RMID
         try:
             with open(f"/proc/sysvipc/{kind}", encoding="ascii") as f:
                 header = f.readline().split()

@@ -43,8 +43,9 @@ class DevicePool:
     def of_this_machine(cls, jobs: int) -> "DevicePool":
         return cls(visible_ids(), jobs, gpu_memory())
 
-    def run(self, box: Path, limits: sandbox.Limits, frames: list[bytes], *, hide: tuple[Path, ...],
-            slot: int) -> sandbox.Run:
+    def run(
+        self, box: Path, limits: sandbox.Limits, frames: list[bytes], *, hide: tuple[Path, ...], slot: int
+    ) -> sandbox.Run:
         """A GPU worker on a device of its own (or its share of one), then a look at the device:
         the worker's own processes must hold none of its memory once the worker is gone."""
         device = self._free.get() if self.leases else None  # no GPU seen here: no device to share
@@ -85,6 +86,8 @@ def settle_gpu(run: sandbox.Run, device: str, smi: str | None = None, wait_s: fl
         if not held:
             return None
         if time.monotonic() > deadline:
-            return (f"GPU {device}: the worker's own processes ({', '.join(map(str, sorted(alive)))}) "
-                    f"still hold {held >> 20} MiB after it ended")
+            return (
+                f"GPU {device}: the worker's own processes ({', '.join(map(str, sorted(alive)))}) "
+                f"still hold {held >> 20} MiB after it ended"
+            )
         time.sleep(0.1)

@@ -24,9 +24,11 @@ from pathlib import Path
 OK, MISSING, OFF = "ok", "missing", "off"
 
 #: Prints the peak address space (VmPeak, kB) of a fresh interpreter that imported torch.
-_VMPEAK = ("import torch, sys\n"
-           "peak = [l.split()[1] for l in open('/proc/self/status') if l.startswith('VmPeak:')]\n"
-           "sys.stdout.write(peak[0] if peak else '')\n")
+_VMPEAK = (
+    "import torch, sys\n"
+    "peak = [l.split()[1] for l in open('/proc/self/status') if l.startswith('VmPeak:')]\n"
+    "sys.stdout.write(peak[0] if peak else '')\n"
+)
 
 Line = tuple[str, str, str]
 
@@ -39,20 +41,32 @@ def report(env: dict[str, str] | None = None) -> list[Line]:
     lines: list[Line] = [_python()]
     torch, torch_line = _torch()
     lines.append(torch_line)
-    lines.append(_package("numpy", "torch prints 'Failed to initialize NumPy' on stderr at every "
-                                   "import (pip install numpy)"))
+    lines.append(
+        _package("numpy", "torch prints 'Failed to initialize NumPy' on stderr at every import (pip install numpy)")
+    )
     for name in ("pytest", "hypothesis"):
         lines.append(_package(name, "needed to run the tests (pip install pytest hypothesis)"))
-    lines.append(_package("nbgrader", "only needed for the nbgrader course "
-                                      "(pip install -e '.[nbgrader]')"))
+    lines.append(_package("nbgrader", "only needed for the nbgrader course (pip install -e '.[nbgrader]')"))
     cuda, gpu_line = _gpu(torch, env)
     lines.append(gpu_line)
-    lines.append(("gpu tests", OK, "`python -m pytest exercises -m gpu` runs them") if cuda else
-                 ("gpu tests", OFF, "`python -m pytest exercises -m gpu` skips them, with a reason "
-                                    "(no CUDA device: see gpu)"))
-    lines.append(("gpu grading", OK, "`python -m grader grade` runs the GPU checks") if cuda else
-                 ("gpu grading", OFF, "`python -m grader grade` does not run the GPU checks and its "
-                                      "report says so (no CUDA device: see gpu)"))
+    lines.append(
+        ("gpu tests", OK, "`python -m pytest exercises -m gpu` runs them")
+        if cuda
+        else (
+            "gpu tests",
+            OFF,
+            "`python -m pytest exercises -m gpu` skips them, with a reason (no CUDA device: see gpu)",
+        )
+    )
+    lines.append(
+        ("gpu grading", OK, "`python -m grader grade` runs the GPU checks")
+        if cuda
+        else (
+            "gpu grading",
+            OFF,
+            "`python -m grader grade` does not run the GPU checks and its report says so (no CUDA device: see gpu)",
+        )
+    )
     lines.append(triton_line(cuda, env))
     lines.append(cpu_compile_line(env))
     lines.append(_grader())
@@ -91,8 +105,14 @@ FATAL = ("python", "torch", "grader")
 def _python() -> Line:
     version = ".".join(map(str, sys.version_info[:3]))
     if sys.version_info < (3, 11):
-        return "python", MISSING, (f"{version} at {sys.executable}: the grader needs Python 3.11 or "
-                                   "later (the exercises' tests and the lab run on this one)")
+        return (
+            "python",
+            MISSING,
+            (
+                f"{version} at {sys.executable}: the grader needs Python 3.11 or "
+                "later (the exercises' tests and the lab run on this one)"
+            ),
+        )
     return "python", OK, f"{version} at {sys.executable}"
 
 
@@ -100,8 +120,11 @@ def _torch():
     try:
         import torch
     except Exception as exc:  # noqa: BLE001 - a broken install is an answer too
-        return None, ("torch", MISSING, f"cannot import torch ({type(exc).__name__}: {exc}); "
-                                        "python -m pip install torch")
+        return None, (
+            "torch",
+            MISSING,
+            f"cannot import torch ({type(exc).__name__}: {exc}); python -m pip install torch",
+        )
     if torch.version.cuda:
         build = f"CUDA {torch.version.cuda} build"
     elif getattr(torch.version, "hip", None):
@@ -126,14 +149,19 @@ def _gpu(torch, env: dict[str, str]) -> tuple[bool, Line]:
     if torch is None:
         return False, ("gpu", MISSING, "no CUDA device: torch cannot be imported")
     if not torch.version.cuda:
-        return False, ("gpu", MISSING, f"no CUDA device: this torch ({torch.__version__}) is a CPU-only "
-                                       "build; install a CUDA build of torch to use a GPU")
+        return False, (
+            "gpu",
+            MISSING,
+            f"no CUDA device: this torch ({torch.__version__}) is a CPU-only "
+            "build; install a CUDA build of torch to use a GPU",
+        )
     if not torch.cuda.is_available():
         hidden = env.get("CUDA_VISIBLE_DEVICES")
-        why = (f"CUDA_VISIBLE_DEVICES={hidden!r} hides every device" if hidden is not None
-               and not hidden.strip(" ,") else
-               f"torch.cuda.is_available() is False (no NVIDIA driver, or one too old for CUDA "
-               f"{torch.version.cuda})")
+        why = (
+            f"CUDA_VISIBLE_DEVICES={hidden!r} hides every device"
+            if hidden is not None and not hidden.strip(" ,")
+            else f"torch.cuda.is_available() is False (no NVIDIA driver, or one too old for CUDA {torch.version.cuda})"
+        )
         return False, ("gpu", MISSING, f"no CUDA device: {why}")
     try:
         index = torch.cuda.current_device()
@@ -143,8 +171,12 @@ def _gpu(torch, env: dict[str, str]) -> tuple[bool, Line]:
         return False, ("gpu", MISSING, f"CUDA device present but unusable ({type(exc).__name__}: {exc})")
     count = torch.cuda.device_count()
     more = f", device {index} of {count}" if count > 1 else ""
-    return True, ("gpu", OK, f"{props.name}, {free / 2**30:.1f} GiB free of {total / 2**30:.1f} GiB, "
-                             f"compute capability {props.major}.{props.minor}{more}")
+    return True, (
+        "gpu",
+        OK,
+        f"{props.name}, {free / 2**30:.1f} GiB free of {total / 2**30:.1f} GiB, "
+        f"compute capability {props.major}.{props.minor}{more}",
+    )
 
 
 def triton_line(cuda: bool, env: dict[str, str] | None = None) -> Line:
@@ -161,8 +193,14 @@ def triton_line(cuda: bool, env: dict[str, str] | None = None) -> Line:
     if problems:
         return name, MISSING, "; ".join(problems)
     version, _ = platform.triton_version()
-    return name, OK, (f"triton {version}, C compiler {platform.c_compiler(env)}, Python.h, "
-                      f"libcuda.so.1 in {platform.libcuda_dir(env)}")
+    return (
+        name,
+        OK,
+        (
+            f"triton {version}, C compiler {platform.c_compiler(env)}, Python.h, "
+            f"libcuda.so.1 in {platform.libcuda_dir(env)}"
+        ),
+    )
 
 
 def cpu_compile_line(env: dict[str, str] | None = None) -> Line:
@@ -200,18 +238,25 @@ def _sandbox() -> list[Line]:
     who = f"isolation: {strategy.name} (used when: {strategy.when})"
     if not off:
         return [("sandbox", OK, f"{who}: every protection on ({', '.join(on)})")]
-    stronger = isolation.STRATEGIES[:isolation.STRATEGIES.index(type(strategy))]
+    stronger = isolation.STRATEGIES[: isolation.STRATEGIES.index(type(strategy))]
     why = "; ".join(f"not {s.name} (needs: {s.when})" for s in stronger)
-    return [("sandbox", OFF, f"{who}; {why}; off: {', '.join(off)}; on: {', '.join(on) or 'none'} "
-                             "(fine for practice; grade others' code as root)")]
+    return [
+        (
+            "sandbox",
+            OFF,
+            f"{who}; {why}; off: {', '.join(off)}; on: {', '.join(on) or 'none'} "
+            "(fine for practice; grade others' code as root)",
+        )
+    ]
 
 
 def _start_vmpeak() -> subprocess.Popen | None:
     if not os.path.exists("/proc/self/status"):
         return None
     try:
-        return subprocess.Popen([sys.executable, "-c", _VMPEAK], stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True)
+        return subprocess.Popen(
+            [sys.executable, "-c", _VMPEAK], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
     except OSError:
         return None
 

@@ -22,19 +22,27 @@ import re
 
 #: (pattern, what it does). Word boundaries keep ``stack`` or ``modules`` in a name from matching.
 PATTERNS = (
-    (r"\bsys\._getframe\b|\binspect\.(stack|currentframe|getouterframes|getframeinfo)\b|"
-     r"\.f_back\b|\.f_locals\b|\.f_globals\b|\btb_frame\b", "walks the call stack (the worker's frames)"),
+    (
+        r"\bsys\._getframe\b|\binspect\.(stack|currentframe|getouterframes|getframeinfo)\b|"
+        r"\.f_back\b|\.f_locals\b|\.f_globals\b|\btb_frame\b",
+        "walks the call stack (the worker's frames)",
+    ),
     (r"\bgc\.(get_objects|get_referrers|get_referents)\b", "walks the garbage collector's objects"),
     (r"\bsys\.modules\b", "reads or changes sys.modules"),
     (r"/proc/", "reads /proc"),
     (r"/dev/shm|/dev/mqueue|['\"]/tmp\b|['\"]/var/tmp\b", "uses the machine's shared folders"),
     (r"\bctypes\b|\bcffi\b", "calls C directly (ctypes)"),
-    (r"\bsignal\.(signal|setitimer|alarm|pthread_kill|pthread_sigmask|sigwait)\b",
-     "handles or sends signals"),
-    (r"\bos\.(fork|forkpty|exec\w*|spawn\w*|posix_spawn\w*|setsid|setpgid|kill|killpg|_exit)\b|"
-     r"\bsubprocess\b|\bmultiprocessing\b|\bpty\b", "starts, leaves or signals processes"),
-    (r"\b(import|from)\s+(grader|probes|wire|worker)\b|\b(probes|wire|worker)\.(call|bind|PROBES|"
-     r"_restore|dumps|loads|_Pipe|_serve)\b", "names the grader's own modules"),
+    (r"\bsignal\.(signal|setitimer|alarm|pthread_kill|pthread_sigmask|sigwait)\b", "handles or sends signals"),
+    (
+        r"\bos\.(fork|forkpty|exec\w*|spawn\w*|posix_spawn\w*|setsid|setpgid|kill|killpg|_exit)\b|"
+        r"\bsubprocess\b|\bmultiprocessing\b|\bpty\b",
+        "starts, leaves or signals processes",
+    ),
+    (
+        r"\b(import|from)\s+(grader|probes|wire|worker)\b|\b(probes|wire|worker)\.(call|bind|PROBES|"
+        r"_restore|dumps|loads|_Pipe|_serve)\b",
+        "names the grader's own modules",
+    ),
     (r"\bos\.(write|dup2?|fdopen)\(\s*\d|/proc/self/fd", "writes to a file descriptor it was not given"),
     (r"\bsocket\b|\bmmap\b|\bsysv_ipc\b|\bposix_ipc\b|\bshm_open\b", "opens sockets or shared memory"),
     (r"\bbuiltins\.\w+\s*=|__builtins__\[", "replaces Python's builtins"),

@@ -37,33 +37,62 @@ def read_hand_points(folder: Path) -> dict[str, str]:
     if not path.is_file():
         return {}
     with open(path, newline="", encoding="utf-8") as f:
-        return {row["student"]: row[HAND].strip() for row in csv.DictReader(f)
-                if row.get("student") and (row.get(HAND) or "").strip()}
+        return {
+            row["student"]: row[HAND].strip()
+            for row in csv.DictReader(f)
+            if row.get("student") and (row.get(HAND) or "").strip()
+        }
 
 
 def write_gradebook(folder: Path, rows: dict[str, dict], hand: dict[str, str] | None = None) -> None:
     """``gradebook.csv``: a row per student; ``self_test`` as the TA filled it (``hand``), and
     ``total`` = score + self_test once it is filled."""
     hand = hand or {}
-    exercises = sorted({e for data in rows.values() for e in _exercise_scores(data)},
-                       key=lambda e: int(e.removeprefix("ex")))
+    exercises = sorted(
+        {e for data in rows.values() for e in _exercise_scores(data)}, key=lambda e: int(e.removeprefix("ex"))
+    )
     tmp = folder / ".gradebook.csv.tmp"
     with open(tmp, "w", newline="", encoding="utf-8") as f:
         writer = csv.writer(f)
-        writer.writerow(["student", "name", "lms_id", "entry", "status", "score", "max_score",
-                         "pending", *exercises, HAND, "self_test_max", "total", "notes"])
+        writer.writerow(
+            [
+                "student",
+                "name",
+                "lms_id",
+                "entry",
+                "status",
+                "score",
+                "max_score",
+                "pending",
+                *exercises,
+                HAND,
+                "self_test_max",
+                "total",
+                "notes",
+            ]
+        )
         for student in sorted(rows):
             data = rows[student]
             extra = data.get("extra_data", {})
             per = _exercise_scores(data)
             filled = hand.get(student, "")
-            writer.writerow([student, extra.get("name", student), extra.get("lms_id", ""),
-                             extra.get("entry", ""), extra.get("status", "graded"),
-                             f"{data['score']:g}", f"{extra.get('max_score', 0):g}",
-                             f"{extra.get('pending', 0):g}",
-                             *[f"{per.get(e, 0.0):g}" for e in exercises],
-                             filled, f"{extra.get('manual', 0):g}", _total(data['score'], filled),
-                             safe(data.get("output", "").replace("\n", " | "), 2000)])
+            writer.writerow(
+                [
+                    student,
+                    extra.get("name", student),
+                    extra.get("lms_id", ""),
+                    extra.get("entry", ""),
+                    extra.get("status", "graded"),
+                    f"{data['score']:g}",
+                    f"{extra.get('max_score', 0):g}",
+                    f"{extra.get('pending', 0):g}",
+                    *[f"{per.get(e, 0.0):g}" for e in exercises],
+                    filled,
+                    f"{extra.get('manual', 0):g}",
+                    _total(data['score'], filled),
+                    safe(data.get("output", "").replace("\n", " | "), 2000),
+                ]
+            )
     tmp.replace(folder / "gradebook.csv")
 
 
@@ -110,9 +139,15 @@ def totals(folder: Path) -> int:
         writer.writeheader()
         writer.writerows(rows)
     tmp.replace(path)
-    print(f"wrote the total of {len(rows) - len(missing)} students into {path}"
-          + (f"; {len(missing)} have no {HAND} points yet: {', '.join(missing[:10])}"
-             f"{', ...' if len(missing) > 10 else ''}" if missing else ""))
+    print(
+        f"wrote the total of {len(rows) - len(missing)} students into {path}"
+        + (
+            f"; {len(missing)} have no {HAND} points yet: {', '.join(missing[:10])}"
+            f"{', ...' if len(missing) > 10 else ''}"
+            if missing
+            else ""
+        )
+    )
     return 0
 
 
@@ -126,30 +161,48 @@ def write_summary(folder: Path, rows: dict[str, dict]) -> None:
     maximum = max((d["extra_data"].get("max_score", 0) for d in graded.values()), default=0)
     pending = max((d["extra_data"].get("pending", 0) for d in graded.values()), default=0)
     lines = ["# Grading summary", ""]
-    lines.append(f"{len(graded)} submissions graded, {len(others)} refused or not gradable; "
-                 f"maximum {maximum:g} points in this pass"
-                 + (f" (+{pending:g} pending: GPU checks, graded in the GPU pass)" if pending else "")
-                 + ".")
+    lines.append(
+        f"{len(graded)} submissions graded, {len(others)} refused or not gradable; "
+        f"maximum {maximum:g} points in this pass"
+        + (f" (+{pending:g} pending: GPU checks, graded in the GPU pass)" if pending else "")
+        + "."
+    )
     if scores:
-        lines.append(f"Scores: mean {statistics.mean(scores):.1f}, median {statistics.median(scores):g}, "
-                     f"min {scores[0]:g}, max {scores[-1]:g}.")
+        lines.append(
+            f"Scores: mean {statistics.mean(scores):.1f}, median {statistics.median(scores):g}, "
+            f"min {scores[0]:g}, max {scores[-1]:g}."
+        )
     fingerprint = next(iter(graded.values()))["extra_data"] if graded else {}
     if fingerprint:
-        lines.append(f"Graded by {fingerprint.get('grader')} on torch {fingerprint.get('torch')}, "
-                     f"GPU {fingerprint.get('gpu')}, {fingerprint.get('mode')} mode (seed id "
-                     f"{fingerprint.get('seed_id')}), rubric {fingerprint.get('rubric')}, "
-                     f"isolation {fingerprint.get('isolation')}.")
+        lines.append(
+            f"Graded by {fingerprint.get('grader')} on torch {fingerprint.get('torch')}, "
+            f"GPU {fingerprint.get('gpu')}, {fingerprint.get('mode')} mode (seed id "
+            f"{fingerprint.get('seed_id')}), rubric {fingerprint.get('rubric')}, "
+            f"isolation {fingerprint.get('isolation')}."
+        )
         off = fingerprint.get("protections_off") or []
         if off:
             lines.append(f"Sandbox protections off on the grading machine: {', '.join(off)}.")
-    renamed = [(s, d["extra_data"].get("name")) for s, d in sorted(rows.items())
-               if d["extra_data"].get("name") not in (None, s)]
+    renamed = [
+        (s, d["extra_data"].get("name"))
+        for s, d in sorted(rows.items())
+        if d["extra_data"].get("name") not in (None, s)
+    ]
     if renamed:
-        lines += ["", "## Students and their ids", "",
-                  "Ids are safe folder names; the gradebook keeps each name as the LMS wrote it.", "",
-                  "| id | name | LMS id | handed in |", "| --- | --- | --- | --- |"]
-        lines += [f"| {s} | {_cell(n)} | {_cell(rows[s]['extra_data'].get('lms_id', ''))} | "
-                  f"{_cell(rows[s]['extra_data'].get('entry', ''))} |" for s, n in renamed]
+        lines += [
+            "",
+            "## Students and their ids",
+            "",
+            "Ids are safe folder names; the gradebook keeps each name as the LMS wrote it.",
+            "",
+            "| id | name | LMS id | handed in |",
+            "| --- | --- | --- | --- |",
+        ]
+        lines += [
+            f"| {s} | {_cell(n)} | {_cell(rows[s]['extra_data'].get('lms_id', ''))} | "
+            f"{_cell(rows[s]['extra_data'].get('entry', ''))} |"
+            for s, n in renamed
+        ]
     lines += ["", "## Score distribution", ""]
     bins = _bins(scores, maximum)
     if bins:
@@ -157,8 +210,13 @@ def write_summary(folder: Path, rows: dict[str, dict]) -> None:
         lines += [f"| {label} | {count} {'#' * count} |" for label, count in bins]
         bar_chart(folder / "scores.svg", bins, "Scores", "points", "submissions")
         lines += ["", "![score distribution](scores.svg)"]
-    lines += ["", "## Pass rate per check (worst first)", "",
-              "| check | points | passed | pass rate |", "| --- | --- | --- | --- |"]
+    lines += [
+        "",
+        "## Pass rate per check (worst first)",
+        "",
+        "| check | points | passed | pass rate |",
+        "| --- | --- | --- | --- |",
+    ]
     rates: dict[str, list] = {}
     for data in graded.values():
         for test in data["tests"]:
@@ -182,22 +240,31 @@ def write_summary(folder: Path, rows: dict[str, dict]) -> None:
         lines.append(f"- **{exercise}** ({count} of {len(graded)}): {gist}")
     lines += ["", "## Refused or not gradable", ""]
     if others:
-        lines += [f"- {s} ({d['extra_data'].get('status')}): "
-                  f"{safe((d.get('output') or '-').splitlines()[-1], 300)}"
-                  for s, d in sorted(others.items())]
+        lines += [
+            f"- {s} ({d['extra_data'].get('status')}): {safe((d.get('output') or '-').splitlines()[-1], 300)}"
+            for s, d in sorted(others.items())
+        ]
     else:
         lines.append("None.")
-    lines += ["", "## Submissions that reach into the grader", "",
-              "Code that walks the grader's frames or objects, uses /proc, ctypes, signals or other "
-              "processes, or things the sandbox found left behind (grader/flags.py). Not scored: "
-              "read the lines.", ""]
+    lines += [
+        "",
+        "## Submissions that reach into the grader",
+        "",
+        "Code that walks the grader's frames or objects, uses /proc, ctypes, signals or other "
+        "processes, or things the sandbox found left behind (grader/flags.py). Not scored: "
+        "read the lines.",
+        "",
+    ]
     from grader.flags import describe
 
     flagged = [(s, d["extra_data"].get("flags") or []) for s, d in sorted(rows.items())]
     flagged = [(s, f) for s, f in flagged if f]
     for student, found in flagged:
-        lines.append(f"- **{student}** ({len(found)}): " + "; ".join(_cell(describe(f)) for f in found[:6])
-                     + ("; ..." if len(found) > 6 else ""))
+        lines.append(
+            f"- **{student}** ({len(found)}): "
+            + "; ".join(_cell(describe(f)) for f in found[:6])
+            + ("; ..." if len(found) > 6 else "")
+        )
     if not flagged:
         lines.append("None.")
     lines += ["", "## Slowest submissions", ""]
@@ -232,5 +299,7 @@ def _bins(scores: list[float], maximum: float) -> list[tuple[str, int]]:
         return []
     width = max(1, math.ceil(maximum / 10))
     lows = range(0, int(maximum) + 1, width)
-    return [(f"{low}" if width == 1 else f"{low}-{low + width - 1}",
-             sum(1 for s in scores if low <= s < low + width)) for low in lows]
+    return [
+        (f"{low}" if width == 1 else f"{low}-{low + width - 1}", sum(1 for s in scores if low <= s < low + width))
+        for low in lows
+    ]

@@ -52,8 +52,16 @@ from pathlib import Path
 from coursekit.impl import REPO_ROOT
 
 SOURCES = ("grader", "coursekit", "solutions")
-NEVER = ("__pycache__", "expected.json", "notebook.py", "nbgrader_bridge.py", "release.py",
-         "build.py", "scaffold.py", "BUILD.json")
+NEVER = (
+    "__pycache__",
+    "expected.json",
+    "notebook.py",
+    "nbgrader_bridge.py",
+    "release.py",
+    "build.py",
+    "scaffold.py",
+    "BUILD.json",
+)
 #: What setup.sh installs besides torch, each pinned (``pins``).
 PINNED = ("numpy", "hypothesis")
 #: Where setup.sh takes torch from unless ``LAUNCH_TAX_PIP_SOURCE`` says otherwise.
@@ -152,12 +160,14 @@ def pins(torch_spec: str = "==2.13.0") -> dict[str, str]:
 
 def setup_script(torch_spec: str = "==2.13.0") -> str:
     wanted = pins(torch_spec)
-    return (SETUP.replace("@TORCH_INDEX@", TORCH_CPU_INDEX).replace("@TORCH@", wanted.pop("torch"))
-            .replace("@REST@", " ".join(f'"{r}"' for r in wanted.values())))
+    return (
+        SETUP.replace("@TORCH_INDEX@", TORCH_CPU_INDEX)
+        .replace("@TORCH@", wanted.pop("torch"))
+        .replace("@REST@", " ".join(f'"{r}"' for r in wanted.values()))
+    )
 
 
-def bundle(out: Path, secret_path: Path, torch_spec: str = "==2.13.0",
-           timeout_minutes: float = TIMEOUT_MINUTES) -> int:
+def bundle(out: Path, secret_path: Path, torch_spec: str = "==2.13.0", timeout_minutes: float = TIMEOUT_MINUTES) -> int:
     """Write the autograder zip to ``out``; return how many files it holds. ``timeout_minutes``:
     the autograder timeout set in Gradescope's settings (Gradescope's default is 10)."""
     from grader.version import build_info
@@ -176,8 +186,11 @@ def bundle(out: Path, secret_path: Path, torch_spec: str = "==2.13.0",
     for name, (data, _) in sorted(files.items()):
         if name != "grading-secret":
             contents.update(name.encode() + b"\0" + hashlib.sha256(data).digest())
-    info = {**build_info(), "bundle": contents.hexdigest()[:16],
-            "built": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    info = {
+        **build_info(),
+        "bundle": contents.hexdigest()[:16],
+        "built": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
     files["grader/BUILD.json"] = (json.dumps(info, indent=1).encode() + b"\n", 0o644)
     with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as archive:
         for name, (data, mode) in files.items():
@@ -198,8 +211,10 @@ def unpack(archive: Path, root: Path) -> None:
         names = set(z.namelist())
         missing = [n for n in ("setup.sh", "run_autograder") if n not in names]
         if missing:
-            raise ValueError(f"{archive}: {' and '.join(missing)} must be at the root of the archive "
-                             "(Gradescope finds them nowhere else)")
+            raise ValueError(
+                f"{archive}: {' and '.join(missing)} must be at the root of the archive "
+                "(Gradescope finds them nowhere else)"
+            )
         for info in z.infolist():
             target = source / info.filename
             if not target.resolve().is_relative_to(source.resolve()):
@@ -213,8 +228,13 @@ def unpack(archive: Path, root: Path) -> None:
     shutil.copy2(source / "run_autograder", root / "run_autograder")
 
 
-def run(root: Path, files: dict[str, bytes], env: dict[str, str] | None = None,
-        python: str | None = None, timeout: float = 900) -> dict:
+def run(
+    root: Path,
+    files: dict[str, bytes],
+    env: dict[str, str] | None = None,
+    python: str | None = None,
+    timeout: float = 900,
+) -> dict:
     """One Gradescope run of an unpacked bundle: ``files`` as ``root/submission/``, then
     ``root/run_autograder`` (with ``python`` standing in for the environment setup.sh makes);
     returns results.json."""
@@ -225,11 +245,11 @@ def run(root: Path, files: dict[str, bytes], env: dict[str, str] | None = None,
         (submission / name).parent.mkdir(parents=True, exist_ok=True)
         (submission / name).write_bytes(data)
     shutil.rmtree(root / "results", ignore_errors=True)
-    env = {**os.environ, **(env or {}), "AUTOGRADER_ROOT": str(root),
-           "LAUNCH_TAX_PYTHON": python or sys.executable}
+    env = {**os.environ, **(env or {}), "AUTOGRADER_ROOT": str(root), "LAUNCH_TAX_PYTHON": python or sys.executable}
     env.pop("LAUNCH_TAX_SECRET_FILE", None)
-    done = subprocess.run(["bash", str(root / "run_autograder")], env=env, cwd=root,
-                          capture_output=True, text=True, timeout=timeout)
+    done = subprocess.run(
+        ["bash", str(root / "run_autograder")], env=env, cwd=root, capture_output=True, text=True, timeout=timeout
+    )
     if done.returncode != 0:
         raise RuntimeError(f"run_autograder exited {done.returncode}: {done.stderr[-2000:]}")
     return json.loads((root / "results" / "results.json").read_text(encoding="utf-8"))
@@ -255,9 +275,11 @@ def self_test(archive: Path, say=print) -> bool:
             got = float(data.get("score", -1))
             held = got == expected and data.get("extra_data", {}).get("mode") == "official"
             ok &= held
-            say(f"{'ok  ' if held else 'FAIL'} {label}: {got:g} of {want:g} CPU points "
+            say(
+                f"{'ok  ' if held else 'FAIL'} {label}: {got:g} of {want:g} CPU points "
                 f"(expected {expected:g}), {data.get('extra_data', {}).get('mode', '?')} grading, "
-                f"{time.monotonic() - start:.1f} s")
+                f"{time.monotonic() - start:.1f} s"
+            )
             if not held:
                 say("     " + str(data.get("output", ""))[:1500].replace("\n", "\n     "))
         return ok

@@ -91,8 +91,9 @@ class Isolation:
     def available(cls) -> bool:
         raise NotImplementedError
 
-    def launch(self, box: Path, env: dict[str, str], processes: int, work_bytes: int,
-               hide: tuple[Path, ...], slot: int) -> Launch:
+    def launch(
+        self, box: Path, env: dict[str, str], processes: int, work_bytes: int, hide: tuple[Path, ...], slot: int
+    ) -> Launch:
         raise NotImplementedError
 
     def release(self, uid: int | None, box: Path) -> list[str]:
@@ -133,8 +134,11 @@ class Namespaces(Isolation):
                 works = False
                 if _root() and shutil.which("unshare") and shutil.which("setpriv"):
                     try:
-                        trial = subprocess.run(["unshare", "--mount", "--net", "--pid", "--ipc", "--fork",
-                                                "true"], capture_output=True, timeout=30)
+                        trial = subprocess.run(
+                            ["unshare", "--mount", "--net", "--pid", "--ipc", "--fork", "true"],
+                            capture_output=True,
+                            timeout=30,
+                        )
                         works = trial.returncode == 0
                     except (OSError, subprocess.TimeoutExpired):
                         pass
@@ -146,11 +150,17 @@ class Namespaces(Isolation):
         hidden = [str(Path(p).resolve()) for p in hide]
         park = _python_dirs(covered + hidden)
         traverse = [h for h in hidden if any(_under(d, h) for d in park)]
-        env = {**env, "PARK": " ".join(park), "COVER": " ".join(covered), "HIDE": " ".join(hidden),
-               "TRAVERSE": " ".join(traverse), "WORK_BYTES": str(work_bytes)}
+        env = {
+            **env,
+            "PARK": " ".join(park),
+            "COVER": " ".join(covered),
+            "HIDE": " ".join(hidden),
+            "TRAVERSE": " ".join(traverse),
+            "WORK_BYTES": str(work_bytes),
+        }
         uid, lease = _lease_uid(slot)
-        command = ["unshare", "--mount", "--net", "--pid", "--ipc", "--fork", "--kill-child",
-                   "--mount-proc", "sh", "-c", _ENTER, "enter", str(box), str(uid)]
+        unshare = "unshare --mount --net --pid --ipc --fork --kill-child --mount-proc".split()
+        command = [*unshare, "sh", "-c", _ENTER, "enter", str(box), str(uid)]
         return Launch(command, env, processes, uid, lease)  # nproc: the worker's own uid, its tasks only
 
     def shared_places(self) -> list[str]:
@@ -170,8 +180,8 @@ class SeparateUser(Isolation):
         uid, lease = _lease_uid(slot)
         os.chown(box / "work", uid, uid)
         os.chmod(box / "work", 0o700)
-        command = ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--no-new-privs",
-                   "--bounding-set=-all", "--inh-caps=-all"]
+        drop = "--clear-groups --no-new-privs --bounding-set=-all --inh-caps=-all".split()
+        command = ["setpriv", f"--reuid={uid}", f"--regid={uid}", *drop]
         return Launch(command, env, processes, uid, lease)
 
     def release(self, uid, box):
@@ -211,8 +221,7 @@ def protections() -> dict[str, bool]:
 
 def protection_table() -> str:
     """The README's table: what each strategy gives, and when it is the one used."""
-    rows = ["| protection | " + " | ".join(s.name for s in STRATEGIES) + " |",
-            "|---|" + "---|" * len(STRATEGIES)]
+    rows = ["| protection | " + " | ".join(s.name for s in STRATEGIES) + " |", "|---|" + "---|" * len(STRATEGIES)]
     for p in PROTECTIONS:
         marks = ["yes" if p in ALWAYS or p in s.gives else "no" for s in STRATEGIES]
         rows.append(f"| {p}{' (where `prlimit` is installed)' if p == RLIMITS else ''} | " + " | ".join(marks) + " |")
@@ -294,8 +303,13 @@ def _python_dirs(hidden: list[str]) -> list[str]:
     """The folders of the worker's Python (interpreter, stdlib, packages) that lie under a covered
     or hidden folder: the top folder under /root (as ``/root/.pyenv``), else the folder itself
     (a virtual environment inside the repository: ``<repo>/.venv``)."""
-    needed = {sys.base_prefix, sys.prefix, *site.getsitepackages(), os.path.dirname(sys.executable),
-              os.path.dirname(os.path.realpath(sys.executable))}
+    needed = {
+        sys.base_prefix,
+        sys.prefix,
+        *site.getsitepackages(),
+        os.path.dirname(sys.executable),
+        os.path.dirname(os.path.realpath(sys.executable)),
+    }
     dirs = set()
     for path in needed:
         real = os.path.realpath(path)
@@ -325,8 +339,7 @@ def _lease_uid(slot: int) -> tuple[int, int | None]:
             raise PermissionError(f"{UID_LEASES} must be a folder only root can use")
         for k in range(UID_RANGE):
             uid = WORKER_UID_BASE + (slot + k) % UID_RANGE
-            fd = os.open(UID_LEASES / str(uid), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC,
-                         0o600)
+            fd = os.open(UID_LEASES / str(uid), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 return uid, fd

@@ -90,10 +90,18 @@ def all_checks(draw: Draw | None = None) -> list[Check]:
 
 
 class Judge:
-    def __init__(self, gpu: str = "auto", timeout_s: float = 60.0, jobs: int = 2,
-                 hide: tuple[Path, ...] = (), exercises: tuple[str, ...] | None = None,
-                 secret: GradingSecret | None = None, gpu_only: bool = False,
-                 deadline_s: float | None = None, gpu_jobs: int = 1):
+    def __init__(
+        self,
+        gpu: str = "auto",
+        timeout_s: float = 60.0,
+        jobs: int = 2,
+        hide: tuple[Path, ...] = (),
+        exercises: tuple[str, ...] | None = None,
+        secret: GradingSecret | None = None,
+        gpu_only: bool = False,
+        deadline_s: float | None = None,
+        gpu_jobs: int = 1,
+    ):
         import torch
 
         # The judge's own work (the reference's answers) is on tiny tensors: one thread, so that it
@@ -111,8 +119,10 @@ class Judge:
         if gpu_only and not has_cuda:
             raise RuntimeError("--only-gpu: no CUDA device is available here")
         if secret is not None and not has_reference():
-            raise RuntimeError("official grading (a grading secret) needs the reference: run it "
-                               "from the staff repository, which has solutions/")
+            raise RuntimeError(
+                "official grading (a grading secret) needs the reference: run it "
+                "from the staff repository, which has solutions/"
+            )
         self.gpu = has_cuda if gpu == "auto" else gpu == "on"
         # Checks that need torch.compile to build GPU kernels cannot be graded where Triton cannot
         # build (no C compiler, no Python.h, no libcuda): pending, with the doctor's reason.
@@ -145,8 +155,7 @@ class Judge:
         return Draw(self.secret, digest(submission) if self.secret else "")
 
     def checks_for(self, submission: Submission) -> list[Check]:
-        checks = [c for c in all_checks(self.draw(submission)) if c.id in self.points
-                  and c.exercise in self.exercises]
+        checks = [c for c in all_checks(self.draw(submission)) if c.id in self.points and c.exercise in self.exercises]
         return [c for c in checks if c.gpu] if self.gpu_only else checks
 
     def grade(self, submission: Submission) -> Report:
@@ -154,15 +163,22 @@ class Judge:
         budget = Budget.start(self.deadline_s)
         checks = self.checks_for(submission)
         answers = self._prepare(checks)
-        cpu_groups = {ex: group for ex in self.exercises if MODULE_OF[ex] in submission.files
-                      and (group := [c for c in checks if c.exercise == ex and not c.gpu])}
+        cpu_groups = {
+            ex: group
+            for ex in self.exercises
+            if MODULE_OF[ex] in submission.files and (group := [c for c in checks if c.exercise == ex and not c.gpu])
+        }
         shared_observed: list[str] = []
-        shared = self._run_shared(submission, cpu_groups, answers, budget, shared_observed) \
-            if len(cpu_groups) > 1 else {}
+        shared = (
+            self._run_shared(submission, cpu_groups, answers, budget, shared_observed) if len(cpu_groups) > 1 else {}
+        )
         with ThreadPoolExecutor(self.jobs) as pool:
-            results = list(pool.map(lambda ex: self._grade_exercise(submission, ex, checks, answers,
-                                                                    shared.get(ex), budget),
-                                    self.exercises))
+            results = list(
+                pool.map(
+                    lambda ex: self._grade_exercise(submission, ex, checks, answers, shared.get(ex), budget),
+                    self.exercises,
+                )
+            )
         results = [r for r in results if r.checks]
         manual = None
         if not self.gpu_only and self.manual_points:
@@ -172,8 +188,16 @@ class Judge:
         found = flags.scan(submission.files)
         found += [{"exercise": r.exercise, "observed": safe(o, 300)} for r in results for o in r.observed]
         found += [{"exercise": "shared worker", "observed": safe(o, 300)} for o in shared_observed]
-        return Report(safe(submission.label, 300), results, self.notes(submission, results),
-                      time.monotonic() - start, self.fingerprint(), self.staff_notes(), manual, found)
+        return Report(
+            safe(submission.label, 300),
+            results,
+            self.notes(submission, results),
+            time.monotonic() - start,
+            self.fingerprint(),
+            self.staff_notes(),
+            manual,
+            found,
+        )
 
     def grade_exercise(self, submission: Submission, exercise: str) -> ExerciseResult:
         checks = [c for c in self.checks_for(submission) if c.exercise == exercise]
@@ -193,16 +217,20 @@ class Judge:
     def notes(self, submission: Submission, results: list[ExerciseResult]) -> list[str]:
         notes = [safe(p, 500) for p in submission.problems]
         if self.secret is None:
-            notes.append("PRACTICE MODE: no grading secret, so the checks use the release's fixed "
-                         "inputs; a score here is for self-checking, not an official grade "
-                         f"(official grading: --secret-file or {'$'}LAUNCH_TAX_SECRET_FILE)")
+            notes.append(
+                "PRACTICE MODE: no grading secret, so the checks use the release's fixed "
+                "inputs; a score here is for self-checking, not an official grade "
+                f"(official grading: --secret-file or {'$'}LAUNCH_TAX_SECRET_FILE)"
+            )
         else:
             notes.append(f"official grading: inputs drawn from grading secret {self.secret.id}")
         pending = sum(r.pending for r in results)
         if pending:
             why = "--gpu off" if self.gpu_mode == "off" else "no CUDA here"
-            notes.append(f"{pending:g} points pending: GPU checks not run ({why}); they are graded "
-                         "in the GPU pass (a machine with CUDA, --gpu on)")
+            notes.append(
+                f"{pending:g} points pending: GPU checks not run ({why}); they are graded "
+                "in the GPU pass (a machine with CUDA, --gpu on)"
+            )
         return notes
 
     def staff_notes(self) -> list[str]:
@@ -235,17 +263,24 @@ class Judge:
             if not getattr(compare, "needs_reference", False):
                 continue
             wanted = [p for p in check.probes if p.needs_reference and (check.exercise, p.key()) not in answers]
-            got, seconds = self.reference.answers(check.exercise, MODULE_OF[check.exercise], wanted,
-                                                  cache=self.secret is None, gpu=check.gpu)
+            got, seconds = self.reference.answers(
+                check.exercise, MODULE_OF[check.exercise], wanted, cache=self.secret is None, gpu=check.gpu
+            )
             group = (check.exercise, check.gpu)
             took[group] = took.get(group, 0.0) + seconds
             answers.update({(check.exercise, k): a for k, a in got.items()})
         self.workers.reference_took(took)
         return answers
 
-    def _grade_exercise(self, submission: Submission, exercise: str, checks: list[Check],
-                        answers: dict, shared: ExerciseResult | float | None = None,
-                        budget: Budget = Budget()) -> ExerciseResult:
+    def _grade_exercise(
+        self,
+        submission: Submission,
+        exercise: str,
+        checks: list[Check],
+        answers: dict,
+        shared: ExerciseResult | float | None = None,
+        budget: Budget = Budget(),
+    ) -> ExerciseResult:
         """``shared``: what the shared CPU worker found for this exercise (its CPU checks'
         results), or the seconds it timed out after, or None (not tried there)."""
         module = MODULE_OF[exercise]
@@ -254,9 +289,14 @@ class Judge:
         runnable = [c for c in checks if (self.gpu or not c.gpu) and not (c.triton and self.triton_problem)]
         for c in checks:
             if c not in runnable:
-                why = PENDING_GPU if not self.gpu else (
-                    f"not gradable on this machine ({self.triton_problem}); graded on a GPU machine "
-                    "that can compile (python -m grader doctor says which can)")
+                why = (
+                    PENDING_GPU
+                    if not self.gpu
+                    else (
+                        f"not gradable on this machine ({self.triton_problem}); graded on a GPU machine "
+                        "that can compile (python -m grader doctor says which can)"
+                    )
+                )
                 result.checks.append(self.verdicts.pending(c, why))
         if module not in submission.files:
             why = safe(submission.missing_reason(module), 500)
@@ -273,16 +313,16 @@ class Judge:
                     continue
                 tried_s = shared if not gpu and isinstance(shared, float) else 0.0
                 phases = plan(exercise, group, self.gpu_jobs)
-                run = self.workers.run_exercise(submission, exercise, gpu, [p.request for p in phases],
-                                                tried_s, budget)
+                run = self.workers.run_exercise(submission, exercise, gpu, [p.request for p in phases], tried_s, budget)
                 result.observed += observations(run)
                 self.verdicts.apply(run, exercise, phases, answers, result)
         order = {c.id: i for i, c in enumerate(checks)}
         result.checks.sort(key=lambda r: order[r.check.id])
         return result
 
-    def _run_shared(self, submission: Submission, groups: dict[str, list[Check]], answers: dict,
-                    budget: Budget, observed: list[str]) -> dict[str, ExerciseResult | float]:
+    def _run_shared(
+        self, submission: Submission, groups: dict[str, list[Check]], answers: dict, budget: Budget, observed: list[str]
+    ) -> dict[str, ExerciseResult | float]:
         """The CPU checks of several exercises in one worker. Returns each exercise's result, or,
         where the shared worker could not answer for it, the seconds its child was given when it
         timed out (0.0 otherwise): that exercise is then graded in a worker of its own."""
@@ -291,8 +331,10 @@ class Judge:
             phases = plan(exercise, checks, self.gpu_jobs)
             limits[exercise] = self.workers.limits(exercise, False)
             plans[exercise] = (len(requests), phases)
-            requests += [replace(p.request, group=exercise, phase=number, timeout_s=limits[exercise].timeout_s)
-                         for number, p in enumerate(phases)]
+            requests += [
+                replace(p.request, group=exercise, phase=number, timeout_s=limits[exercise].timeout_s)
+                for number, p in enumerate(phases)
+            ]
         run = self.workers.run_shared(submission, requests, list(limits.values()), budget)
         if run is None:  # nothing left of the budget: each exercise's own worker says so
             return {}

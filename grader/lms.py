@@ -29,8 +29,10 @@ CANVAS_RENAMED = re.compile(r"^(?P<stem>.+)-\d+(?P<ext>\.[A-Za-z0-9]+)$")
 MOODLE = re.compile(r"^(?P<name>.+?)_(?P<uid>\d+)_assignsubmission_(?:file|onlinetext)_?$")
 #: Blackboard's: ``<assignment>_<user>_attempt_<yyyy-mm-dd-hh-mm-ss>[_<file>]`` (the file-less
 #: one is its receipt).
-BLACKBOARD = re.compile(r"^(?P<assignment>.+)_(?P<name>[^_]+)_attempt_"
-                        r"(?P<date>\d{4}-\d{2}-\d{2}-\d{2}-\d{2}-\d{2})(?:_(?P<file>.+))?$")
+BLACKBOARD = re.compile(
+    r"^(?P<assignment>.+)_(?P<name>[^_]+)_attempt_"
+    r"(?P<date>\d{4}-\d{2}-\d{2}-\d{2}-\d{2}-\d{2})(?:_(?P<file>.+))?$"
+)
 MAX_LOOSE_FILES = 64
 
 
@@ -64,13 +66,17 @@ def lms_entries(root: Path) -> list[Entry]:
         if path.name.startswith(".") or path.name in JUNK:
             continue
         if path.is_symlink():
-            entries.append(Entry(_display(path), [path], refused=(
-                "a symbolic link: refused, not followed (submit the folder or file itself)")))
+            entries.append(
+                Entry(
+                    _display(path),
+                    [path],
+                    refused=("a symbolic link: refused, not followed (submit the folder or file itself)"),
+                )
+            )
             continue
         if path.is_dir():
             moodle = MOODLE.match(path.name)
-            entries.append(Entry(moodle["name"], [path], moodle["uid"]) if moodle
-                           else Entry(_display(path), [path]))
+            entries.append(Entry(moodle["name"], [path], moodle["uid"]) if moodle else Entry(_display(path), [path]))
             continue
         canvas, board = CANVAS.match(path.name), BLACKBOARD.match(path.name)
         if path.is_file() and (canvas or board):
@@ -79,11 +85,21 @@ def lms_entries(root: Path) -> list[Entry]:
             key = (canvas["name"], canvas["uid"]) if canvas else (board["name"], "")
             loose.setdefault(key, Entry(key[0], [], key[1])).paths.append(path)
         elif path.is_file():
-            entries.append(Entry(_display(path), [path], refused=None if path.suffix in SUBMISSION_SUFFIXES
-                                 else "not a submission: expected a folder, a .zip or a .ipynb"))
+            entries.append(
+                Entry(
+                    _display(path),
+                    [path],
+                    refused=None
+                    if path.suffix in SUBMISSION_SUFFIXES
+                    else "not a submission: expected a folder, a .zip or a .ipynb",
+                )
+            )
         else:
-            entries.append(Entry(_display(path), [path], refused=(
-                "not a regular file or folder (a FIFO, socket or device): refused")))
+            entries.append(
+                Entry(
+                    _display(path), [path], refused=("not a regular file or folder (a FIFO, socket or device): refused")
+                )
+            )
     entries += loose.values()
     ids(entries)
     return sorted(entries, key=lambda e: e.id.lower())
@@ -101,8 +117,9 @@ def safe_id(name: str) -> str:
     """A name fit for a folder and a gradebook cell: accents dropped (``Müller`` -> ``Muller``),
     letters and digits of any script kept (``김하나``), anything else one ``_``."""
     bare = "".join(ch for ch in unicodedata.normalize("NFKD", name) if unicodedata.category(ch) != "Mn")
-    text = "".join(ch if (ch.isalnum() and ch.isprintable()) or ch in ".-" else "_"
-                   for ch in unicodedata.normalize("NFC", bare))
+    text = "".join(
+        ch if (ch.isalnum() and ch.isprintable()) or ch in ".-" else "_" for ch in unicodedata.normalize("NFC", bare)
+    )
     return re.sub(r"_+", "_", text).strip("._")[:100] or "submission"
 
 

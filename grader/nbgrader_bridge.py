@@ -63,21 +63,33 @@ class RestoreMissingCells(NbGraderPreprocessor):
                 continue
             position = 0
             for earlier, *_ in reversed(cells[:k]):
-                found = [i for i, c in enumerate(nb.cells)
-                         if c.metadata.get("nbgrader", {}).get("grade_id") == earlier]
+                found = [i for i, c in enumerate(nb.cells) if c.metadata.get("nbgrader", {}).get("grade_id") == earlier]
                 if found:
                     position = found[0] + 1
                     break
-            nb.cells.insert(position, _restored(name, kind, MISSING_ANSWER if name in answers else text,
-                                                locked, solution=name in answers))
+            nb.cells.insert(
+                position,
+                _restored(name, kind, MISSING_ANSWER if name in answers else text, locked, solution=name in answers),
+            )
             present.add(name)
         return nb, resources
 
 
 def _restored(name: str, kind: str, text: str, locked: bool, solution: bool) -> NotebookNode:
-    cell = {"cell_type": kind, "metadata": {"nbgrader": {
-        "grade": False, "grade_id": name, "locked": locked, "schema_version": 3,
-        "solution": solution, "task": False}}, "source": text}
+    cell = {
+        "cell_type": kind,
+        "metadata": {
+            "nbgrader": {
+                "grade": False,
+                "grade_id": name,
+                "locked": locked,
+                "schema_version": 3,
+                "solution": solution,
+                "task": False,
+            }
+        },
+        "source": text,
+    }
     if kind == "code":
         cell.update(execution_count=None, outputs=[])
     return from_dict(cell)
@@ -97,10 +109,12 @@ def why_refused() -> str | None:
             return None
     except (ValueError, RuntimeError) as exc:
         return f"nbgrader autograde: the grading secret cannot be read: {exc}"
-    return ("nbgrader autograde: refusing to grade without the grading secret (scores would be "
-            "practice scores): make it once with `python -m grader secret new "
-            "~/.config/launch-tax/grading-secret` and run `LAUNCH_TAX_SECRET_FILE=PATH nbgrader "
-            f"autograde ...`; or set {PRACTICE}=1 to grade with the public practice inputs")
+    return (
+        "nbgrader autograde: refusing to grade without the grading secret (scores would be "
+        "practice scores): make it once with `python -m grader secret new "
+        "~/.config/launch-tax/grading-secret` and run `LAUNCH_TAX_SECRET_FILE=PATH nbgrader "
+        f"autograde ...`; or set {PRACTICE}=1 to grade with the public practice inputs"
+    )
 
 
 def refuse_without_secret(argv: list[str]) -> None:
@@ -150,13 +164,16 @@ def _add_grade_ahead(nb, modules: dict[str, str]) -> None:
     setup = [i for i, c in enumerate(nb.cells) if c.metadata.get("nbgrader", {}).get("grade_id") == "setup"]
     if not setup:
         return
-    source = ("# Added by the autograder, not part of your notebook: grades all your answer cells' "
-              "modules at once,\n# as `python -m grader grade` grades the notebook; each test "
-              "cell below reads its verdict.\n"
-              "from grader.notebook_checks import grade_ahead\n"
-              f"grade_ahead({modules!r})")
-    cell = from_dict({"cell_type": "code", "execution_count": None, "outputs": [],
-                      "metadata": dict(AHEAD), "source": source})
+    source = (
+        "# Added by the autograder, not part of your notebook: grades all your answer cells' "
+        "modules at once,\n# as `python -m grader grade` grades the notebook; each test "
+        "cell below reads its verdict.\n"
+        "from grader.notebook_checks import grade_ahead\n"
+        f"grade_ahead({modules!r})"
+    )
+    cell = from_dict(
+        {"cell_type": "code", "execution_count": None, "outputs": [], "metadata": dict(AHEAD), "source": source}
+    )
     nb.cells.insert(setup[0] + 1, cell)
 
 

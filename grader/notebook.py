@@ -56,18 +56,20 @@ def writefile_line(module: str) -> str:
 
 def _docstring_len(body: list[ast.stmt]) -> int:
     first = body[0] if body else None
-    is_doc = (isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant)
-              and isinstance(first.value.value, str))
+    is_doc = (
+        isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str)
+    )
     return 1 if is_doc else 0
 
 
 def _is_placeholder(statements: list[ast.stmt]) -> bool:
     """A stub's body: only ``pass`` and ``raise NotImplementedError(...)``."""
+
     def raises_not_implemented(s: ast.stmt) -> bool:
         exc = s.exc.func if isinstance(getattr(s, "exc", None), ast.Call) else getattr(s, "exc", None)
         return isinstance(s, ast.Raise) and isinstance(exc, ast.Name) and exc.id == "NotImplementedError"
-    return bool(statements) and all(isinstance(s, ast.Pass) or raises_not_implemented(s)
-                                    for s in statements)
+
+    return bool(statements) and all(isinstance(s, ast.Pass) or raises_not_implemented(s) for s in statements)
 
 
 def _first_line(node: ast.stmt, lines: list[str], floor: int) -> int:
@@ -133,7 +135,7 @@ class _Merger:
         self._merge_block(self.stub_tree, self.ref_tree, indent=0, depth=0, scope="module")
         lines = list(self.stub_lines)
         for insert in sorted(self.inserts, key=lambda i: (-i.at, i.depth)):
-            lines[insert.at:insert.at] = insert.lines
+            lines[insert.at : insert.at] = insert.lines
         return "\n".join(lines) + "\n"
 
     def _merge_block(self, stub_node, ref_node, indent: int, depth: int, scope: str) -> None:
@@ -145,8 +147,11 @@ class _Merger:
             top = 0
         else:
             top = stub_body[0].lineno - 1
-        stub_defs = {s.name: i for i, s in enumerate(stub_body)
-                     if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
+        stub_defs = {
+            s.name: i
+            for i, s in enumerate(stub_body)
+            if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+        }
         stub_dumps = {}
         for i, s in enumerate(stub_body):
             stub_dumps.setdefault(_dump(s), i)
@@ -155,7 +160,7 @@ class _Merger:
         bound = _bound_names(stub_body)
         matched, groups = set(), {}  # groups: stub index it follows -> reference-only texts
         anchor = -1
-        ref_body = ref_node.body[_docstring_len(ref_node.body):]
+        ref_body = ref_node.body[_docstring_len(ref_node.body) :]
         floor = 0
         for s in ref_body:
             start = _first_line(s, self.ref_lines, floor)
@@ -167,8 +172,11 @@ class _Merger:
                 matched.add(name)
                 stub = stub_body[anchor]
                 if type(stub) is not type(s):
-                    raise DriftError(self.where(f"{scope}.{name} is a {type(stub).__name__} in one "
-                                                f"and a {type(s).__name__} in the other"))
+                    raise DriftError(
+                        self.where(
+                            f"{scope}.{name} is a {type(stub).__name__} in one and a {type(s).__name__} in the other"
+                        )
+                    )
                 if isinstance(s, ast.ClassDef):
                     self._merge_class(stub, s, depth + 1, f"{scope}.{name}")
                 else:
@@ -176,12 +184,11 @@ class _Merger:
             elif isinstance(s, (ast.Import, ast.ImportFrom)):
                 missing = [a for a in s.names if (a.asname or a.name).split(".")[0] not in bound]
                 if missing:
-                    text = ast.unparse(type(s)(**{**{f: getattr(s, f) for f in s._fields},
-                                                  "names": missing}))
+                    text = ast.unparse(type(s)(**{**{f: getattr(s, f) for f in s._fields}, "names": missing}))
             elif _dump(s) in stub_dumps:
                 anchor = stub_dumps[_dump(s)]
             else:
-                text = "\n".join(_reindent(self.ref_lines[start:s.end_lineno], s.col_offset, indent))
+                text = "\n".join(_reindent(self.ref_lines[start : s.end_lineno], s.col_offset, indent))
             if text is not None:
                 groups.setdefault(max(anchor, last_import), []).append(text)
         lonely = sorted(set(stub_defs) - matched)
@@ -198,8 +205,7 @@ class _Merger:
         lines = [pad + BEGIN]
         for before, text in zip([None, *texts], texts):
             if before is not None and not (before.startswith(imports) and text.startswith(imports)):
-                defines = any(line.startswith(("def ", "class ", "@", "async def "))
-                              for line in text.splitlines())
+                defines = any(line.startswith(("def ", "class ", "@", "async def ")) for line in text.splitlines())
                 lines += [""] * (2 if indent == 0 and defines else 1)
             lines += text.splitlines()
         lines.append(pad + END)
@@ -224,8 +230,8 @@ class _Merger:
         for field in ("args", "returns", "decorator_list"):
             if _dump(getattr(stub, field)) != _dump(getattr(ref, field)):
                 raise DriftError(self.where(f"{scope}(): the {field} of the signature differ"))
-        stub_rest = stub.body[_docstring_len(stub.body):]
-        ref_rest = ref.body[_docstring_len(ref.body):]
+        stub_rest = stub.body[_docstring_len(stub.body) :]
+        ref_rest = ref.body[_docstring_len(ref.body) :]
         # The given lines (argument checks, ``# given``) come before the stub's placeholder; the
         # reference starts with the very same statements, and the rest of it is the solution.
         given = next((k for k in range(len(stub_rest)) if _is_placeholder(stub_rest[k:])), len(stub_rest))
@@ -234,8 +240,7 @@ class _Merger:
             raise DriftError(self.where(f"{scope}() is {what} in the stub but differs in the reference"))
         if given == len(stub_rest):
             if len(ref_rest) != given:
-                raise DriftError(self.where(f"{scope}() is given code in the stub but differs "
-                                            "in the reference"))
+                raise DriftError(self.where(f"{scope}() is given code in the stub but differs in the reference"))
             return
         placeholder, ref_rest_after = stub_rest[given:], ref_rest[given:]
         if not ref_rest_after:
@@ -248,9 +253,8 @@ class _Merger:
             ref_floor = ref.body[0].end_lineno if _docstring_len(ref.body) else ref.lineno
         stub_rest, ref_rest = placeholder, ref_rest_after
         ref_start = _first_line(ref_rest[0], self.ref_lines, ref_floor)
-        body = _reindent(self.ref_lines[ref_start:ref_rest[-1].end_lineno], ref_rest[0].col_offset, indent)
-        if not isinstance(ref_rest[-1], (ast.Return, ast.Raise)) and \
-                any(isinstance(s, ast.Raise) for s in stub_rest):
+        body = _reindent(self.ref_lines[ref_start : ref_rest[-1].end_lineno], ref_rest[0].col_offset, indent)
+        if not isinstance(ref_rest[-1], (ast.Return, ast.Raise)) and any(isinstance(s, ast.Raise) for s in stub_rest):
             body.append(" " * indent + "return")  # never fall through to the stub's raise
         pad = " " * indent
         self.inserts.append(_Insert(start, [pad + BEGIN, *body, pad + END]))
@@ -400,8 +404,9 @@ def self_test_points() -> dict[str, float]:
     data = tomllib.loads(RUBRIC.read_text(encoding="utf-8"))
     points = {k: float(v) for k, v in data.get("self_test", {}).items()}
     if set(points) != {q.id for q in SELF_TEST}:
-        raise DriftError(f"grader/rubric.toml [self_test] lists {sorted(points)}, the notebook "
-                         f"asks {[q.id for q in SELF_TEST]}")
+        raise DriftError(
+            f"grader/rubric.toml [self_test] lists {sorted(points)}, the notebook asks {[q.id for q in SELF_TEST]}"
+        )
     return points
 
 
@@ -416,8 +421,14 @@ def _cell(kind: str, cell_id: str, source: str, nbgrader: dict | None = None) ->
         cell["execution_count"] = None
         cell["outputs"] = []
     if nbgrader is not None:
-        meta = {"grade": False, "grade_id": cell_id, "locked": False, "schema_version": 3,
-                "solution": False, "task": False}
+        meta = {
+            "grade": False,
+            "grade_id": cell_id,
+            "locked": False,
+            "schema_version": 3,
+            "solution": False,
+            "task": False,
+        }
         meta.update(nbgrader)
         cell["metadata"]["nbgrader"] = dict(sorted(meta.items()))
         if meta["locked"]:
@@ -449,49 +460,77 @@ def build_notebook(root: Path = REPO_ROOT) -> dict:
     cpu_total = sum(points[c.id] for c in checks if not c.gpu)
     gpu_total = sum(points[c.id] for c in checks if c.gpu)
     questions = self_test_points()
-    cells = [_cell("markdown", "intro", _intro(cpu_total, gpu_total, sum(questions.values()))),
-             _cell("code", "setup", SETUP_CELL, {"locked": True})]
+    cells = [
+        _cell("markdown", "intro", _intro(cpu_total, gpu_total, sum(questions.values()))),
+        _cell("code", "setup", SETUP_CELL, {"locked": True}),
+    ]
     for n, module in modules:
         stub = (root / "exercises" / f"{module}.py").read_text(encoding="utf-8")
         reference = (root / "solutions" / f"{module}.py").read_text(encoding="utf-8")
         mine = [c for c in checks if c.exercise == f"ex{n}"]
         here = [c for c in mine if not c.gpu]
         gpu = sum(points[c.id] for c in mine if c.gpu)
-        head = (f"## Exercise {n} · {_title(stub)} · `{module}.py`\n\n"
-                f"{sum(points[c.id] for c in mine):g} points: {sum(points[c.id] for c in here):g} "
-                f"graded in this notebook")
-        head += (f", {gpu:g} by GPU checks (on a CUDA machine: `python -m grader grade "
-                 f"{ASSIGNMENT}.ipynb --gpu on`, or `python -m pytest exercises -m \"ex{n} and gpu\"`)."
-                 if gpu else ".")
-        head += (f"\n\nWrite your code in the cell below: it is the module `{module}.py` "
-                 f"(the first line, `{writefile_line(module)}`, writes it; keep that line). "
-                 "The cells after it check it.")
+        head = (
+            f"## Exercise {n} · {_title(stub)} · `{module}.py`\n\n"
+            f"{sum(points[c.id] for c in mine):g} points: {sum(points[c.id] for c in here):g} "
+            f"graded in this notebook"
+        )
+        head += (
+            f", {gpu:g} by GPU checks (on a CUDA machine: `python -m grader grade "
+            f"{ASSIGNMENT}.ipynb --gpu on`, or `python -m pytest exercises -m \"ex{n} and gpu\"`)."
+            if gpu
+            else "."
+        )
+        head += (
+            f"\n\nWrite your code in the cell below: it is the module `{module}.py` "
+            f"(the first line, `{writefile_line(module)}`, writes it; keep that line). "
+            "The cells after it check it."
+        )
         cells.append(_cell("markdown", f"ex{n}_intro", head))
-        cells.append(_cell("code", f"answer_{module}",
-                           writefile_line(module) + "\n" + merge_module(module, stub, reference).rstrip("\n"),
-                           {"solution": True}))
+        cells.append(
+            _cell(
+                "code",
+                f"answer_{module}",
+                writefile_line(module) + "\n" + merge_module(module, stub, reference).rstrip("\n"),
+                {"solution": True},
+            )
+        )
         hidden_count = 0
         for c in here:
             if c.hidden:
                 hidden_count += 1
-                source = (f"# A hidden check ({_points(points[c.id])} of exercise {n}): it runs when "
-                          "your notebook is graded.\n"
-                          f"{BEGIN_HIDDEN}\ncheck({c.id!r})\n{END_HIDDEN}")
+                source = (
+                    f"# A hidden check ({_points(points[c.id])} of exercise {n}): it runs when "
+                    "your notebook is graded.\n"
+                    f"{BEGIN_HIDDEN}\ncheck({c.id!r})\n{END_HIDDEN}"
+                )
                 cell_id = f"test_ex{n}_hidden_{hidden_count}"
             else:
                 rule = textwrap.fill(c.rule, 96, initial_indent="# ", subsequent_indent="# ")
                 source = f"{rule}\ncheck({c.id!r})"
                 cell_id = f"test_{c.exercise}_{c.name}"
-            cells.append(_cell("code", cell_id, source,
-                               {"grade": True, "locked": True, "points": _number(points[c.id])}))
+            cells.append(
+                _cell("code", cell_id, source, {"grade": True, "locked": True, "points": _number(points[c.id])})
+            )
     cells.append(_cell("markdown", "self_test_intro", SELF_TEST_INTRO))
     for i, q in enumerate(SELF_TEST, 1):
         # The question is a plain cell: nbgrader restores a deleted answer cell after the
         # previous graded cell, which a read-only question cell is not.
-        cells.append(_cell("markdown", f"question_{q.id}",
-                           f"**Question {i}** ({_points(questions[q.id])}, graded by hand). {q.question}"))
-        cells.append(_cell("markdown", f"self_test_{q.id}", f"{BEGIN}\n{q.model_answer}\n{END}",
-                           {"grade": True, "solution": True, "points": _number(questions[q.id])}))
+        cells.append(
+            _cell(
+                "markdown",
+                f"question_{q.id}",
+                f"**Question {i}** ({_points(questions[q.id])}, graded by hand). {q.question}",
+            )
+        )
+        cells.append(
+            _cell(
+                "markdown",
+                f"self_test_{q.id}",
+                f"{BEGIN}\n{q.model_answer}\n{END}",
+                {"grade": True, "solution": True, "points": _number(questions[q.id])},
+            )
+        )
     return {
         "cells": cells,
         "metadata": {

@@ -64,12 +64,15 @@ def _judge():
             raise GradingRefused(
                 "the grader cannot isolate the submission here (it is not root, or cannot make "
                 "namespaces): autograde as root, or set LAUNCH_TAX_ALLOW_UNISOLATED=1 to accept "
-                "that the submission could read the reference and the other notebooks")
+                "that the submission could read the reference and the other notebooks"
+            )
         timeout = float(os.environ.get("LAUNCH_TAX_CHECK_TIMEOUT", "60"))
         _state["judge"] = judge = Judge(gpu="off", timeout_s=timeout, jobs=1, secret=secret.load())
         if judge.secret is None:
-            print("(practice mode: no grading secret, so these checks use the release's fixed "
-                  "inputs; official grading sets LAUNCH_TAX_SECRET_FILE)")
+            print(
+                "(practice mode: no grading secret, so these checks use the release's fixed "
+                "inputs; official grading sets LAUNCH_TAX_SECRET_FILE)"
+            )
     return _state["judge"]
 
 
@@ -95,8 +98,7 @@ def grade_ahead(modules: dict[str, str]) -> None:
         except (ReferenceFailure, EnvironmentProblem) as exc:
             raise GradingRefused(f"nothing was graded: {exc}") from None
         graded = {m: _same(t) for m, t in modules.items()}
-        _state["ahead"] = {ex.exercise: (graded, {r.check.id: r for r in ex.checks})
-                           for ex in report.exercises}
+        _state["ahead"] = {ex.exercise: (graded, {r.check.id: r for r in ex.checks}) for ex in report.exercises}
     print(f"graded every exercise's CPU checks at once ({report.wall_s:.1f} s)")
 
 
@@ -129,8 +131,9 @@ def check(check_id: str) -> None:
     exercise = check_id.split(".", 1)[0]
     result = verdicts(exercise).get(check_id)
     if result is None:
-        raise CheckFailed(f"{check_id}: no such check in this grader (is the course repository "
-                          "installed, and up to date?)")
+        raise CheckFailed(
+            f"{check_id}: no such check in this grader (is the course repository installed, and up to date?)"
+        )
     points = f"{result.points:g} point{'s' if result.points != 1 else ''}"
     if result.check.hidden:
         name = f"a hidden check of exercise {exercise.removeprefix('ex')}"

@@ -34,7 +34,10 @@ def plan(exercise: str, checks: list[Check], gpu_jobs: int = 1) -> list[Phase]:
                     probes.append(probe)
         probes.sort(key=lambda p: p.last)  # a failing capture disturbs what follows it
         index = {p.key(): i for i, p in enumerate(probes)}
-        request = wire.Request(module=MODULE_OF[exercise], gpu_fraction=round(0.9 / gpu_jobs, 4),
-                               probes=[{"probe": p.probe, "args": wire.encode(p.args)} for p in probes])
+        request = wire.Request(
+            module=MODULE_OF[exercise],
+            gpu_fraction=round(0.9 / gpu_jobs, 4),
+            probes=[{"probe": p.probe, "args": wire.encode(p.args)} for p in probes],
+        )
         planned.append(Phase(phase, request, index, len(probes)))
     return planned

@@ -24,27 +24,49 @@ class Outcome:
     output: str = ""
 
     def summary(self) -> str:
-        return (f"rc={self.returncode} passed={len(self.passed)} failed={len(self.failed)} "
-                f"skipped={len(self.skipped)}\n{self.output[-3000:]}")
+        return (
+            f"rc={self.returncode} passed={len(self.passed)} failed={len(self.failed)} "
+            f"skipped={len(self.skipped)}\n{self.output[-3000:]}"
+        )
 
 
-def run_public_tests(impl: str | Path, marker: str = "not gpu", *extra: str,
-                     profile: str = "ci", timeout: float = 300,
-                     hide_gpu: bool = False) -> Outcome:
+def run_public_tests(
+    impl: str | Path,
+    marker: str = "not gpu",
+    *extra: str,
+    profile: str = "ci",
+    timeout: float = 300,
+    hide_gpu: bool = False,
+) -> Outcome:
     """``python -m pytest exercises --impl IMPL -m MARKER`` in a fresh interpreter
     (``hide_gpu``: with no CUDA device visible, as on a laptop)."""
     handle, name = tempfile.mkstemp(prefix="launch-tax-", suffix=".xml")
     os.close(handle)
     xml_path = Path(name)
-    cmd = [sys.executable, "-m", "pytest", "exercises", "--impl", str(impl), "-m", marker,
-           "-q", "--tb=line", "-p", "no:cacheprovider", "-p", "no:xdist",
-           f"--hypothesis-profile={profile}", f"--junitxml={xml_path}", *extra]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "exercises",
+        "--impl",
+        str(impl),
+        "-m",
+        marker,
+        "-q",
+        "--tb=line",
+        "-p",
+        "no:cacheprovider",
+        "-p",
+        "no:xdist",
+        f"--hypothesis-profile={profile}",
+        f"--junitxml={xml_path}",
+        *extra,
+    ]
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "HYPOTHESIS_"))}
     if hide_gpu:
         env["CUDA_VISIBLE_DEVICES"] = ""
     try:
-        run = subprocess.run(cmd, cwd=REPO_ROOT, env=env, capture_output=True, text=True,
-                             timeout=timeout)
+        run = subprocess.run(cmd, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=timeout)
         outcome = Outcome(run.returncode, output=run.stdout + run.stderr)
         if xml_path.stat().st_size:
             _read_junit(xml_path, outcome)

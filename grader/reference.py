@@ -64,8 +64,7 @@ def answer_from(data: dict) -> Answer:
     error = data.get("error") if isinstance(data.get("error"), dict) else {}
     types = error.get("types")
     types = [safe(t, 100) for t in types][:64] if isinstance(types, list) else ["<unknown>"]
-    return Answer(False, error={"types": types or ["<unknown>"],
-                                "message": safe(error.get("message", ""), 2000)})
+    return Answer(False, error={"types": types or ["<unknown>"], "message": safe(error.get("message", ""), 2000)})
 
 
 def compute(module_name: str, requests: list[dict]) -> list[dict]:
@@ -84,8 +83,15 @@ def compute(module_name: str, requests: list[dict]) -> list[dict]:
             value = probes.PROBES[request["probe"]](module, **wire.decode(request["args"]))
             out.append({"ok": True, "value": wire.encode(value)})
         except Exception as exc:  # noqa: BLE001 - the judge says which probe, and stops
-            out.append({"ok": False, "error": {"types": [c.__name__ for c in type(exc).__mro__],
-                                               "message": f"{type(exc).__name__}: {exc}"[:2000]}})
+            out.append(
+                {
+                    "ok": False,
+                    "error": {
+                        "types": [c.__name__ for c in type(exc).__mro__],
+                        "message": f"{type(exc).__name__}: {exc}"[:2000],
+                    },
+                }
+            )
     return out
 
 
@@ -126,8 +132,13 @@ class ReferenceProcess:
         try:
             self._proc = subprocess.Popen(
                 [sys.executable, "-B", "-m", "grader.reference", str(command_read), str(result_write)],
-                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                pass_fds=(command_read, result_write), cwd=REPO_ROOT, env=self.environment())
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                pass_fds=(command_read, result_write),
+                cwd=REPO_ROOT,
+                env=self.environment(),
+            )
         finally:
             os.close(command_read)
             os.close(result_write)
@@ -168,8 +179,10 @@ class ReferenceProcess:
         except (OSError, EOFError, TimeoutError, ValueError, KeyError, subprocess.TimeoutExpired) as exc:
             self.close()
             kind = "GPU" if self.cuda else "CPU (CUDA hidden)"
-            raise ReferenceFailure(f"the {kind} reference process failed on {module_name}'s probes: "
-                                   f"{exc}" + (f"; its output: {self.output()}" if self.output() else "")) from exc
+            raise ReferenceFailure(
+                f"the {kind} reference process failed on {module_name}'s probes: "
+                f"{exc}" + (f"; its output: {self.output()}" if self.output() else "")
+            ) from exc
 
     def close(self) -> None:
         if self._proc is not None:
@@ -221,8 +234,9 @@ class Reference:
                 self._runners[gpu] = ReferenceProcess(cuda=False) if self.cuda_visible else _InThread()
         return self._runners[gpu]
 
-    def answers(self, exercise: str, module_name: str, probes: list[Probe], cache: bool,
-                gpu: bool = False) -> tuple[dict[str, Answer | None], float]:
+    def answers(
+        self, exercise: str, module_name: str, probes: list[Probe], cache: bool, gpu: bool = False
+    ) -> tuple[dict[str, Answer | None], float]:
         """``{probe key: answer}`` (None: nothing recorded) for ``exercise``'s module
         ``module_name``, and the seconds spent computing. ``gpu``: the probes are a GPU check's."""
         out: dict[str, Answer | None] = {}
@@ -240,8 +254,7 @@ class Reference:
             if not wanted:
                 return out, 0.0
             start = time.monotonic()
-            got = self.runner(gpu).ask(module_name, [{"probe": p.probe, "args": wire.encode(p.args)}
-                                                     for p in wanted])
+            got = self.runner(gpu).ask(module_name, [{"probe": p.probe, "args": wire.encode(p.args)} for p in wanted])
             seconds = time.monotonic() - start
             for probe, data in zip(wanted, got):
                 if data.get("ok") is not True:

@@ -32,22 +32,79 @@ from coursekit.impl import REPO_ROOT
 from grader.rubric import Rubric, each, readme_with_points
 from grader.rubric import parse as parse_rubric
 
-COPIED = ("exercises", "coursekit", "grader", "notes", "benchmarks/decode_engine.py", "conftest.py",
-          "pyproject.toml", ".gitignore", "AGENTS.md")
+COPIED = (
+    "exercises",
+    "coursekit",
+    "grader",
+    "notes",
+    "benchmarks/decode_engine.py",
+    "conftest.py",
+    "pyproject.toml",
+    ".gitignore",
+    "AGENTS.md",
+)
 #: The two folders that hold staff code beside what students get ship by an allow-list: each entry
 #: of the folder (a file, or a subfolder copied whole) is either shipped or withheld, with the
 #: reason. An entry in neither stops the release (``unclassified``): a new staff module never
 #: ships because nobody thought of it.
 SHIPPED = {
-    "grader": ("__init__.py", "__main__.py", "checks.py", "classbook.py", "cleanup.py", "devices.py", "doctor.py",
-               "exercises", "flags.py", "gradebook.py", "isolation.py", "judge.py", "lms.py", "notebook_checks.py",
-               "nvidia_smi.py", "plan.py", "probes.py", "procfs.py", "public.py", "reference.py", "results.py",
-               "rubric.py", "rubric.toml", "sandbox.py", "secret.py", "submission.py", "text.py", "verdict.py",
-               "version.py", "wire.py", "worker.py", "workers.py"),
-    "coursekit": ("__init__.py", "allocator.py", "args.py", "checks.py", "cli.py", "compiled.py", "course.py",
-                  "data", "fusion.py", "impl.py", "lab", "lesson.py", "measurements.py", "platform.py",
-                  "record_vllm_formats.py", "standin.py", "strategies.py", "svgplot.py", "toymodel.py",
-                  "vllm_recorded.py", "vllm_runners.py"),
+    "grader": (
+        "__init__.py",
+        "__main__.py",
+        "checks.py",
+        "classbook.py",
+        "cleanup.py",
+        "devices.py",
+        "doctor.py",
+        "exercises",
+        "flags.py",
+        "gradebook.py",
+        "isolation.py",
+        "judge.py",
+        "lms.py",
+        "notebook_checks.py",
+        "nvidia_smi.py",
+        "plan.py",
+        "probes.py",
+        "procfs.py",
+        "public.py",
+        "reference.py",
+        "results.py",
+        "rubric.py",
+        "rubric.toml",
+        "sandbox.py",
+        "secret.py",
+        "submission.py",
+        "text.py",
+        "verdict.py",
+        "version.py",
+        "wire.py",
+        "worker.py",
+        "workers.py",
+    ),
+    "coursekit": (
+        "__init__.py",
+        "allocator.py",
+        "args.py",
+        "checks.py",
+        "cli.py",
+        "compiled.py",
+        "course.py",
+        "data",
+        "fusion.py",
+        "impl.py",
+        "lab",
+        "lesson.py",
+        "measurements.py",
+        "platform.py",
+        "record_vllm_formats.py",
+        "standin.py",
+        "strategies.py",
+        "svgplot.py",
+        "toymodel.py",
+        "vllm_recorded.py",
+        "vllm_runners.py",
+    ),
 }
 WITHHELD = {
     "grader": {
@@ -73,13 +130,19 @@ def unclassified(root: Path = REPO_ROOT) -> list[str]:
     for folder, shipped in SHIPPED.items():
         present = {p.name for p in (root / folder).iterdir() if p.name not in NEVER and p.suffix != ".pyc"}
         known = set(shipped) | set(WITHHELD[folder])
-        out += [f"{folder}/{name}: neither shipped nor withheld (grader/release.py: SHIPPED or WITHHELD)"
-                for name in sorted(present - known)]
+        out += [
+            f"{folder}/{name}: neither shipped nor withheld (grader/release.py: SHIPPED or WITHHELD)"
+            for name in sorted(present - known)
+        ]
         out += [f"{folder}/{name}: named in grader/release.py but not there" for name in sorted(known - present)]
     return out
+
+
 STAFF = re.compile(r"<!-- staff-only -->.*?<!-- /staff-only -->\n?", re.DOTALL)
 #: README lines that name what a release does not have, and what they say there instead (None:
 #: the line goes).
+# fmt: off
+# (A README line and what replaces it, one above the other: a line too long to join.)
 STUDENT_LINES = {
     'python -m pip install torch==2.13.0 -e ".[dev,nbgrader]"   # any torch >= 2.4; this one is CPU-only':
         'python -m pip install torch==2.13.0 -e ".[dev]"   # any torch >= 2.4; this one is CPU-only',
@@ -89,6 +152,7 @@ STUDENT_LINES = {
     "python -m pytest exercises --impl solutions     # the reference": None,
     "python -m pytest exercises --impl solutions       # 用参考实现跑同一套测试": None,
 }
+# fmt: on
 
 
 def public_rubric(text: str) -> str:
@@ -111,15 +175,17 @@ def public_rubric(text: str) -> str:
         "# The public checks and their points (`points=` on each): grader/exercises/.\n\n"
         "# The course's automatic points, and how many of them are in checks this repository does "
         "not have.\n"
-        f"[course]\ntotal = {points.total:g}\nwithheld = {points.hidden:g}\n\n")
+        f"[course]\ntotal = {points.total:g}\nwithheld = {points.hidden:g}\n\n"
+    )
     kept, skipping = [], False
     for line in text.splitlines(keepends=True):
         header_line = re.match(r"\s*\[([^\]]+)\]", line)
         if header_line:
             skipping = header_line.group(1).endswith(".hidden") or header_line.group(1) == "course"
             if header_line.group(1) == "self_test":
-                kept.append(f"# The self-test questions (answers.md), graded by hand; not part of "
-                            f"the {points.total:g}.\n")
+                kept.append(
+                    f"# The self-test questions (answers.md), graded by hand; not part of the {points.total:g}.\n"
+                )
         if not skipping and not line.lstrip().startswith("#"):
             kept.append(line)
     body = re.sub(r"\n{3,}", "\n\n", "".join(kept)).strip("\n")
@@ -131,11 +197,14 @@ def answers_markdown(rubric_text: str | None = None) -> str:
     their model answers), room to answer, and how they are graded."""
     from grader.notebook import INTERVIEW_PRACTICE, SELF_TEST
 
-    points = parse_rubric(rubric_text if rubric_text is not None else
-                          (REPO_ROOT / "grader" / "rubric.toml").read_text(encoding="utf-8"))
+    points = parse_rubric(
+        rubric_text if rubric_text is not None else (REPO_ROOT / "grader" / "rubric.toml").read_text(encoding="utf-8")
+    )
     if list(points.questions) != [q.id for q in SELF_TEST]:
-        raise RuntimeError(f"grader/rubric.toml [self_test] lists {list(points.questions)}, "
-                           f"grader/notebook.py's SELF_TEST asks {[q.id for q in SELF_TEST]}")
+        raise RuntimeError(
+            f"grader/rubric.toml [self_test] lists {list(points.questions)}, "
+            f"grader/notebook.py's SELF_TEST asks {[q.id for q in SELF_TEST]}"
+        )
     parts = [
         "# Self-test questions\n\n"
         f"The lesson's {len(SELF_TEST)} self-test questions. Answer each one below it, in a few "
@@ -146,14 +215,19 @@ def answers_markdown(rubric_text: str | None = None) -> str:
         f"They are not part of the {points.total:g} points of the checks: "
         "`python -m grader grade` only counts how many you answered.\n"
         "Hand in this file as your course asks. In the nbgrader version of the course the same\n"
-        "questions are the notebook's answer cells: answer them there.\n"]
+        "questions are the notebook's answer cells: answer them there.\n"
+    ]
     for i, question in enumerate(SELF_TEST, 1):
         value = points.questions[question.id]
-        parts.append(f"\n## Question {i}: `{question.id}` ({value:g} point"
-                     f"{'' if value == 1 else 's'})\n\n{textwrap.fill(question.question, 99)}\n\n"
-                     "**Your answer:**\n\n_Write your answer here._\n")
-    parts.append("\n## Optional practice: interview questions (not graded; the first three are the lesson's)\n\n"
-                 + "".join(f"- {textwrap.fill(q, 97, subsequent_indent='  ')}\n" for q in INTERVIEW_PRACTICE))
+        parts.append(
+            f"\n## Question {i}: `{question.id}` ({value:g} point"
+            f"{'' if value == 1 else 's'})\n\n{textwrap.fill(question.question, 99)}\n\n"
+            "**Your answer:**\n\n_Write your answer here._\n"
+        )
+    parts.append(
+        "\n## Optional practice: interview questions (not graded; the first three are the lesson's)\n\n"
+        + "".join(f"- {textwrap.fill(q, 97, subsequent_indent='  ')}\n" for q in INTERVIEW_PRACTICE)
+    )
     return "".join(parts)
 
 
@@ -187,8 +261,7 @@ def recorded_answers() -> dict:
         if not getattr(check.compare or same(), "needs_reference", False):
             continue
         wanted = [probe for probe in check.probes if probe.needs_reference]
-        found, _ = reference.answers(check.exercise, MODULE_OF[check.exercise], wanted, cache=True,
-                                     gpu=check.gpu)
+        found, _ = reference.answers(check.exercise, MODULE_OF[check.exercise], wanted, cache=True, gpu=check.gpu)
         for probe in wanted:
             answer = found.get(probe.key())
             if answer is None:
@@ -230,11 +303,10 @@ def release(out: Path) -> int:
     rubric = (REPO_ROOT / "grader" / "rubric.toml").read_text(encoding="utf-8")
     (out / "grader" / "rubric.toml").write_text(public_rubric(rubric), encoding="utf-8")
     (out / "README.md").write_text(
-        student_readme((REPO_ROOT / "README.md").read_text(encoding="utf-8"), parse_rubric(rubric)),
-        encoding="utf-8")
+        student_readme((REPO_ROOT / "README.md").read_text(encoding="utf-8"), parse_rubric(rubric)), encoding="utf-8"
+    )
     (out / "answers.md").write_text(answers_markdown(rubric), encoding="utf-8")
-    (out / "grader" / "expected.json").write_text(json.dumps(recorded_answers(), sort_keys=True),
-                                                  encoding="utf-8")
+    (out / "grader" / "expected.json").write_text(json.dumps(recorded_answers(), sort_keys=True), encoding="utf-8")
     from grader.version import build_info
 
     (out / "grader" / "BUILD.json").write_text(json.dumps(build_info(), indent=1) + "\n", encoding="utf-8")

@@ -36,8 +36,10 @@ from grader.text import safe
 VISIBILITIES = ("visible", "hidden", "after_due_date", "after_published")
 #: Paths of the grading machine a worker's message may carry (its sandbox folder, the grader's
 #: own checkout): shown as placeholders.
-_MACHINE_PATHS = [(re.compile(re.escape(tempfile.gettempdir()) + r"/launch-tax-box-[A-Za-z0-9_]+"), "<sandbox>"),
-                  (re.compile(re.escape(str(REPO_ROOT))), "<grader>")]
+_MACHINE_PATHS = [
+    (re.compile(re.escape(tempfile.gettempdir()) + r"/launch-tax-box-[A-Za-z0-9_]+"), "<sandbox>"),
+    (re.compile(re.escape(str(REPO_ROOT))), "<grader>"),
+]
 
 
 def scrub(text: str) -> str:
@@ -59,8 +61,7 @@ def test_entry(exercise: str, index: int, result, hidden_visibility: str = "afte
     if result.status == "passed":
         output = f"passed\n  rule: {check.rule}"
     elif pending:
-        output = (f"PENDING, not graded in this run ({result.points:g} points): {result.reason}\n"
-                  f"  rule: {check.rule}")
+        output = f"PENDING, not graded in this run ({result.points:g} points): {result.reason}\n  rule: {check.rule}"
     else:
         output = result.reason if result.reason else f"rule: {check.rule}"
     entry = {
@@ -70,12 +71,18 @@ def test_entry(exercise: str, index: int, result, hidden_visibility: str = "afte
         "output": safe(scrub(output), 4000, lines=True),
         "output_format": "text",
         "visibility": hidden_visibility if check.hidden else "visible",
-        "extra_data": {"check": check.id, "state": result.status, "points": result.points,
-                       "gpu": check.gpu, "hidden": check.hidden},
+        "extra_data": {
+            "check": check.id,
+            "state": result.status,
+            "points": result.points,
+            "gpu": check.gpu,
+            "hidden": check.hidden,
+        },
     }
     if not pending:
-        entry.update(score=result.earned, max_score=result.points,
-                     status="passed" if result.status == "passed" else "failed")
+        entry.update(
+            score=result.earned, max_score=result.points, status="passed" if result.status == "passed" else "failed"
+        )
     return entry
 
 
@@ -85,8 +92,9 @@ def manual_entry(manual: dict, number: str) -> dict:
         "name": f"self-test · answers.md (graded by hand, {manual['points']:g} points)",
         "number": number,
         "tags": ["self_test", "manual"],
-        "output": safe(f"Graded by hand by the course staff, not by this autograder: "
-                       f"{manual['found']}.", 1000, lines=True),
+        "output": safe(
+            f"Graded by hand by the course staff, not by this autograder: {manual['found']}.", 1000, lines=True
+        ),
         "output_format": "text",
         "visibility": "visible",
         "extra_data": {"check": "self_test", "state": "manual", "points": manual["points"]},
@@ -100,8 +108,14 @@ def gradescope(report, hidden_visibility: str = "after_published") -> dict:
         for index, result in enumerate(ex.checks):
             tests.append(test_entry(ex.exercise, index, result, hidden_visibility))
     if report.manual:
-        last = max((int(ex.exercise.removeprefix("ex")) for ex in report.exercises
-                    if ex.exercise.removeprefix("ex").isdigit()), default=0)
+        last = max(
+            (
+                int(ex.exercise.removeprefix("ex"))
+                for ex in report.exercises
+                if ex.exercise.removeprefix("ex").isdigit()
+            ),
+            default=0,
+        )
         tests.append(manual_entry(report.manual, f"{last + 1}.1"))
     pending = report.pending
     summary = f"{report.score:g} of {report.max_score:g} points in this pass"
@@ -116,10 +130,15 @@ def gradescope(report, hidden_visibility: str = "after_published") -> dict:
         "output_format": "text",
         "visibility": "visible",
         "stdout_visibility": "hidden",
-        "extra_data": {**report.fingerprint, "submission": report.submission,
-                       "max_score": report.max_score, "pending": pending,
-                       "manual": report.manual["points"] if report.manual else 0,
-                       "staff_notes": report.staff_notes, "flags": report.flags},
+        "extra_data": {
+            **report.fingerprint,
+            "submission": report.submission,
+            "max_score": report.max_score,
+            "pending": pending,
+            "manual": report.manual["points"] if report.manual else 0,
+            "staff_notes": report.staff_notes,
+            "flags": report.flags,
+        },
         "tests": tests,
     }
 
@@ -155,16 +174,24 @@ def table(report, brief: bool = False) -> str:
         total += f"   (+{report.pending:g} pending: GPU pass)"
     lines += [total, ""]
     if report.manual:
-        lines += _wrapped("self-test: ", f"{report.manual['found']} (graded by hand, "
-                          f"{report.manual['points']:g} points)", width, indent=11)
+        lines += _wrapped(
+            "self-test: ",
+            f"{report.manual['found']} (graded by hand, {report.manual['points']:g} points)",
+            width,
+            indent=11,
+        )
     for note in report.notes + report.staff_notes:
         lines += _wrapped("note: ", note, width, indent=6)
     if report.flags:
         from grader.flags import describe
 
-        lines += _wrapped("flagged: ", f"{len(report.flags)} place(s) where the code reaches into the "
-                          "grader (not scored; the instructor sees them): " + "; ".join(
-                              describe(f) for f in report.flags[:5]), width, indent=9)
+        lines += _wrapped(
+            "flagged: ",
+            f"{len(report.flags)} place(s) where the code reaches into the "
+            "grader (not scored; the instructor sees them): " + "; ".join(describe(f) for f in report.flags[:5]),
+            width,
+            indent=9,
+        )
     lines.append(f"({report.wall_s:.1f} s)")
     return "\n".join(lines)
 
@@ -174,6 +201,7 @@ def _wrapped(first: str, text: str, width: int, indent: int = 4) -> list[str]:
     for i, paragraph in enumerate(safe(text, lines=True).splitlines() or [""]):
         lead = "  " + first if i == 0 else " " * (indent + 2)
         rest = " " * (indent + 4)
-        out += textwrap.wrap(paragraph.strip(), width=width, initial_indent=lead,
-                             subsequent_indent=rest, break_on_hyphens=False) or [lead.rstrip()]
+        out += textwrap.wrap(
+            paragraph.strip(), width=width, initial_indent=lead, subsequent_indent=rest, break_on_hyphens=False
+        ) or [lead.rstrip()]
     return out

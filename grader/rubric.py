@@ -61,8 +61,9 @@ class Rubric:
 
     @property
     def public_gpu(self) -> float:
-        return sum(p for c, p in self.checks.items()
-                   if c not in self.hidden_ids and c.split(".", 1)[1].startswith("gpu_"))
+        return sum(
+            p for c, p in self.checks.items() if c not in self.hidden_ids and c.split(".", 1)[1].startswith("gpu_")
+        )
 
     @property
     def hidden(self) -> float:
@@ -81,15 +82,18 @@ class Rubric:
     def validate(self) -> "Rubric":
         """``self``, or ``RubricError`` when the checks do not add up to the stated total."""
         if self.stated_total is None:
-            raise RubricError("grader/rubric.toml has no [course] total: state the course's "
-                              f"automatic points there (the checks add up to {self.total:g})")
+            raise RubricError(
+                "grader/rubric.toml has no [course] total: state the course's "
+                f"automatic points there (the checks add up to {self.total:g})"
+            )
         if self.total != self.stated_total:
             raise RubricError(
                 f"grader/rubric.toml: the checks add up to {self.total:g} points, but [course] "
                 f"total says {self.stated_total:g}. Either put the weights back, or make "
                 f"{self.total:g} the course's total (a decision: set [course] total = "
                 f"{self.total:g}, then the staff repository's `grader build` command rewrites the "
-                "README, the notebook and answers.md, and says what else to redo)")
+                "README, the notebook and answers.md, and says what else to redo)"
+            )
         return self
 
 
@@ -102,15 +106,15 @@ def parse(text: str, checks: "list[Check] | None" = None) -> Rubric:
             raise RubricError(
                 f"grader/rubric.toml: [{table}] is not a table of the rubric (it has [course] and "
                 "[self_test]): a check's points are written on the check, `points=` in "
-                "grader/exercises/<module>.py (or beside it, for a hidden check)")
+                "grader/exercises/<module>.py (or beside it, for a hidden check)"
+            )
     if checks is None:
         checks = course_checks()
     points, hidden = {}, set()
     for check in checks:
         value = check.points
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
-            raise RubricError(f"{check.id} must be worth a number of points > 0 (points= on the "
-                              f"check), got {value!r}")
+            raise RubricError(f"{check.id} must be worth a number of points > 0 (points= on the check), got {value!r}")
         points[check.id] = float(value)
         if check.hidden:
             hidden.add(check.id)
@@ -118,9 +122,13 @@ def parse(text: str, checks: "list[Check] | None" = None) -> Rubric:
     total = course.get("total")
     declared = course.get("withheld")
     questions = {name: float(value) for name, value in data.get("self_test", {}).items()}
-    return Rubric(points, frozenset(hidden),
-                  None if total is None else float(total),
-                  None if declared is None else float(declared), questions)
+    return Rubric(
+        points,
+        frozenset(hidden),
+        None if total is None else float(total),
+        None if declared is None else float(declared),
+        questions,
+    )
 
 
 def course_checks() -> "list[Check]":
@@ -146,14 +154,18 @@ def points_by_idea(checks: "list[Check]") -> dict[str, tuple[list[str], float]]:
     ideas: dict[str, tuple[list[str], float]] = {}
     for check in sorted(checks, key=lambda c: (idea_of(c) == ARGUMENTS, int(c.exercise[2:]))):
         exercises, points = ideas.get(idea_of(check), ([], 0.0))
-        ideas[idea_of(check)] = (exercises + [check.exercise] * (check.exercise not in exercises),
-                                 points + check.points)
+        ideas[idea_of(check)] = (
+            exercises + [check.exercise] * (check.exercise not in exercises),
+            points + check.points,
+        )
     arguments = ideas.get(ARGUMENTS, ([], 0.0))[1]
     if arguments > ARGUMENTS_AT_MOST:
         names = [c.id for c in checks if idea_of(c) == ARGUMENTS]
-        raise RubricError(f"the argument checks ({', '.join(names)}) are worth {arguments:g} points, "
-                          f"more than the {ARGUMENTS_AT_MOST} the course allows them "
-                          "(coursekit/course.py ARGUMENTS_AT_MOST): the points go to the lesson's ideas")
+        raise RubricError(
+            f"the argument checks ({', '.join(names)}) are worth {arguments:g} points, "
+            f"more than the {ARGUMENTS_AT_MOST} the course allows them "
+            "(coursekit/course.py ARGUMENTS_AT_MOST): the points go to the lesson's ideas"
+        )
     return ideas
 
 
@@ -167,8 +179,10 @@ def ideas_table(checks: "list[Check]") -> str:
         lines.append(f"| {idea} | {', '.join(exercises)} | {points:g} |")
     lines.append(f"| all | | {sum(p for _, p in ideas.values()):g} |")
     held = ideas.get(ARGUMENTS, ([], 0.0))[1]
-    return "\n".join(lines) + (f"\n\nArgument checks: {held:g} points, at most {ARGUMENTS_AT_MOST} allowed "
-                               "(they are given: coursekit/args.py).\n")
+    return "\n".join(lines) + (
+        f"\n\nArgument checks: {held:g} points, at most {ARGUMENTS_AT_MOST} allowed "
+        "(they are given: coursekit/args.py).\n"
+    )
 
 
 def load(path: Path = RUBRIC) -> Rubric:
@@ -178,8 +192,9 @@ def load(path: Path = RUBRIC) -> Rubric:
 def digest(points: Rubric) -> str:
     """Which rubric graded (every check's points, the total, the questions): two passes with
     different ones cannot be merged."""
-    canonical = json.dumps([sorted(points.checks.items()), points.stated_total, points.declared_hidden,
-                            sorted(points.questions.items())])
+    canonical = json.dumps(
+        [sorted(points.checks.items()), points.stated_total, points.declared_hidden, sorted(points.questions.items())]
+    )
     return hashlib.sha256(canonical.encode()).hexdigest()[:12]
 
 
@@ -194,33 +209,45 @@ def totals(rubric: Rubric) -> dict[str, float]:
     gpu = sum(p for c, p in rubric.checks.items() if c.split(".", 1)[1].startswith("gpu_"))
     if not rubric.hidden_ids and rubric.declared_hidden:
         gpu = rubric.public_gpu  # a release cannot see which hidden checks need a GPU
-    return {"automatic": rubric.total, "cpu": rubric.total - gpu, "gpu": gpu,
-            "manual": rubric.manual, "course": rubric.total + rubric.manual}
+    return {
+        "automatic": rubric.total,
+        "cpu": rubric.total - gpu,
+        "gpu": gpu,
+        "manual": rubric.manual,
+        "course": rubric.total + rubric.manual,
+    }
 
 
 def gradescope_settings(rubric: Rubric) -> str:
     """What to set on Gradescope so that its total is the course's (printed by ``gradescope``
     and written into the README)."""
     t = totals(rubric)
-    return (f"Gradescope: autograder points {t['cpu']:g} (the CPU checks the bundle grades); add "
-            f"a manually graded question \"GPU checks\" worth {t['gpu']:g} (filled from the GPU "
-            f"pass's gradebook after `merge`) and one \"Self-test (answers.md)\" worth "
-            f"{t['manual']:g}: {t['course']:g} points in all, the course's total.")
+    return (
+        f"Gradescope: autograder points {t['cpu']:g} (the CPU checks the bundle grades); add "
+        f"a manually graded question \"GPU checks\" worth {t['gpu']:g} (filled from the GPU "
+        f"pass's gradebook after `merge`) and one \"Self-test (answers.md)\" worth "
+        f"{t['manual']:g}: {t['course']:g} points in all, the course's total."
+    )
 
 
 def points_paragraph(points: Rubric) -> str:
     """The README's paragraph on points (the same in the repository and in a release)."""
-    return textwrap.fill(
-        f"**Points.** The checks hold {points.total:g} points (the course's total, stated in "
-        "[`grader/rubric.toml`](grader/rubric.toml); each check carries its own): "
-        f"{points.public:g} in public checks, which `python -m grader grade` runs for you "
-        f"({points.public - points.public_gpu:g} on any machine, {points.public_gpu:g} only on a "
-        f"CUDA GPU), and {points.hidden:g} in hidden checks, which the instructor runs when "
-        "grading and which are not in the student repository. The "
-        f"{len(points.questions)} self-test questions in [`answers.md`](answers.md) are graded "
-        f"by hand{each(points.questions)}: {points.manual:g} points on top of the "
-        f"{points.total:g}, {points.total + points.manual:g} in all.", width=99,
-        break_on_hyphens=False) + "\n"
+    return (
+        textwrap.fill(
+            f"**Points.** The checks hold {points.total:g} points (the course's total, stated in "
+            "[`grader/rubric.toml`](grader/rubric.toml); each check carries its own): "
+            f"{points.public:g} in public checks, which `python -m grader grade` runs for you "
+            f"({points.public - points.public_gpu:g} on any machine, {points.public_gpu:g} only on a "
+            f"CUDA GPU), and {points.hidden:g} in hidden checks, which the instructor runs when "
+            "grading and which are not in the student repository. The "
+            f"{len(points.questions)} self-test questions in [`answers.md`](answers.md) are graded "
+            f"by hand{each(points.questions)}: {points.manual:g} points on top of the "
+            f"{points.total:g}, {points.total + points.manual:g} in all.",
+            width=99,
+            break_on_hyphens=False,
+        )
+        + "\n"
+    )
 
 
 def readme_with_points(text: str, points: Rubric) -> str:
@@ -237,6 +264,8 @@ def refuse_stale_readme(readme: Path) -> None:
     if readme.is_file():
         text = readme.read_text(encoding="utf-8")
         if readme_with_points(text, points) != text:
-            raise RubricError(f"{readme.name} states other points than grader/rubric.toml: rebuild "
-                              "what states points (the staff repository's `grader build` command, "
-                              "which also says what else to redo)")
+            raise RubricError(
+                f"{readme.name} states other points than grader/rubric.toml: rebuild "
+                "what states points (the staff repository's `grader build` command, "
+                "which also says what else to redo)"
+            )

@@ -76,14 +76,15 @@ class Run:
     def failure(self) -> str | None:
         """Why the worker's run ended badly, or None (answers received before it still count)."""
         if self.timed_out:
-            budget = (f"the grading's whole time budget (--deadline {self.budget_s:.0f} s) ran out"
-                      if self.budget_s else "")
+            budget = (
+                f"the grading's whole time budget (--deadline {self.budget_s:.0f} s) ran out" if self.budget_s else ""
+            )
             if not self.timeout_s:  # never started
-                return (f"was not run: {budget}" + (f" (its first try timed out after "
-                                                    f"{self.first_timeout_s:.0f} s)" if self.first_timeout_s else ""))
+                return f"was not run: {budget}" + (
+                    f" (its first try timed out after {self.first_timeout_s:.0f} s)" if self.first_timeout_s else ""
+                )
             if self.first_timeout_s:
-                text = (f"timed out twice (after {self.first_timeout_s:.0f} s, then after "
-                        f"{self.timeout_s:.0f} s)")
+                text = f"timed out twice (after {self.first_timeout_s:.0f} s, then after {self.timeout_s:.0f} s)"
             else:
                 text = f"timed out (after {self.timeout_s:.0f} s)"
             return f"{text}; {budget}" if budget else text
@@ -126,21 +127,36 @@ def remove_box(box: Path) -> None:
 #: What a GPU worker needs of the judge's environment to find the driver and the device: the
 #: loader's path (an image whose libcuda.so.1 is found only through it), the container runtime's
 #: NVIDIA_* settings, the CUDA toolkit and Triton's tool paths.
-GPU_PASSTHROUGH = ("LD_LIBRARY_PATH", "CUDA_HOME", "CUDA_PATH", "TRITON_PTXAS_PATH",
-                   "TRITON_CUOBJDUMP_PATH", "TRITON_NVDISASM_PATH", "TRITON_LIBCUDA_PATH")
+GPU_PASSTHROUGH = (
+    "LD_LIBRARY_PATH",
+    "CUDA_HOME",
+    "CUDA_PATH",
+    "TRITON_PTXAS_PATH",
+    "TRITON_CUOBJDUMP_PATH",
+    "TRITON_NVDISASM_PATH",
+    "TRITON_LIBCUDA_PATH",
+)
 
 
 def worker_environment(box: Path, gpu: bool, device: str | None = None) -> dict[str, str]:
     """Everything a worker's environment holds: none of the judge's variables, except, for a GPU
     worker, those CUDA needs (``GPU_PASSTHROUGH`` and ``NVIDIA_*``); ``device`` pins a GPU
     worker to one device (``CUDA_VISIBLE_DEVICES``), else it sees what the judge sees."""
-    env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "OMP_NUM_THREADS": "1",
-           "MKL_NUM_THREADS": "1", "PYTHONHASHSEED": "0", "LAUNCH_TAX_BOX": box.name,
-           "HOME": str(box / "work"), "TMPDIR": str(box / "work"),
-           # The worker's uid has no passwd entry: getpass.getuser() (torch's inductor asks on
-           # import) reads these first; inductor compiles in the worker itself, not in a pool.
-           "USER": "launch-tax-worker", "LOGNAME": "launch-tax-worker",
-           "TORCHINDUCTOR_COMPILE_THREADS": "1"}
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "LANG": "C.UTF-8",
+        "OMP_NUM_THREADS": "1",
+        "MKL_NUM_THREADS": "1",
+        "PYTHONHASHSEED": "0",
+        "LAUNCH_TAX_BOX": box.name,
+        "HOME": str(box / "work"),
+        "TMPDIR": str(box / "work"),
+        # The worker's uid has no passwd entry: getpass.getuser() (torch's inductor asks on
+        # import) reads these first; inductor compiles in the worker itself, not in a pool.
+        "USER": "launch-tax-worker",
+        "LOGNAME": "launch-tax-worker",
+        "TORCHINDUCTOR_COMPILE_THREADS": "1",
+    }
     if not gpu:
         env["CUDA_VISIBLE_DEVICES"] = ""  # CPU checks run as on a laptop, on every machine
         return env
@@ -152,21 +168,27 @@ def worker_environment(box: Path, gpu: bool, device: str | None = None) -> dict[
     return env
 
 
-def run(box: Path, limits: Limits, requests: list[bytes], *, gpu: bool = False,
-        hide: tuple[Path, ...] = (), slot: int = 0, device: str | None = None) -> Run:
+def run(
+    box: Path,
+    limits: Limits,
+    requests: list[bytes],
+    *,
+    gpu: bool = False,
+    hide: tuple[Path, ...] = (),
+    slot: int = 0,
+    device: str | None = None,
+) -> Run:
     """Run ``runtime/worker.py`` in ``box``: send it the first request frame, each next one only
     once the previous one is answered; return the answer frames it sent. ``device``: the GPU a
     GPU worker may see (``CUDA_VISIBLE_DEVICES``)."""
     command_read, command_write = os.pipe()
     result_read, result_write = os.pipe()
-    python = [sys.executable, "-I", "-B", str(box / "runtime" / "worker.py"), str(command_read),
-              str(result_write)]
+    python = [sys.executable, "-I", "-B", str(box / "runtime" / "worker.py"), str(command_read), str(result_write)]
     rlimits = [f"--fsize={limits.file_bytes}", "--core=0", f"--nofile={limits.open_files}"]
     if limits.memory_bytes and not gpu:
         rlimits.append(f"--as={limits.memory_bytes}")
     strategy = isolation.current()
-    launch = strategy.launch(box, worker_environment(box, gpu, device), limits.processes, limits.work_bytes,
-                             hide, slot)
+    launch = strategy.launch(box, worker_environment(box, gpu, device), limits.processes, limits.work_bytes, hide, slot)
     rlimits.append(f"--nproc={launch.nproc}")
     env, uid, lease = launch.env, launch.uid, launch.lease
     command = launch.command
@@ -174,9 +196,16 @@ def run(box: Path, limits: Limits, requests: list[bytes], *, gpu: bool = False,
 
     start = time.monotonic()
     try:
-        proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, pass_fds=(command_read, result_write),
-                                env=env, cwd=box / "work", start_new_session=True)
+        proc = subprocess.Popen(
+            command,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            pass_fds=(command_read, result_write),
+            env=env,
+            cwd=box / "work",
+            start_new_session=True,
+        )
     except BaseException:
         for fd in (command_write, result_read) + ((lease,) if lease is not None else ()):
             os.close(fd)
@@ -225,14 +254,22 @@ def run(box: Path, limits: Limits, requests: list[bytes], *, gpu: bool = False,
     talk.finish()
     proc.stdout.close()
     stopped = timed_out or out_of_memory or out_of_gpu or output.over or talk.over or bool(talk.reader.error)
-    return Run(answers=[] if talk.over else list(talk.reader.frames),
-               returncode=None if stopped else proc.returncode,
-               timed_out=timed_out, out_of_memory=out_of_memory, out_of_gpu_memory=out_of_gpu,
-               flooded=output.over,
-               result_too_big=talk.over, malformed=talk.reader.error or "",
-               output=b"".join(output.chunks)[-4000:].decode("utf-8", "replace"),
-               wall_s=time.monotonic() - start, timeout_s=limits.timeout_s, budget_s=limits.budget_s,
-               leftovers=leftovers, pids=seen)
+    return Run(
+        answers=[] if talk.over else list(talk.reader.frames),
+        returncode=None if stopped else proc.returncode,
+        timed_out=timed_out,
+        out_of_memory=out_of_memory,
+        out_of_gpu_memory=out_of_gpu,
+        flooded=output.over,
+        result_too_big=talk.over,
+        malformed=talk.reader.error or "",
+        output=b"".join(output.chunks)[-4000:].decode("utf-8", "replace"),
+        wall_s=time.monotonic() - start,
+        timeout_s=limits.timeout_s,
+        budget_s=limits.budget_s,
+        leftovers=leftovers,
+        pids=seen,
+    )
 
 
 class _Drain(threading.Thread):
@@ -300,7 +337,7 @@ class _Conversation:
             while (data := self.outbox.get()) is not None:
                 view = memoryview(data)
                 while view:
-                    view = view[os.write(fd, view):]
+                    view = view[os.write(fd, view) :]
         except OSError:  # the worker is gone: nobody reads any more
             pass
         finally:

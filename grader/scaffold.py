@@ -248,10 +248,12 @@ def new_exercise(root: Path, module: str, title: str) -> list[str]:
     end = re.search(r"\n\)\n\nMODULES = ", text)
     if end is None:
         raise ScaffoldError("coursekit/course.py: the EXERCISES tuple's end was not found")
-    entry = (f'\n    Exercise({n}, "{module}", "{title}",'
-             '\n             "`example` (replace: what the student implements)", "CPU",'
-             f'\n             "{title} (replace: the lesson\'s idea its points reward)"),')
-    course.write_text(text[:end.start()] + entry + text[end.start():], encoding="utf-8")
+    entry = (
+        f'\n    Exercise({n}, "{module}", "{title}",'
+        '\n             "`example` (replace: what the student implements)", "CPU",'
+        f'\n             "{title} (replace: the lesson\'s idea its points reward)"),'
+    )
+    course.write_text(text[: end.start()] + entry + text[end.start() :], encoding="utf-8")
     for rel, content in files.items():
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
         (root / rel).write_text(content, encoding="utf-8")

@@ -52,8 +52,10 @@ def load(path: str | None = None) -> GradingSecret | None:
     except OSError as exc:
         raise ValueError(f"{where}: cannot read the grading secret {path!r} ({exc.strerror})") from None
     if len(value) < MIN_LENGTH:
-        raise ValueError(f"{where}: the grading secret {path!r} holds {len(value)} bytes; expected "
-                         f"at least {MIN_LENGTH} (make one with `python -m grader secret new PATH`)")
+        raise ValueError(
+            f"{where}: the grading secret {path!r} holds {len(value)} bytes; expected "
+            f"at least {MIN_LENGTH} (make one with `python -m grader secret new PATH`)"
+        )
     return GradingSecret(value, str(path))
 
 
@@ -62,11 +64,14 @@ def create(path: str | Path, repository: Path) -> GradingSecret:
     inside ``repository`` (a release or a commit would carry it)."""
     target = Path(path).expanduser().absolute()
     if target.exists() or target.is_symlink():
-        raise ValueError(f"PATH: {target} exists; a grading secret is made once (delete it first "
-                         "only if no grading used it)")
+        raise ValueError(
+            f"PATH: {target} exists; a grading secret is made once (delete it first only if no grading used it)"
+        )
     if target.resolve().is_relative_to(repository.resolve()):
-        raise ValueError(f"PATH: {target} is inside the repository; keep the secret outside it "
-                         "(e.g. ~/.config/launch-tax/grading-secret)")
+        raise ValueError(
+            f"PATH: {target} is inside the repository; keep the secret outside it "
+            "(e.g. ~/.config/launch-tax/grading-secret)"
+        )
     target.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
     with os.fdopen(fd, "w", encoding="ascii") as f:
@@ -98,11 +103,14 @@ PRACTICE = Draw()
 
 def refusal(what: str, practice: str | None = None) -> str:
     """Why ``what`` refuses to run without the grading secret, and how to give it one."""
-    text = (f"{what} grades officially and needs the grading secret: make it once with `python -m "
-            "grader secret new ~/.config/launch-tax/grading-secret`, then pass --secret-file PATH "
-            "(or set LAUNCH_TAX_SECRET_FILE)")
-    return text + (f"; {practice} grades with the public practice inputs instead (not an official "
-                   "grade)" if practice else "")
+    text = (
+        f"{what} grades officially and needs the grading secret: make it once with `python -m "
+        "grader secret new ~/.config/launch-tax/grading-secret`, then pass --secret-file PATH "
+        "(or set LAUNCH_TAX_SECRET_FILE)"
+    )
+    return text + (
+        f"; {practice} grades with the public practice inputs instead (not an official grade)" if practice else ""
+    )
 
 
 def digest(submission) -> str:

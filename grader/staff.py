@@ -31,8 +31,11 @@ def cmd_gradescope(args) -> int:
     if args.self_test:
         archive = Path(args.out)
         if not archive.is_file():
-            print(f"grader: --self-test: {args.out!r} is not a bundle (write it first: python -m "
-                  "grader gradescope autograder.zip)", file=sys.stderr)
+            print(
+                f"grader: --self-test: {args.out!r} is not a bundle (write it first: python -m "
+                "grader gradescope autograder.zip)",
+                file=sys.stderr,
+            )
             return 2
         print(f"self-test of {archive}: laid out as Gradescope does, graded through its run_autograder")
         try:
@@ -40,13 +43,15 @@ def cmd_gradescope(args) -> int:
         except (ValueError, RuntimeError, OSError) as exc:
             print(f"grader: --self-test: {exc}", file=sys.stderr)
             return 1
-        say("the bundle grades as it should: upload it" if ok else
-             "the bundle does NOT grade as it should: do not upload it")
+        say(
+            "the bundle grades as it should: upload it"
+            if ok
+            else "the bundle does NOT grade as it should: do not upload it"
+        )
         return 0 if ok else 1
     try:
         if not 2 <= args.timeout_minutes <= 40:
-            raise ValueError(f"--timeout-minutes: Gradescope allows 2 to 40 minutes here, got "
-                             f"{args.timeout_minutes:g}")
+            raise ValueError(f"--timeout-minutes: Gradescope allows 2 to 40 minutes here, got {args.timeout_minutes:g}")
         made = secret.load(args.secret_file)
         if made is None:
             raise ValueError("--secret-file: " + secret.refusal("the bundle"))
@@ -62,12 +67,14 @@ def cmd_gradescope(args) -> int:
     except (ValueError, OSError) as exc:
         print(f"grader: {exc}", file=sys.stderr)
         return 2
-    print(f"wrote {out} ({count} files, grading secret {made.id}); it holds the secret and the "
-          f"reference: never give it to students.\n"
-          f"Before uploading: python -m grader gradescope {out} --self-test\n"
-          f"{rubric.gradescope_settings(course)} Set the autograder timeout to "
-          f"{args.timeout_minutes:g} minutes (grading stops after "
-          f"{gradescope.deadline_s(args.timeout_minutes)} s); the README lists the other settings.")
+    print(
+        f"wrote {out} ({count} files, grading secret {made.id}); it holds the secret and the "
+        f"reference: never give it to students.\n"
+        f"Before uploading: python -m grader gradescope {out} --self-test\n"
+        f"{rubric.gradescope_settings(course)} Set the autograder timeout to "
+        f"{args.timeout_minutes:g} minutes (grading stops after "
+        f"{gradescope.deadline_s(args.timeout_minutes)} s); the README lists the other settings."
+    )
     return 0
 
 
@@ -128,8 +135,11 @@ def cmd_notebook(args) -> int:
         if args.check:
             current = path.read_text(encoding="utf-8") if path.exists() else ""
             if current != text:
-                print(f"grader: {path.relative_to(REPO_ROOT)} is out of date with the modules, "
-                      "checks or rubric: run `python -m grader notebook build`", file=sys.stderr)
+                print(
+                    f"grader: {path.relative_to(REPO_ROOT)} is out of date with the modules, "
+                    "checks or rubric: run `python -m grader notebook build`",
+                    file=sys.stderr,
+                )
                 return 1
             print(f"{path.relative_to(REPO_ROOT)} is up to date")
             return 0
@@ -144,8 +154,7 @@ def cmd_notebook(args) -> int:
     if not folder.is_dir():
         print(f"grader: FOLDER: expected a folder of module files, got {args.folder!r}", file=sys.stderr)
         return 2
-    files = {m: (folder / f"{m}.py").read_text(encoding="utf-8")
-             for m in MODULES if (folder / f"{m}.py").is_file()}
+    files = {m: (folder / f"{m}.py").read_text(encoding="utf-8") for m in MODULES if (folder / f"{m}.py").is_file()}
     try:
         filled = notebook.fill(json.loads(source.read_text(encoding="utf-8")), files)
     except ValueError as exc:
@@ -165,31 +174,46 @@ def add_commands(commands) -> dict:
     gs.add_argument("out", help="the zip to write, e.g. autograder.zip")
     gs.add_argument("--secret-file", metavar="F", help="the grading secret (default: $LAUNCH_TAX_SECRET_FILE)")
     gs.add_argument("--torch", default="==2.13.0", help="the torch version setup.sh installs (default: ==2.13.0)")
-    gs.add_argument("--timeout-minutes", type=float, default=TIMEOUT_MINUTES,
-                    help="the autograder timeout you set in Gradescope (default: 10, Gradescope's "
-                         "default; at most 40): grading stops early enough to write its results")
-    gs.add_argument("--self-test", action="store_true",
-                    help="write nothing: lay OUT.zip out as Gradescope does and grade the "
-                         "reference (every CPU point) and the stubs (0) through it")
+    gs.add_argument(
+        "--timeout-minutes",
+        type=float,
+        default=TIMEOUT_MINUTES,
+        help="the autograder timeout you set in Gradescope (default: 10, Gradescope's "
+        "default; at most 40): grading stops early enough to write its results",
+    )
+    gs.add_argument(
+        "--self-test",
+        action="store_true",
+        help="write nothing: lay OUT.zip out as Gradescope does and grade the "
+        "reference (every CPU point) and the stubs (0) through it",
+    )
     rel = commands.add_parser("release", help="write the student repository")
     rel.add_argument("out", help="an empty or new folder")
-    bld = commands.add_parser("build", help="rewrite what is derived from the rubric and the "
-                                            "checks (README points, notebook, answers.md)")
-    bld.add_argument("--check", action="store_true",
-                     help="write nothing; exit 1 if something derived is out of date")
+    bld = commands.add_parser(
+        "build", help="rewrite what is derived from the rubric and the checks (README points, notebook, answers.md)"
+    )
+    bld.add_argument("--check", action="store_true", help="write nothing; exit 1 if something derived is out of date")
     nb = commands.add_parser("notebook", help="the course as an nbgrader notebook (course/)")
     nb_actions = nb.add_subparsers(dest="action", required=True)
-    build = nb_actions.add_parser("build", help="write course/source/launch_tax/launch_tax.ipynb "
-                                                "from the modules, checks and rubric")
-    build.add_argument("--check", action="store_true",
-                       help="write nothing; exit 1 if the committed notebook is out of date")
+    build = nb_actions.add_parser(
+        "build", help="write course/source/launch_tax/launch_tax.ipynb from the modules, checks and rubric"
+    )
+    build.add_argument(
+        "--check", action="store_true", help="write nothing; exit 1 if the committed notebook is out of date"
+    )
     fill = nb_actions.add_parser("fill", help="put a folder's module files into a notebook's answer cells")
     fill.add_argument("notebook", help="a course notebook (source or release)")
     fill.add_argument("folder", help="a folder of module files (launch_model.py, buckets.py, ...)")
     fill.add_argument("--out", required=True, help="where to write the filled notebook")
-    new = commands.add_parser("new-exercise", help="write the files of a new exercise, to fill "
-                                                   "(declaration, stub, reference, tests, checks)")
+    new = commands.add_parser(
+        "new-exercise", help="write the files of a new exercise, to fill (declaration, stub, reference, tests, checks)"
+    )
     new.add_argument("module", help="the exercise's module name, e.g. kv_cache")
     new.add_argument("--title", required=True, help="its title, e.g. 'a KV cache with paged blocks'")
-    return {"gradescope": cmd_gradescope, "release": cmd_release, "build": cmd_build,
-            "notebook": cmd_notebook, "new-exercise": cmd_new_exercise}
+    return {
+        "gradescope": cmd_gradescope,
+        "release": cmd_release,
+        "build": cmd_build,
+        "notebook": cmd_notebook,
+        "new-exercise": cmd_new_exercise,
+    }

@@ -37,8 +37,16 @@ MAX_ZIP_MEMBERS = 1000
 MAX_ANSWERS_BYTES = 64 << 10
 #: Folders never searched for module files: the course's own given packages (``coursekit/``
 #: has a ``fusion.py`` of its own), tests, and what tools and macOS's zip add.
-SKIPPED_FOLDERS = ("coursekit", "grader", "benchmarks", "tests", "__MACOSX", "__pycache__",
-                   "node_modules", "site-packages")
+SKIPPED_FOLDERS = (
+    "coursekit",
+    "grader",
+    "benchmarks",
+    "tests",
+    "__MACOSX",
+    "__pycache__",
+    "node_modules",
+    "site-packages",
+)
 SEARCH_DEPTH = 2
 
 
@@ -59,8 +67,10 @@ class Submission:
         if self.unreadable:
             return f"module '{module}' not in submission: {self.unreadable}"
         if self.notebook:
-            return (f"module '{module}' not in submission: {self.notebook} has no answer cell for "
-                    f"it (a code cell whose first line is `%%writefile student/{module}.py`)")
+            return (
+                f"module '{module}' not in submission: {self.notebook} has no answer cell for "
+                f"it (a code cell whose first line is `%%writefile student/{module}.py`)"
+            )
         return f"module '{module}' not in submission: no {module}.py"
 
     def answered(self) -> str:
@@ -71,8 +81,7 @@ class Submission:
         if self.answers is None:
             return "no answers.md in the submission: hand it in beside your module files"
         parts = self.answers.split("**Your answer:**")[1:]
-        done = sum(1 for part in parts
-                   if part.split("\n## ", 1)[0].strip() not in ("", "_Write your answer here._"))
+        done = sum(1 for part in parts if part.split("\n## ", 1)[0].strip() not in ("", "_Write your answer here._"))
         return f"answers.md handed in: {done} of {len(parts)} questions answered"
 
 
@@ -97,8 +106,7 @@ def load(path: str | Path) -> Submission:
         else:
             _take_notebook(submission, data, path.name)
         return submission
-    raise ValueError(f"SUBMISSION: expected a folder of module files, a .ipynb notebook or a .zip, "
-                     f"got {str(path)!r}")
+    raise ValueError(f"SUBMISSION: expected a folder of module files, a .ipynb notebook or a .zip, got {str(path)!r}")
 
 
 def read_regular(path: Path, cap: int) -> bytes:
@@ -135,23 +143,27 @@ def _refuse(submission: Submission, name: str | None, why: str) -> None:
 def _from_folder(folder: Path) -> Submission:
     submission = Submission(folder.name or str(folder))
     _take_folder(submission, folder)
-    if not submission.files and not submission.refused and not submission.notebook \
-            and not submission.unreadable:
+    if not submission.files and not submission.refused and not submission.notebook and not submission.unreadable:
         _search_below(submission, folder)
     return submission
 
 
 def _search_below(submission: Submission, folder: Path) -> None:
     """The module files one or two folders below ``folder`` (a whole repository handed in)."""
-    holders = [sub for sub in _folders_below(folder, SEARCH_DEPTH)
-               if any(_is_module_file(sub / f"{name}.py") for name in MODULES)]
+    holders = [
+        sub
+        for sub in _folders_below(folder, SEARCH_DEPTH)
+        if any(_is_module_file(sub / f"{name}.py") for name in MODULES)
+    ]
     if not holders:
         return
     where = [h.relative_to(folder).as_posix() + "/" for h in holders]
     if len(holders) > 1:
-        why = (f"module files found in several folders ({', '.join(where)}): refused, since it "
-               "cannot be told which one is your work; submit the files themselves (or one zip of "
-               "them), not the repository")
+        why = (
+            f"module files found in several folders ({', '.join(where)}): refused, since it "
+            "cannot be told which one is your work; submit the files themselves (or one zip of "
+            "them), not the repository"
+        )
         _refuse(submission, None, why)
         submission.unreadable = why
         return
@@ -166,7 +178,8 @@ def _search_below(submission: Submission, folder: Path) -> None:
                 pass
     submission.problems.append(
         f"found {len(submission.files)} module file(s) in {where[0]} of the submission, not at its "
-        f"top: graded them; next time submit the files themselves (the module files, answers.md)")
+        f"top: graded them; next time submit the files themselves (the module files, answers.md)"
+    )
 
 
 def _is_module_file(path: Path) -> bool:
@@ -269,8 +282,7 @@ def _take_zip(submission: Submission, data: bytes) -> None:
             if stat.S_ISLNK(member.external_attr >> 16) or member.is_dir():
                 continue
             parts = PurePosixPath(member.filename).parts
-            if any(part.startswith(".") or part in SKIPPED_FOLDERS for part in parts[:-1]) \
-                    or name.startswith("."):
+            if any(part.startswith(".") or part in SKIPPED_FOLDERS for part in parts[:-1]) or name.startswith("."):
                 continue  # what macOS's zip and editors add, the course's own packages
             if name.endswith(".ipynb"):
                 notebooks.append(member)
@@ -287,7 +299,8 @@ def _take_zip(submission: Submission, data: bytes) -> None:
             listed = "; ".join(f"{m}.py: {', '.join(x.filename for x in ms)}" for m, ms in sorted(doubled.items()))
             submission.problems.append(
                 f"the zip holds two or more members for one module ({listed}): refused, since "
-                "what is graded must be what any extraction shows; submit one copy of each module")
+                "what is graded must be what any extraction shows; submit one copy of each module"
+            )
             submission.unreadable = "the zip is ambiguous (see the notes)"
             return
         for module, (member,) in sorted(by_module.items()):

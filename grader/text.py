@@ -31,8 +31,7 @@ def safe(text: object, limit: int | None = None, lines: bool = False) -> str:
             out.append("    ")
         else:
             code = ord(ch)
-            out.append(f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000
-                       else f"\\U{code:08x}")
+            out.append(f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}")
         if limit is not None and len(out) > limit:
             break
     result = "".join(out)

@@ -86,8 +86,9 @@ class Verdicts:
     def pending(self, check: Check, why: str) -> CheckResult:
         return CheckResult(check, self.points[check.id], "pending", why)
 
-    def apply(self, run: sandbox.Run, exercise: str, phases: list[Phase], answers: dict,
-              result: ExerciseResult) -> None:
+    def apply(
+        self, run: sandbox.Run, exercise: str, phases: list[Phase], answers: dict, result: ExerciseResult
+    ) -> None:
         """Each phase's answer frame of ``run`` judged into ``result``; a phase without one loses
         its checks with the reason (the first phase's reason is the exercise's problem)."""
         for number, phase in enumerate(phases):
@@ -98,8 +99,9 @@ class Verdicts:
                 result.checks += [self.lost(c, problem) for c in phase.checks]
                 continue
             for check in phase.checks:
-                result.checks.append(self.judge(check, exercise, [got[phase.index[p.key()]] for p in check.probes],
-                                                answers))
+                result.checks.append(
+                    self.judge(check, exercise, [got[phase.index[p.key()]] for p in check.probes], answers)
+                )
 
     def judge(self, check: Check, exercise: str, got_answers: list[Answer], answers: dict) -> CheckResult:
         compare = check.compare or same()
@@ -118,15 +120,20 @@ class Verdicts:
                 return self.lost(check, safe(problem, 1500, lines=True))
         return CheckResult(check, self.points[check.id], "passed")
 
-    def shared(self, run: sandbox.Run, plans: dict[str, tuple[int, list[Phase]]], answers: dict,
-               limits: dict[str, sandbox.Limits]) -> dict[str, ExerciseResult | float]:
+    def shared(
+        self,
+        run: sandbox.Run,
+        plans: dict[str, tuple[int, list[Phase]]],
+        answers: dict,
+        limits: dict[str, sandbox.Limits],
+    ) -> dict[str, ExerciseResult | float]:
         """The shared CPU worker's answers, split by exercise (``plans``: where each exercise's
         frames start, and its phases): each exercise's result, or, where the worker could not
         answer for it, the seconds its child was given when it timed out (0.0 otherwise): that
         exercise is then graded in a worker of its own."""
         out: dict[str, ExerciseResult | float] = {}
         for exercise, (start, phases) in plans.items():
-            mine = run.answers[start:start + len(phases)]
+            mine = run.answers[start : start + len(phases)]
             fallback = None
             if len(mine) < len(phases):
                 fallback = "unanswered"
@@ -166,8 +173,7 @@ def read_answers(run: sandbox.Run, number: int, count: int) -> tuple[str | None,
             return f"worker {failure}", []
         tail = run.output.strip().splitlines()[-1:] if run.output.strip() else []
         how = f"exited with code {run.returncode}" if run.returncode else "exited"
-        return (f"worker {how} before sending a result"
-                + (f" (last output: {safe(tail[0], 200)})" if tail else "")), []
+        return (f"worker {how} before sending a result" + (f" (last output: {safe(tail[0], 200)})" if tail else "")), []
     try:
         data = wire.loads(run.answers[number])
         if not isinstance(data, dict):

@@ -31,11 +31,17 @@ def build_info() -> dict:
         text = "0.1.0"
     info: dict = {"grader": text, "commit": "unknown", "changes": False}
     try:
-        commit = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=REPO_ROOT,
-                                capture_output=True, text=True, timeout=10)
+        commit = subprocess.run(
+            ["git", "rev-parse", "--short=12", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True, timeout=10
+        )
         if commit.returncode == 0 and commit.stdout.strip():
-            dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
-                                   cwd=REPO_ROOT, capture_output=True, text=True, timeout=10)
+            dirty = subprocess.run(
+                ["git", "status", "--porcelain", "--untracked-files=no"],
+                cwd=REPO_ROOT,
+                capture_output=True,
+                text=True,
+                timeout=10,
+            )
             info.update(commit=commit.stdout.strip(), changes=bool(dirty.stdout.strip()))
     except (OSError, subprocess.TimeoutExpired):
         pass
@@ -63,11 +69,17 @@ def fingerprint(gpu: bool, gpu_only: bool, secret, rubric: str, protections_off:
     from grader import isolation
 
     info = build_info()
-    return {"grader": grader_version(), "commit": info.get("commit", "unknown"),
-            "bundle": info.get("bundle", "none"), "rubric": rubric,
-            "torch": torch.__version__, "cuda": torch.version.cuda or "none",
-            "gpu": torch.cuda.get_device_name() if gpu else "none",
-            "mode": "official" if secret else "practice",
-            "seed_id": secret.id if secret else "practice",
-            "isolation": isolation.current().name, "protections_off": protections_off,
-            "pass": "gpu" if gpu_only else ("cpu+gpu" if gpu else "cpu")}
+    return {
+        "grader": grader_version(),
+        "commit": info.get("commit", "unknown"),
+        "bundle": info.get("bundle", "none"),
+        "rubric": rubric,
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda or "none",
+        "gpu": torch.cuda.get_device_name() if gpu else "none",
+        "mode": "official" if secret else "practice",
+        "seed_id": secret.id if secret else "practice",
+        "isolation": isolation.current().name,
+        "protections_off": protections_off,
+        "pass": "gpu" if gpu_only else ("cpu+gpu" if gpu else "cpu"),
+    }

@@ -34,8 +34,7 @@ TENSOR, TUPLE, OBJECT = "__tensor__", "__tuple__", "__object__"
 _MAX_DEPTH = 20
 MAX_FRAME_BYTES = 8 << 20
 MAX_VALUES = 200_000
-_DTYPES = ("float32", "float64", "float16", "bfloat16", "int64", "int32", "int16", "int8", "uint8",
-           "bool")
+_DTYPES = ("float32", "float64", "float16", "bfloat16", "int64", "int32", "int16", "int8", "uint8", "bool")
 
 
 def encode(value: Any, _depth: int = 0) -> Any:
@@ -178,7 +177,7 @@ def write_frame(fd: int, payload: bytes, write: Callable[[int, Any], int] = os.w
     ``write``: ``os.write`` as it was when this module was imported (the worker passes its own)."""
     view = memoryview(frame(payload))
     while view:
-        view = view[write(fd, view):]
+        view = view[write(fd, view) :]
 
 
 class FrameReader:
@@ -210,8 +209,8 @@ class FrameReader:
             start = len(head) + 1
             if len(self.buffer) < start + size:
                 break
-            done.append(bytes(self.buffer[start:start + size]))
-            del self.buffer[:start + size]
+            done.append(bytes(self.buffer[start : start + size]))
+            del self.buffer[: start + size]
         self.frames += done
         return done
 

@@ -102,8 +102,7 @@ def deny_keyrings() -> str | None:
     arch, calls = _KEYRING_CALLS[machine]
 
     class Instruction(ctypes.Structure):
-        _fields_ = [("code", ctypes.c_ushort), ("jt", ctypes.c_ubyte), ("jf", ctypes.c_ubyte),
-                    ("k", ctypes.c_uint)]
+        _fields_ = [("code", ctypes.c_ushort), ("jt", ctypes.c_ubyte), ("jf", ctypes.c_ubyte), ("k", ctypes.c_uint)]
 
     class Program(ctypes.Structure):
         _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.POINTER(Instruction))]
@@ -111,10 +110,12 @@ def deny_keyrings() -> str | None:
     load, jeq, jge, ret = 0x20, 0x15, 0x35, 0x06
     allow, eperm, enosys = 0x7FFF0000, 0x00050000 | 1, 0x00050000 | 38
     n = len(calls)
-    code = [(load, 0, 0, 4),  # the caller's ABI
-            (jeq, 1, 0, arch),
-            (ret, 0, 0, enosys),  # another ABI (32-bit calls from a 64-bit process)
-            (load, 0, 0, 0)]  # the system call number
+    code = [
+        (load, 0, 0, 4),  # the caller's ABI
+        (jeq, 1, 0, arch),
+        (ret, 0, 0, enosys),  # another ABI (32-bit calls from a 64-bit process)
+        (load, 0, 0, 0),
+    ]  # the system call number
     if machine == "x86_64":
         code.append((jge, n + 1, 0, 0x40000000))  # x32 calls -> ENOSYS below
     code += [(jeq, n - i, 0, nr) for i, nr in enumerate(calls)]  # -> EPERM
@@ -175,9 +176,13 @@ def _canary(request: Request, keyrings: str | None) -> dict:
     start = time.monotonic()
     import torch
 
-    facts = {"keyrings_denied": keyrings is None, "keyring_problem": keyrings or "",
-             "import_torch_s": time.monotonic() - start, "uid": os.getuid(),
-             "cuda": torch.cuda.is_available()}
+    facts = {
+        "keyrings_denied": keyrings is None,
+        "keyring_problem": keyrings or "",
+        "import_torch_s": time.monotonic() - start,
+        "uid": os.getuid(),
+        "cuda": torch.cuda.is_available(),
+    }
     with open("/proc/self/status", encoding="ascii", errors="replace") as f:
         for line in f:
             if line.startswith("VmPeak:"):
@@ -189,6 +194,7 @@ def _canary(request: Request, keyrings: str | None) -> dict:
     if request.dynamo:
         try:
             import torch._dynamo  # inductor reads the user name on import
+
             facts["dynamo"] = "ok"
         except Exception as exc:  # noqa: BLE001 - reported, not raised
             facts["dynamo"] = f"{type(exc).__name__}: {exc}"[:500]
@@ -249,8 +255,17 @@ def _serve(pipe: "_Pipe", request: Request) -> None:
     probes.bind(restore)  # before the snapshot: restoring keeps the binding
     namespaces = _Namespaces(
         libraries=(builtins, math, time, json, torch, standin),
-        own=(probes, wire, *exercises, sys.modules[__name__], torch.Tensor, standin.CapturedGraph,
-             standin.StandInGraph, _Pipe, _Child),
+        own=(
+            probes,
+            wire,
+            *exercises,
+            sys.modules[__name__],
+            torch.Tensor,
+            standin.CapturedGraph,
+            standin.StandInGraph,
+            _Pipe,
+            _Child,
+        ),
     )
     held.append(namespaces)
     table = dict(probes.PROBES)

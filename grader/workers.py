@@ -101,8 +101,9 @@ class Workers:
         for group, seconds in took.items():
             self._reference_s[group] = max(self._reference_s.get(group, 0.0), seconds)
 
-    def run(self, files: dict[str, bytes], limits: sandbox.Limits, requests: list[wire.Request],
-            gpu: bool) -> sandbox.Run:
+    def run(
+        self, files: dict[str, bytes], limits: sandbox.Limits, requests: list[wire.Request], gpu: bool
+    ) -> sandbox.Run:
         """One worker in a fresh box holding ``files``, in a free slot (a GPU worker: on a leased
         device), answering ``requests``."""
         box = sandbox.make_box(self.runtime, files)
@@ -110,8 +111,11 @@ class Workers:
         frames = [replace(r, submission_dir=directory).payload() for r in requests]
         slot = self._slots.get()
         try:
-            return (self.devices.run(box, limits, frames, hide=self.hide, slot=slot) if gpu else
-                    sandbox.run(box, limits, frames, gpu=False, hide=self.hide, slot=slot))
+            return (
+                self.devices.run(box, limits, frames, hide=self.hide, slot=slot)
+                if gpu
+                else sandbox.run(box, limits, frames, gpu=False, hide=self.hide, slot=slot)
+            )
         finally:
             self._slots.put(slot)
             sandbox.remove_box(box)
@@ -136,7 +140,8 @@ class Workers:
                 why = run.failure() or f"exited with code {run.returncode}"
                 raise EnvironmentProblem(
                     f"a bare {'GPU' if gpu else 'CPU'} worker cannot run on this machine ({why}); "
-                    f"nothing was graded. Its output:\n{tail}")
+                    f"nothing was graded. Its output:\n{tail}"
+                )
             gpu_canary_problem(gpu, facts)
             self.canaries[gpu] = Canary(run.wall_s, facts)
             return self.canaries[gpu]
@@ -150,8 +155,15 @@ class Workers:
             memory = max(4 << 30, int(canary.facts.get("vm_peak_bytes", 0)) + (3 << 30))
         return sandbox.Limits(timeout_s=timeout, memory_bytes=memory)
 
-    def run_exercise(self, submission: Submission, exercise: str, gpu: bool, requests: list[wire.Request],
-                     tried_s: float = 0.0, budget: Budget = Budget()) -> sandbox.Run:
+    def run_exercise(
+        self,
+        submission: Submission,
+        exercise: str,
+        gpu: bool,
+        requests: list[wire.Request],
+        tried_s: float = 0.0,
+        budget: Budget = Budget(),
+    ) -> sandbox.Run:
         """One exercise's worker. ``tried_s``: this exercise already timed out once (in a shared
         worker) after that many seconds; this is then its second try, with twice the time. Every
         try is cut to what is left of ``budget``; a try with nothing left is not started."""
@@ -180,18 +192,34 @@ class Workers:
             limits = sandbox.Limits(timeout_s=wanted_s, memory_bytes=limits.memory_bytes)
         raise AssertionError("unreachable")
 
-    def run_shared(self, submission: Submission, requests: list[wire.Request],
-                   each: list[sandbox.Limits], budget: Budget = Budget()) -> sandbox.Run | None:
+    def run_shared(
+        self,
+        submission: Submission,
+        requests: list[wire.Request],
+        each: list[sandbox.Limits],
+        budget: Budget = Budget(),
+    ) -> sandbox.Run | None:
         """Several exercises' CPU requests in one worker (``worker.py``'s shared mode: one
         ``import torch``, then a forked child per exercise), ``each`` exercise's limits summed;
         None when the budget has nothing left (each exercise's own worker then says so)."""
         strategy = isolation.current()
-        requests = [replace(requests[0], shared=True, cap=wire.MAX_FRAME_BYTES,
-                            shared_places=strategy.shared_places(), isolated=isolation.OWN_USER in strategy.gives),
-                    *requests[1:]]
-        total = budget.cap(sandbox.Limits(timeout_s=sum(lim.timeout_s for lim in each) + 30,
-                                          memory_bytes=each[0].memory_bytes,
-                                          result_bytes=2 * wire.MAX_FRAME_BYTES * len(requests)))
+        requests = [
+            replace(
+                requests[0],
+                shared=True,
+                cap=wire.MAX_FRAME_BYTES,
+                shared_places=strategy.shared_places(),
+                isolated=isolation.OWN_USER in strategy.gives,
+            ),
+            *requests[1:],
+        ]
+        total = budget.cap(
+            sandbox.Limits(
+                timeout_s=sum(lim.timeout_s for lim in each) + 30,
+                memory_bytes=each[0].memory_bytes,
+                result_bytes=2 * wire.MAX_FRAME_BYTES * len(requests),
+            )
+        )
         if total is None:
             return None
         return self.run(submission_files(submission), total, requests, False)
@@ -214,4 +242,5 @@ def gpu_canary_problem(gpu: bool, facts: dict) -> None:
             f"{', '.join(sandbox.GPU_PASSTHROUGH)}, NVIDIA_* and CUDA_VISIBLE_DEVICES of the "
             "judge's; check that the driver (libcuda.so.1) is found with those, e.g. "
             "`env -i PATH=/usr/bin:/bin LD_LIBRARY_PATH=$LD_LIBRARY_PATH python3 -c 'import torch; "
-            "print(torch.cuda.is_available())'`")
+            "print(torch.cuda.is_available())'`"
+        )

@@ -27,8 +27,7 @@ def pytest_collection_finish(session):
     """The nbgrader course takes minutes to build: start it in a process of its own as soon as a
     worker has collected a test that needs it (tests/nbcourse.py), rather than when that test
     comes up, with the other worker waiting."""
-    if shutil.which("nbgrader") is None or not any(
-            item.nodeid.startswith(NBGRADER_TESTS) for item in session.items):
+    if shutil.which("nbgrader") is None or not any(item.nodeid.startswith(NBGRADER_TESTS) for item in session.items):
         return
     from tests import nbcourse
 
@@ -52,8 +51,7 @@ class _CheckedMonkeyPatch(pytest.MonkeyPatch):
         if is_project_function(old) and callable(new) and not isinstance(new, type):
             problem = differs(new, old)
             if problem:
-                raise TypeError(f"a test double must take the parameters of what it stands in "
-                                f"for: {problem}")
+                raise TypeError(f"a test double must take the parameters of what it stands in for: {problem}")
         return super().setattr(target, *name_and_value, raising=raising)
 
 
@@ -80,6 +78,7 @@ def _a_cpu_test_starts_processes_that_see_no_gpu(request, monkeypatch):
 def secret_file(tmp_path_factory) -> Path:
     """A grading secret made for this test run (official grading, as a course grades)."""
     path = tmp_path_factory.mktemp("grading-secret") / "secret"
-    subprocess.run([sys.executable, "-m", "grader", "secret", "new", str(path)], cwd=REPO_ROOT,
-                   check=True, capture_output=True)
+    subprocess.run(
+        [sys.executable, "-m", "grader", "secret", "new", str(path)], cwd=REPO_ROOT, check=True, capture_output=True
+    )
     return path

@@ -47,10 +47,18 @@ def differs(double: Callable, original: Callable, method: bool = False) -> str |
 
     missing = [p[0] for p in want if p[0] not in {g[0] for g in got}]
     extra = [p[0] for p in got if p[0] not in {w[0] for w in want}]
-    detail = "; ".join(filter(None, [f"missing {', '.join(missing)}" if missing else "",
-                                     f"not in the original: {', '.join(extra)}" if extra else ""]))
-    return (f"{_name(double)} stands in for {_name(original)} but takes ({show(got)}), not "
-            f"({show(want)})" + (f": {detail}" if detail else ""))
+    detail = "; ".join(
+        filter(
+            None,
+            [
+                f"missing {', '.join(missing)}" if missing else "",
+                f"not in the original: {', '.join(extra)}" if extra else "",
+            ],
+        )
+    )
+    return f"{_name(double)} stands in for {_name(original)} but takes ({show(got)}), not ({show(want)})" + (
+        f": {detail}" if detail else ""
+    )
 
 
 def _name(fn: Callable) -> str:

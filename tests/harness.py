@@ -26,9 +26,14 @@ def released(out: Path) -> Path:
     import subprocess
     import sys
 
-    run = subprocess.run([sys.executable, "-m", "grader", "release", str(out)], cwd=REPO_ROOT,
-                         env={**os.environ, "CUDA_VISIBLE_DEVICES": ""}, capture_output=True, text=True,
-                         timeout=300)
+    run = subprocess.run(
+        [sys.executable, "-m", "grader", "release", str(out)],
+        cwd=REPO_ROOT,
+        env={**os.environ, "CUDA_VISIBLE_DEVICES": ""},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert run.returncode == 0, run.stderr
     return out
 
@@ -43,14 +48,14 @@ def cuda_in_sight(log: Path) -> dict[str, str]:
     fake logging to ``log``. ``CUDA_VISIBLE_DEVICES`` is left out: set to nothing it hides the
     GPU, as from a CPU test's processes (tests/conftest.py)."""
     env = {k: v for k, v in os.environ.items() if k not in ("CUDA_VISIBLE_DEVICES", "PYTHONPATH")}
-    return {**env, "PYTHONPATH": str(FAKE_CUDA), "LAUNCH_TAX_FAKE_CUDA": "1",
-            "LAUNCH_TAX_FAKE_CUDA_LOG": str(log)}
+    return {**env, "PYTHONPATH": str(FAKE_CUDA), "LAUNCH_TAX_FAKE_CUDA": "1", "LAUNCH_TAX_FAKE_CUDA_LOG": str(log)}
 
 
 def gpu_seen(log: Path) -> dict[str, bool]:
     """From a fake-CUDA log: ``{pid: saw a GPU}`` of every process that asked."""
-    return {pid: what == "True" for pid, what in (line.split() for line in log.read_text().splitlines())
-            if what != "exit"}
+    return {
+        pid: what == "True" for pid, what in (line.split() for line in log.read_text().splitlines()) if what != "exit"
+    }
 
 
 def ended(log: Path) -> list[str]:
@@ -84,8 +89,10 @@ def gradescope_shell(command: list[str]) -> list[str]:
     inside = [d for d in isolation._python_dirs(["/root"]) if d.startswith("/root/")]
     if not inside or os.stat("/root").st_mode & 0o001:
         return command
-    script = ("set -e; mount --make-rprivate /; i=0; for d in $PY; do mkdir -p /run/lt-park-$$-$i; "
-              "mount --bind $d /run/lt-park-$$-$i; i=$((i+1)); done; mount -t tmpfs -o mode=755 tmpfs /root; "
-              "i=0; for d in $PY; do mkdir -p $d; mount --move /run/lt-park-$$-$i $d; i=$((i+1)); done; "
-              'exec "$@"')
+    script = (
+        "set -e; mount --make-rprivate /; i=0; for d in $PY; do mkdir -p /run/lt-park-$$-$i; "
+        "mount --bind $d /run/lt-park-$$-$i; i=$((i+1)); done; mount -t tmpfs -o mode=755 tmpfs /root; "
+        "i=0; for d in $PY; do mkdir -p $d; mount --move /run/lt-park-$$-$i $d; i=$((i+1)); done; "
+        'exec "$@"'
+    )
     return ["env", f"PY={' '.join(inside)}", "unshare", "--mount", "sh", "-c", script, "gs", *command]

@@ -76,12 +76,24 @@ def measure() -> list[dict]:
         for m, exercise, folder in cpu_mutants():
             outcome = warm.run(folder, exercise, profile="parity")
             result = judge.grade_exercise(load(folder), exercise)
-            rows.append({"id": m.id, "exercise": exercise, "kind": m.kind or "classic", "why": m.why,
-                         "public": bool(outcome.failed), "lost": result.max_score - result.score,
-                         "of": result.max_score, "failed_tests": sorted({test_id(t) for t in outcome.failed}),
-                         "lost_checks": sorted(c.check.id for c in result.checks if c.status == "failed")})
-            print(f"{m.id:50} public {'rejected' if outcome.failed else 'SURVIVED':8} "
-                  f"grader -{rows[-1]['lost']:g}/{result.max_score:g}", file=sys.stderr)
+            rows.append(
+                {
+                    "id": m.id,
+                    "exercise": exercise,
+                    "kind": m.kind or "classic",
+                    "why": m.why,
+                    "public": bool(outcome.failed),
+                    "lost": result.max_score - result.score,
+                    "of": result.max_score,
+                    "failed_tests": sorted({test_id(t) for t in outcome.failed}),
+                    "lost_checks": sorted(c.check.id for c in result.checks if c.status == "failed"),
+                }
+            )
+            print(
+                f"{m.id:50} public {'rejected' if outcome.failed else 'SURVIVED':8} "
+                f"grader -{rows[-1]['lost']:g}/{result.max_score:g}",
+                file=sys.stderr,
+            )
     warm.close()
     return rows
 
@@ -107,18 +119,26 @@ def official(n: int) -> list[str]:
 
     wrong = []
     with warm_worker.serve(runtime_files()):
-        judges = [Judge(jobs=2, secret=GradingSecret(random_secrets.token_hex(32).encode(), f"draw {i}"))
-                  for i in range(n)]
+        judges = [
+            Judge(jobs=2, secret=GradingSecret(random_secrets.token_hex(32).encode(), f"draw {i}")) for i in range(n)
+        ]
         for folder in ("solutions", "tests/alternatives"):
             for i, judge in enumerate(judges):
-                lost = [c.check.id for e in judge.grade(load(REPO_ROOT / folder)).exercises
-                        for c in e.checks if c.status == "failed"]
+                lost = [
+                    c.check.id
+                    for e in judge.grade(load(REPO_ROOT / folder)).exercises
+                    for c in e.checks
+                    if c.status == "failed"
+                ]
                 if lost:
                     wrong.append(f"{folder} lost {lost} under secret {i}")
             print(f"{folder:50} {n} secrets done", file=sys.stderr)
         for m, exercise, folder in cpu_mutants():
-            kept = [i for i, judge in enumerate(judges)
-                    if (r := judge.grade_exercise(load(folder), exercise)).score == r.max_score]
+            kept = [
+                i
+                for i, judge in enumerate(judges)
+                if (r := judge.grade_exercise(load(folder), exercise)).score == r.max_score
+            ]
             wrong += [f"{m.id} kept every point under secret {i}" for i in kept]
             print(f"{m.id:50} escaped {len(kept)} of {n}", file=sys.stderr)
     return wrong
@@ -129,39 +149,53 @@ def summary(rows: list[dict]) -> str:
     for row in rows:
         by[row["exercise"]].append(row)
     n = counts()
-    lines = ["| exercise | mutants (CPU + GPU-only) | rejected by the public tests | lose points "
-             "in the grader | points lost: min / median / max (of the exercise's CPU points) |",
-             "|---|---|---|---|---|"]
+    lines = [
+        "| exercise | mutants (CPU + GPU-only) | rejected by the public tests | lose points "
+        "in the grader | points lost: min / median / max (of the exercise's CPU points) |",
+        "|---|---|---|---|---|",
+    ]
     for e in EXERCISES:
         got = by[e]
         lost = [r["lost"] for r in got]
-        spread = (f"{min(lost):g} / {statistics.median(lost):g} / {max(lost):g} (of {got[0]['of']:g})"
-                  if got else "-")
-        lines.append(f"| {e} | {n[e][0]} + {n[e][1]} | {sum(r['public'] for r in got)} of {len(got)} | "
-                     f"{sum(r['lost'] > 0 for r in got)} of {len(got)} | {spread} |")
+        spread = f"{min(lost):g} / {statistics.median(lost):g} / {max(lost):g} (of {got[0]['of']:g})" if got else "-"
+        lines.append(
+            f"| {e} | {n[e][0]} + {n[e][1]} | {sum(r['public'] for r in got)} of {len(got)} | "
+            f"{sum(r['lost'] > 0 for r in got)} of {len(got)} | {spread} |"
+        )
     total = len(rows)
-    lines.append(f"| all | {sum(c for c, _ in n.values())} + {sum(g for _, g in n.values())} | "
-                 f"{sum(r['public'] for r in rows)} of {total} | {sum(r['lost'] > 0 for r in rows)} "
-                 f"of {total} | |")
+    lines.append(
+        f"| all | {sum(c for c, _ in n.values())} + {sum(g for _, g in n.values())} | "
+        f"{sum(r['public'] for r in rows)} of {total} | {sum(r['lost'] > 0 for r in rows)} "
+        f"of {total} | |"
+    )
     return "\n".join(lines)
 
 
 def details(rows: list[dict]) -> str:
-    lines = ["# Kill matrix, mutant by mutant", "",
-             "Generated by `python -m tests.kill_matrix --write` (practice inputs, CPU checks); the "
-             "GPU-only mutants are caught by the GPU tests and checks, on a CUDA machine.", "",
-             "| mutant | kind | the mistake | public tests | grader: points lost |", "|---|---|---|---|---|"]
+    lines = [
+        "# Kill matrix, mutant by mutant",
+        "",
+        "Generated by `python -m tests.kill_matrix --write` (practice inputs, CPU checks); the "
+        "GPU-only mutants are caught by the GPU tests and checks, on a CUDA machine.",
+        "",
+        "| mutant | kind | the mistake | public tests | grader: points lost |",
+        "|---|---|---|---|---|",
+    ]
     for r in rows:
-        lines.append(f"| `{r['id']}` | {r['kind']} | {r['why']} | "
-                     f"{'rejected' if r['public'] else '**survived**'} | {r['lost']:g} of {r['of']:g} |")
+        lines.append(
+            f"| `{r['id']}` | {r['kind']} | {r['why']} | "
+            f"{'rejected' if r['public'] else '**survived**'} | {r['lost']:g} of {r['of']:g} |"
+        )
     return "\n".join(lines) + "\n"
 
 
 def readme_counts(readme: str) -> dict[str, tuple[int, int]]:
     """The ``CPU + GPU-only`` mutant counts the README's kill matrix states, per exercise."""
     block = readme.split(BEGIN, 1)[1].split(END, 1)[0]
-    return {m.group(1): (int(m.group(2)), int(m.group(3)))
-            for m in re.finditer(r"^\| (ex\d) \| (\d+) \+ (\d+) \|", block, re.MULTILINE)}
+    return {
+        m.group(1): (int(m.group(2)), int(m.group(3)))
+        for m in re.finditer(r"^\| (ex\d) \| (\d+) \+ (\d+) \|", block, re.MULTILINE)
+    }
 
 
 GPU_RECORD = REPO_ROOT / "tests" / "kill_matrix_gpu.json"
@@ -178,14 +212,17 @@ def gpu_outcomes(junit: Path) -> dict[str, dict[str, str]]:
     out: dict[str, dict[str, str]] = {}
     for case in ET.parse(junit).iter("testcase"):
         found = re.fullmatch(r"test_mutant_loses_points\[(.+)\]", case.get("name", ""))
-        side = {"tests.test_corpus": "public_tests",
-                "tests.test_grader_corpus": "grader"}.get(case.get("classname", ""))
+        side = {"tests.test_corpus": "public_tests", "tests.test_grader_corpus": "grader"}.get(
+            case.get("classname", "")
+        )
         if not found or side is None or case.find("skipped") is not None:
             continue
         passed = case.find("failure") is None and case.find("error") is None
         out.setdefault(found[1], {})[side] = (
-            ("rejected" if passed else "not rejected") if side == "public_tests"
-            else ("loses points" if passed else "keeps every point"))
+            ("rejected" if passed else "not rejected")
+            if side == "public_tests"
+            else ("loses points" if passed else "keeps every point")
+        )
     return out
 
 
@@ -209,13 +246,21 @@ def gpu_record(junit: Path, machine: str) -> dict:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--write", action="store_true", help="rewrite README.md's table and tests/kill_matrix.md")
-    parser.add_argument("--secrets", type=int, metavar="N",
-                        help="official grading instead: every mutant under N fresh grading secrets")
-    parser.add_argument("--gpu-record", metavar="JUNIT", type=Path,
-                        help="rewrite tests/kill_matrix_gpu.json from the junit XML of `bash .ci/gpu "
-                             "mutants` (pytest tests -m gpu) on a CUDA machine")
-    parser.add_argument("--machine", default="", help="with --gpu-record: where it was measured "
-                        "(GPU, driver, torch, Python, commit, date)")
+    parser.add_argument(
+        "--secrets", type=int, metavar="N", help="official grading instead: every mutant under N fresh grading secrets"
+    )
+    parser.add_argument(
+        "--gpu-record",
+        metavar="JUNIT",
+        type=Path,
+        help="rewrite tests/kill_matrix_gpu.json from the junit XML of `bash .ci/gpu "
+        "mutants` (pytest tests -m gpu) on a CUDA machine",
+    )
+    parser.add_argument(
+        "--machine",
+        default="",
+        help="with --gpu-record: where it was measured (GPU, driver, torch, Python, commit, date)",
+    )
     args = parser.parse_args(argv)
     if args.gpu_record:
         if not args.machine:
@@ -226,8 +271,11 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.secrets:
         wrong = official(args.secrets)
-        print("\n".join(wrong) or f"every CPU mutant lost points under each of {args.secrets} secrets; "
-              "the reference and the alternatives kept every point")
+        print(
+            "\n".join(wrong)
+            or f"every CPU mutant lost points under each of {args.secrets} secrets; "
+            "the reference and the alternatives kept every point"
+        )
         return 1 if wrong else 0
     rows = measure()
     table = summary(rows)
@@ -240,8 +288,7 @@ def main(argv: list[str] | None = None) -> int:
         readme.write_text(f"{head}{BEGIN}\n{table}\n{END}{rest.split(END, 1)[1]}", encoding="utf-8")
         (REPO_ROOT / "tests" / "kill_matrix.md").write_text(details(rows), encoding="utf-8")
         record = [{k: r[k] for k in ("id", "failed_tests", "lost_checks")} for r in rows]
-        (REPO_ROOT / "tests" / "kill_matrix.json").write_text(json.dumps(record, indent=1) + "\n",
-                                                              encoding="utf-8")
+        (REPO_ROOT / "tests" / "kill_matrix.json").write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
     if survivors:
         print(f"survivors: {survivors}", file=sys.stderr)
     return 1 if survivors else 0

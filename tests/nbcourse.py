@@ -27,23 +27,31 @@ def make_course(root: Path) -> Path:
     (root / "nbgrader_config.py").write_text(
         "c = get_config()  # noqa: F821\n"
         f"load_subconfig({str(COURSE_DIR / 'nbgrader_config.py')!r})  # noqa: F821\n"
-        f"c.CourseDirectory.root = {str(root)!r}\n", encoding="utf-8")
+        f"c.CourseDirectory.root = {str(root)!r}\n",
+        encoding="utf-8",
+    )
     return root
 
 
-def nbgrader(root: Path, *args: str, check_timeout_s: float = 60, timeout: float = 900,
-             env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+def nbgrader(
+    root: Path, *args: str, check_timeout_s: float = 60, timeout: float = 900, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess:
     """Run the real ``nbgrader`` command line in the course folder (practice grading unless
     ``env`` says otherwise: ``LAUNCH_TAX_SECRET_FILE`` for official grading)."""
     # The course is built and graded as on a machine without a GPU (its checks' GPU part is
     # pending), wherever the suite runs.
-    env = {**os.environ, "CUDA_VISIBLE_DEVICES": "", "LAUNCH_TAX_CHECK_TIMEOUT": str(check_timeout_s),
-           "LAUNCH_TAX_PRACTICE": "1", **(env or {})}
-    done = subprocess.run(["nbgrader", *args], cwd=root, env=env, capture_output=True, text=True,
-                          timeout=timeout)
+    env = {
+        **os.environ,
+        "CUDA_VISIBLE_DEVICES": "",
+        "LAUNCH_TAX_CHECK_TIMEOUT": str(check_timeout_s),
+        "LAUNCH_TAX_PRACTICE": "1",
+        **(env or {}),
+    }
+    done = subprocess.run(["nbgrader", *args], cwd=root, env=env, capture_output=True, text=True, timeout=timeout)
     if done.returncode != 0:
-        raise AssertionError(f"nbgrader {' '.join(args)} failed ({done.returncode}):\n"
-                             f"{done.stdout[-3000:]}\n{done.stderr[-6000:]}")
+        raise AssertionError(
+            f"nbgrader {' '.join(args)} failed ({done.returncode}):\n{done.stdout[-3000:]}\n{done.stderr[-6000:]}"
+        )
     return done
 
 
@@ -123,10 +131,19 @@ def start_building(shared: Path) -> None:
             return
         with open(shared / "build.log", "w") as log:
             proc = subprocess.Popen(
-                [sys.executable, "-c", "import sys; from pathlib import Path; from tests.nbcourse "
-                 "import build_here; build_here(Path(sys.argv[1]))", str(shared)],
-                cwd=REPO_ROOT, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                start_new_session=True)
+                [
+                    sys.executable,
+                    "-c",
+                    "import sys; from pathlib import Path; from tests.nbcourse "
+                    "import build_here; build_here(Path(sys.argv[1]))",
+                    str(shared),
+                ],
+                cwd=REPO_ROOT,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
         (shared / "building").write_text(str(proc.pid))
 
 
@@ -152,12 +169,15 @@ def built(shared: Path) -> Path:
     deadline = time.monotonic() + BUILD_TIMEOUT_S
     while not (shared / "done").exists():
         if (shared / "failed").exists():
-            raise AssertionError("building the nbgrader course failed:\n"
-                                 + (shared / "build.log").read_text(errors="replace")[-6000:])
+            raise AssertionError(
+                "building the nbgrader course failed:\n" + (shared / "build.log").read_text(errors="replace")[-6000:]
+            )
         pid = (shared / "building").read_text().strip() if (shared / "building").exists() else ""
         if pid and not _alive(int(pid)) and not (shared / "done").exists():
-            raise AssertionError(f"the process building the nbgrader course ({pid}) died:\n"
-                                 + (shared / "build.log").read_text(errors="replace")[-6000:])
+            raise AssertionError(
+                f"the process building the nbgrader course ({pid}) died:\n"
+                + (shared / "build.log").read_text(errors="replace")[-6000:]
+            )
         if time.monotonic() > deadline:
             raise AssertionError(f"the nbgrader course was not built within {BUILD_TIMEOUT_S} s")
         time.sleep(0.5)

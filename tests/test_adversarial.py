@@ -43,15 +43,19 @@ WATCHED = ("solutions", "grader", "exercises")
 
 #: Cases whose protection exists only when the judge runs as root (namespaces, a separate user):
 #: without root the report says those protections are off, and these cases cannot hold.
-ROOT_ONLY = {"read-solutions", "network", "fork-bomb", "worker-leaves-group", "escaping-daemon",
-             "disk-filler"}
+ROOT_ONLY = {"read-solutions", "network", "fork-bomb", "worker-leaves-group", "escaping-daemon", "disk-filler"}
 
 
 def repo_state(root: Path) -> tuple[str, dict[str, str]]:
     status = ""
     if (root / ".git").exists():
-        status = subprocess.run(["git", "status", "--porcelain", "--untracked-files=all"], cwd=root,
-                                capture_output=True, text=True, timeout=60).stdout
+        status = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=all"],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        ).stdout
     hashes = {}
     for top in WATCHED:
         for path in sorted((root / top).rglob("*")):
@@ -96,34 +100,58 @@ def graded(case: Case) -> list[str]:
     return sorted({case.exercise, bystander})
 
 
-def grade(submission: Path, out: Path, case: Case, tmpdir: Path, root: Path,
-          secret: Path | None, mode: str = "default") -> dict:
+def grade(
+    submission: Path, out: Path, case: Case, tmpdir: Path, root: Path, secret: Path | None, mode: str = "default"
+) -> dict:
     """Run the grader; return its exit status, output, wall time and peak memory. ``mode``
     "user": as root without namespaces (Gradescope's sandbox), in a fresh process (a warm one has
     already decided which sandbox it has)."""
     bound = 120 + 5 * case.timeout
-    command = [sys.executable, "-m", "grader", "grade", str(submission), "--json", str(out),
-               "--timeout", str(case.timeout), "--gpu", "off", "--only", ",".join(graded(case))]
+    command = [
+        sys.executable,
+        "-m",
+        "grader",
+        "grade",
+        str(submission),
+        "--json",
+        str(out),
+        "--timeout",
+        str(case.timeout),
+        "--gpu",
+        "off",
+        "--only",
+        ",".join(graded(case)),
+    ]
     if secret is not None:
         command += ["--secret-file", str(secret)]
     env = {k: v for k, v in os.environ.items() if k != "LAUNCH_TAX_SECRET_FILE"}
     if mode == "user":
         env["LAUNCH_TAX_SANDBOX"] = "user"
     if root == REPO_ROOT and mode == "default":  # forked from a warm grader (tests/warm_grader.py)
-        done = _warm().run(command[3:], str(root), {**env, "TMPDIR": str(tmpdir)},
-                           str(out.with_suffix(".log")), bound)
+        done = _warm().run(command[3:], str(root), {**env, "TMPDIR": str(tmpdir)}, str(out.with_suffix(".log")), bound)
         raw = out.with_suffix(".log").read_bytes()
         if done["returncode"] == "killed":
-            return {"returncode": "killed", "output": f"did not finish within {bound:.0f} s",
-                    "raw_output": b"", "wall_s": bound, "max_rss_mb": 0}
+            return {
+                "returncode": "killed",
+                "output": f"did not finish within {bound:.0f} s",
+                "raw_output": b"",
+                "wall_s": bound,
+                "max_rss_mb": 0,
+            }
         return {**done, "output": raw.decode(errors="replace"), "raw_output": raw}
     with open(out.with_suffix(".log"), "w+b") as log:
         start = time.monotonic()
         if mode == "user":  # the workers (other users) must be able to run this Python
             command = gradescope_shell(command)
-        proc = subprocess.Popen(command, cwd=root, stdout=log, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, start_new_session=True,
-                                env={**env, "TMPDIR": str(tmpdir)})
+        proc = subprocess.Popen(
+            command,
+            cwd=root,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+            env={**env, "TMPDIR": str(tmpdir)},
+        )
         while True:
             pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
             if pid:
@@ -131,14 +159,24 @@ def grade(submission: Path, out: Path, case: Case, tmpdir: Path, root: Path,
             if time.monotonic() - start > bound:
                 os.killpg(proc.pid, signal.SIGKILL)
                 os.wait4(proc.pid, 0)
-                return {"returncode": "killed", "output": f"did not finish within {bound:.0f} s",
-                        "raw_output": b"", "wall_s": bound, "max_rss_mb": 0}
+                return {
+                    "returncode": "killed",
+                    "output": f"did not finish within {bound:.0f} s",
+                    "raw_output": b"",
+                    "wall_s": bound,
+                    "max_rss_mb": 0,
+                }
             time.sleep(0.05)
         proc.returncode = os.waitstatus_to_exitcode(status)
         log.seek(0)
         raw = log.read()
-        return {"returncode": proc.returncode, "output": raw.decode(errors="replace"), "raw_output": raw,
-                "wall_s": time.monotonic() - start, "max_rss_mb": usage.ru_maxrss / 1024}
+        return {
+            "returncode": proc.returncode,
+            "output": raw.decode(errors="replace"),
+            "raw_output": raw,
+            "wall_s": time.monotonic() - start,
+            "max_rss_mb": usage.ru_maxrss / 1024,
+        }
 
 
 _WARM: list[WarmGrader] = []
@@ -158,8 +196,7 @@ def hidden_inputs(submission: Path, case: Case, secret: Path | None) -> list[str
     from grader.judge import Judge
     from grader.submission import load
 
-    judge = Judge(gpu="off", exercises=tuple(graded(case)),
-                  secret=secrets.load(str(secret)) if secret else None)
+    judge = Judge(gpu="off", exercises=tuple(graded(case)), secret=secrets.load(str(secret)) if secret else None)
     found = []
     for check in judge.checks_for(load(submission)):
         if check.hidden and not check.gpu:
@@ -167,8 +204,7 @@ def hidden_inputs(submission: Path, case: Case, secret: Path | None) -> list[str
     return found
 
 
-def evaluate(case: Case, tmp_path: Path, root: Path, secret: Path | None,
-             mode: str = "default") -> list[str]:
+def evaluate(case: Case, tmp_path: Path, root: Path, secret: Path | None, mode: str = "default") -> list[str]:
     """Grade ``case`` with the grader at ``root``; return every way it failed (none: it held)."""
     marker = f"ltadv{uuid.uuid4().hex[:12]}"
     tmpdir = Path("/tmp") / f"{marker}-boxes"  # world-traversable, like /tmp itself
@@ -210,8 +246,9 @@ def evaluate(case: Case, tmp_path: Path, root: Path, secret: Path | None,
     if case.flagged is not None:
         described = json.dumps(results.get("extra_data", {}).get("flags", []))
         if case.flagged not in described:
-            problems.append(f"the instructor is not told: no flag mentions {case.flagged!r} "
-                            f"(extra_data.flags: {described[:500]})")
+            problems.append(
+                f"the instructor is not told: no flag mentions {case.flagged!r} (extra_data.flags: {described[:500]})"
+            )
     expected = {ex: (FULL[ex] if case.others == "full" else 0.0) for ex in graded(case)}
     if case.exercise != "all":
         expected[case.exercise] = case.expected
@@ -226,8 +263,11 @@ def evaluate(case: Case, tmp_path: Path, root: Path, secret: Path | None,
         if case.reason not in said:
             problems.append(f"{case.reason!r} not in the reasons:\n{said[:2000]}")
     if case.hidden_quiet:
-        noisy = [t["name"] for t in results["tests"] if "hidden" in t["tags"]
-                 and t["extra_data"]["state"] == "failed" and not t["output"].startswith("rule: ")]
+        noisy = [
+            t["name"]
+            for t in results["tests"]
+            if "hidden" in t["tags"] and t["extra_data"]["state"] == "failed" and not t["output"].startswith("rule: ")
+        ]
         if noisy:
             problems.append(f"hidden checks said more than their rule: {noisy}")
     if hidden:
@@ -272,16 +312,19 @@ def test_hostile_submission_gets_exactly_its_points(case: Case, mode: str, tmp_p
 DEFENDED = [(c, m) for c, m in MODED if c.defence]
 
 
-@pytest.mark.parametrize("case, mode", DEFENDED,
-                         ids=[c.name + ("" if m == "default" else f"[{m}]") for c, m in DEFENDED])
+@pytest.mark.parametrize(
+    "case, mode", DEFENDED, ids=[c.name + ("" if m == "default" else f"[{m}]") for c, m in DEFENDED]
+)
 def test_the_case_fails_with_its_defence_switched_off(case: Case, mode: str, tmp_path: Path, secret_file: Path):
     _skip_mode(case, mode)
     defence = DEFENCES[case.defence]
     root = off(case.defence, tmp_path / "repository")
     secret = None if defence.no_secret or not case.secret else secret_file
     problems = evaluate(case, tmp_path, root, secret, mode)
-    assert problems, (f"{case.name} still holds with the defence {defence.name!r} ({defence.what}) "
-                      "switched off: it does not prove that defence")
+    assert problems, (
+        f"{case.name} still holds with the defence {defence.name!r} ({defence.what}) "
+        "switched off: it does not prove that defence"
+    )
 
 
 def test_every_defence_has_a_case():
@@ -297,6 +340,16 @@ def _log(case: Case, expected: dict, got: dict, run: dict) -> None:
     path = os.environ.get("LAUNCH_TAX_ADVERSARIAL_LOG")
     if path:
         with open(path, "a", encoding="utf-8") as f:
-            f.write(json.dumps({"case": case.name, "exercise": case.exercise, "expected": expected,
-                                "got": got, "wall_s": round(run["wall_s"], 1),
-                                "max_rss_mb": round(run["max_rss_mb"])}) + "\n")
+            f.write(
+                json.dumps(
+                    {
+                        "case": case.name,
+                        "exercise": case.exercise,
+                        "expected": expected,
+                        "got": got,
+                        "wall_s": round(run["wall_s"], 1),
+                        "max_rss_mb": round(run["max_rss_mb"]),
+                    }
+                )
+                + "\n"
+            )

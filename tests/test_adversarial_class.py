@@ -50,14 +50,30 @@ DEFENDED = {
 }
 
 
-def grade_all(root: Path, folder: Path, out: Path, secret: Path, *extra: str, bound: float = 240,
-              env: dict | None = None) -> subprocess.CompletedProcess | None:
+def grade_all(
+    root: Path, folder: Path, out: Path, secret: Path, *extra: str, bound: float = 240, env: dict | None = None
+) -> subprocess.CompletedProcess | None:
     """``grade-all`` run by the grader at ``root``; None when it did not finish within ``bound``."""
-    command = [sys.executable, "-m", "grader", "grade-all", str(folder), "--out", str(out),
-               "--gpu", "off", "--secret-file", str(secret), "--timeout", "20", *extra]
+    command = [
+        sys.executable,
+        "-m",
+        "grader",
+        "grade-all",
+        str(folder),
+        "--out",
+        str(out),
+        "--gpu",
+        "off",
+        "--secret-file",
+        str(secret),
+        "--timeout",
+        "20",
+        *extra,
+    ]
     try:
-        return subprocess.run(command, cwd=root, capture_output=True, text=True, timeout=bound,
-                              env={**os.environ, **(env or {})})
+        return subprocess.run(
+            command, cwd=root, capture_output=True, text=True, timeout=bound, env={**os.environ, **(env or {})}
+        )
     except subprocess.TimeoutExpired:
         return None
 
@@ -74,8 +90,9 @@ def both_ways(name: str, tmp_path: Path, scenario) -> None:
     root = off(name, tmp_path / "repository")
     problems = scenario(root, tmp_path / "off")
     print(f"[{name} switched off] " + " | ".join(p.splitlines()[0][:300] for p in problems))
-    assert problems, (f"the scenario still holds with the defence {name!r} "
-                      f"({DEFENCES[name].what}) switched off: it does not prove it")
+    assert problems, (
+        f"the scenario still holds with the defence {name!r} ({DEFENCES[name].what}) switched off: it does not prove it"
+    )
 
 
 # ----------------------------------------------------------------------------- colluders
@@ -89,7 +106,9 @@ _libc.shmat.argtypes = [_ctypes.c_int, _ctypes.c_void_p, _ctypes.c_int]
 _KEY, _SIZE = KEY, 1 << 20
 '''
 
-SHM_WRITER = SHM + '''
+SHM_WRITER = (
+    SHM
+    + '''
 # Alice's module is right: it leaves its own source in System V shared memory for a classmate,
 # and a segment far larger than it needs, past every limit of its worker.
 _segment = _libc.shmget(_KEY, _SIZE, 0o1666)  # IPC_CREAT | 0666
@@ -99,8 +118,11 @@ if _segment >= 0:
     _ctypes.memmove(_address, len(_source).to_bytes(8, "little") + _source, 8 + len(_source))
 _libc.shmget(_KEY + 1, 1 << 30, 0o1666)
 '''
+)
 
-SHM_READER = SHM + '''
+SHM_READER = (
+    SHM
+    + '''
 # Bob's module is the stub: it takes Alice's source from shared memory and runs it.
 _segment = _libc.shmget(_KEY, 0, 0)
 if _segment < 0:
@@ -109,6 +131,7 @@ _address = _libc.shmat(_segment, None, 0o10000)  # SHM_RDONLY
 _size = int.from_bytes(_ctypes.string_at(_address, 8), "little")
 exec(compile(_ctypes.string_at(_address + 8, _size).decode(), "alice", "exec"), globals())
 '''
+)
 
 KEYS = '''
 import ctypes as _ctypes
@@ -117,7 +140,9 @@ _libc = _ctypes.CDLL(None, use_errno=True)
 _DESCRIPTION = b"launch-tax-MARKER"
 '''
 
-KEY_WRITER = KEYS + '''
+KEY_WRITER = (
+    KEYS
+    + '''
 # Alice's module is right: it leaves its own source in a kernel key that anyone may read, linked
 # to its uid's keyring (which outlives the process) and to the persistent keyring.
 _source = open(__file__, "rb").read()
@@ -127,8 +152,11 @@ for _ring in (-4, -5):  # KEY_SPEC_USER_KEYRING, KEY_SPEC_USER_SESSION_KEYRING
     if _key > 0:
         _libc.syscall(250, 5, _key, _ctypes.c_uint(0x3f3f3f3f))  # KEYCTL_SETPERM: all, for all
 '''
+)
 
-KEY_READER = KEYS + '''
+KEY_READER = (
+    KEYS
+    + '''
 # Bob's module is the stub: it finds Alice's key in /proc/keys and runs what it holds.
 for _line in open("/proc/keys"):
     if _DESCRIPTION.decode() in _line:
@@ -140,12 +168,16 @@ for _line in open("/proc/keys"):
 else:
     raise ImportError("no key from a classmate")
 '''
+)
 
 
 def _segments(key: int) -> list[str]:
     out = subprocess.run(["ipcs", "-m"], capture_output=True, text=True).stdout
-    return [line for line in out.splitlines() if line.lower().startswith(f"0x{key:08x}")
-            or line.lower().startswith(f"0x{key + 1:08x}")]
+    return [
+        line
+        for line in out.splitlines()
+        if line.lower().startswith(f"0x{key:08x}") or line.lower().startswith(f"0x{key + 1:08x}")
+    ]
 
 
 def _remove_segments(key: int) -> None:
@@ -197,25 +229,44 @@ def colluders(writer: str, reader: str, leftover, cleanup, secret: Path):
 
 @pytest.mark.skipif(not ROOT, reason="IPC namespaces need the judge to run as root")
 def test_ipc_colluders_share_nothing(tmp_path, secret_file):
-    both_ways("ipc-namespace", tmp_path, colluders(
-        SHM_WRITER, SHM_READER, lambda m, key: _segments(key), lambda m, key: _remove_segments(key),
-        secret_file))
+    both_ways(
+        "ipc-namespace",
+        tmp_path,
+        colluders(
+            SHM_WRITER, SHM_READER, lambda m, key: _segments(key), lambda m, key: _remove_segments(key), secret_file
+        ),
+    )
 
 
 @pytest.mark.skipif(not ROOT, reason="workers run as other uids only when the judge is root")
 def test_keyring_colluders_share_nothing(tmp_path, secret_file):
-    both_ways("keyring-filter", tmp_path, colluders(
-        KEY_WRITER, KEY_READER, lambda m, key: _keys(f"launch-tax-{m}"),
-        lambda m, key: _remove_keys(f"launch-tax-{m}"), secret_file))
+    both_ways(
+        "keyring-filter",
+        tmp_path,
+        colluders(
+            KEY_WRITER,
+            KEY_READER,
+            lambda m, key: _keys(f"launch-tax-{m}"),
+            lambda m, key: _remove_keys(f"launch-tax-{m}"),
+            secret_file,
+        ),
+    )
 
 
 # ----------------------------------------------------------------------------- a hostile class
 
 
 def _notebook_of_reference(path: Path) -> None:
-    cells = [{"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": None,
-              "source": f"%%writefile student/{p.name}\n" + p.read_text()}
-             for p in sorted((REPO_ROOT / "solutions").glob("[a-z]*.py"))]
+    cells = [
+        {
+            "cell_type": "code",
+            "metadata": {},
+            "outputs": [],
+            "execution_count": None,
+            "source": f"%%writefile student/{p.name}\n" + p.read_text(),
+        }
+        for p in sorted((REPO_ROOT / "solutions").glob("[a-z]*.py"))
+    ]
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps({"cells": cells, "metadata": {}, "nbformat": 4, "nbformat_minor": 5}))
 
@@ -255,9 +306,19 @@ def test_a_hostile_class_is_graded_whole(tmp_path, secret_file):
         if not (out / "gradebook.csv").is_file():
             return ["gradebook.csv is not a file"]
         grades = book(out)
-        want = {"alice": FULL["ex1"], "gradebook.csv": FULL["ex1"], "summary.md": FULL["ex1"],
-                "students": FULL["ex1"], "frank": FULL["ex1"], "carol": 0, "dave": 0,
-                "erin": 0, "kim": 0, "notes.txt": 0, "l_o": 0}
+        want = {
+            "alice": FULL["ex1"],
+            "gradebook.csv": FULL["ex1"],
+            "summary.md": FULL["ex1"],
+            "students": FULL["ex1"],
+            "frank": FULL["ex1"],
+            "carol": 0,
+            "dave": 0,
+            "erin": 0,
+            "kim": 0,
+            "notes.txt": 0,
+            "l_o": 0,
+        }
         for student, points in want.items():
             row = grades.get(student)
             if row is None:
@@ -266,9 +327,14 @@ def test_a_hostile_class_is_graded_whole(tmp_path, secret_file):
                 problems.append(f"{student}: expected {points}, got {row['score']} ({row['notes'][:300]})")
             elif not (out / "students" / student / "results.json").is_file():
                 problems.append(f"no students/{student}/results.json")
-        for student, words in {"carol": "symbolic link", "dave": "symlink", "erin": "not a regular file",
-                               "kim": "not a regular file", "notes.txt": "not a submission",
-                               "l_o": "symlink"}.items():
+        for student, words in {
+            "carol": "symbolic link",
+            "dave": "symlink",
+            "erin": "not a regular file",
+            "kim": "not a regular file",
+            "notes.txt": "not a submission",
+            "l_o": "symlink",
+        }.items():
             if student in grades and words not in grades[student]["notes"]:
                 problems.append(f"{student}: the reason does not say {words!r}: {grades[student]['notes'][:300]}")
         if not (out / "summary.md").is_file():
@@ -311,8 +377,12 @@ def test_a_failing_reference_grades_nobody(tmp_path, secret_file):
     def scenario(root: Path, tmp: Path) -> list[str]:
         # A reference that fails on some inputs (long chains), as a bug in it would.
         copy = root if root != REPO_ROOT else off(None, tmp / "repository")
-        _break(copy, "solutions/launch_model.py", "    end_us = 0.0\n",
-               "    end_us = 0.0\n    if len(kernel_us) > 20:\n        raise OverflowError('a bug')\n")
+        _break(
+            copy,
+            "solutions/launch_model.py",
+            "    end_us = 0.0\n",
+            "    end_us = 0.0\n    if len(kernel_us) > 20:\n        raise OverflowError('a bug')\n",
+        )
         folder = tmp / "class"
         submission(folder / "alice")
         submission(folder / "bob")
@@ -332,8 +402,12 @@ def test_a_failing_reference_grades_nobody(tmp_path, secret_file):
 def test_no_worker_means_no_grades(tmp_path, secret_file):
     def scenario(root: Path, tmp: Path) -> list[str]:
         copy = root if root != REPO_ROOT else off(None, tmp / "repository")
-        _break(copy, "grader/worker.py", "def main(command_fd: int, result_fd: int) -> None:\n",
-               "def main(command_fd: int, result_fd: int) -> None:\n    os._exit(5)\n")
+        _break(
+            copy,
+            "grader/worker.py",
+            "def main(command_fd: int, result_fd: int) -> None:\n",
+            "def main(command_fd: int, result_fd: int) -> None:\n    os._exit(5)\n",
+        )
         folder = tmp / "class"
         submission(folder / "alice")
         run = grade_all(copy, folder, tmp / "out", secret_file, "--only", "ex1")
@@ -367,9 +441,27 @@ def test_without_isolation_a_class_is_refused(tmp_path, secret_file):
     def scenario(root: Path, tmp: Path) -> list[str]:
         folder = tmp / "class"
         submission(folder / "alice")
-        run = subprocess.run([sys.executable, "-c", DRIVER, "grade-all", str(folder), "--out",
-                              str(tmp / "out"), "--gpu", "off", "--only", "ex1", "--practice", str(tmp / "nb")],
-                             cwd=root, capture_output=True, text=True, timeout=300)
+        run = subprocess.run(
+            [
+                sys.executable,
+                "-c",
+                DRIVER,
+                "grade-all",
+                str(folder),
+                "--out",
+                str(tmp / "out"),
+                "--gpu",
+                "off",
+                "--only",
+                "ex1",
+                "--practice",
+                str(tmp / "nb"),
+            ],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         problems = []
         if run.returncode != 2 or "--allow-unisolated" not in run.stderr:
             problems.append(f"grade-all without isolation: exit {run.returncode}, {run.stderr[-500:]}")
@@ -393,6 +485,7 @@ def test_load_is_not_a_wrong_answer(tmp_path, secret_file):
     """A right module that needs more than the base time limit, and more than twice it, still
     gets every point: the limit grows with this machine's own pace (the canary and the
     reference), and a timed-out worker gets a second try."""
+
     def scenario(root: Path, tmp: Path) -> list[str]:
         folder = tmp / "class"
         source = reference("dispatch") + SLOW.replace("SECONDS", "3.5")
@@ -429,8 +522,7 @@ def test_a_timed_out_worker_gets_a_second_try(tmp_path):
     """)
 
     def scenario(root: Path, tmp: Path) -> list[str]:
-        run = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True,
-                             timeout=300)
+        run = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, timeout=300)
         return [] if run.returncode == 0 else [f"{run.stdout[-500:]}{run.stderr[-1500:]}"]
 
     both_ways("timeout-retry", tmp_path, scenario)
@@ -452,10 +544,31 @@ def test_grading_ends_within_its_deadline(tmp_path, secret_file):
     def scenario(root: Path, tmp: Path) -> list[str]:
         folder = submission(tmp / "alice", launch_model=stub("launch_model") + HANG)
         out = tmp / "results.json"
-        run = subprocess.run([sys.executable, "-m", "grader", "grade", str(folder), "--only", "ex1",
-                              "--gpu", "off", "--secret-file", str(secret_file), "--timeout", "5",
-                              "--deadline", str(deadline), "--json", str(out)],
-                             cwd=root, capture_output=True, text=True, timeout=300)
+        run = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "grader",
+                "grade",
+                str(folder),
+                "--only",
+                "ex1",
+                "--gpu",
+                "off",
+                "--secret-file",
+                str(secret_file),
+                "--timeout",
+                "5",
+                "--deadline",
+                str(deadline),
+                "--json",
+                str(out),
+            ],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         if run.returncode != 0 or not out.exists():
             return [f"grade failed: {run.stderr[-1500:]}"]
         data = json.loads(out.read_text())
@@ -479,11 +592,18 @@ def test_grading_ends_within_its_deadline(tmp_path, secret_file):
 # nvidia-smi) and runs with its defence on and off.
 
 
-def run_python(root: Path, code: str, *args: str, env: dict | None = None,
-               timeout: float = 300) -> subprocess.CompletedProcess:
+def run_python(
+    root: Path, code: str, *args: str, env: dict | None = None, timeout: float = 300
+) -> subprocess.CompletedProcess:
     """``python -c code args`` with the grader at ``root`` (its working folder)."""
-    return subprocess.run([sys.executable, "-c", textwrap.dedent(code), *map(str, args)], cwd=root,
-                          capture_output=True, text=True, timeout=timeout, env=env)
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code), *map(str, args)],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+    )
 
 
 def test_gpu_in_sight_class(tmp_path, secret_file):
@@ -491,14 +611,36 @@ def test_gpu_in_sight_class(tmp_path, secret_file):
     belongs to one thread: both graded, every CPU point of exercise 2 kept (the H200 lost
     ``ex2.time_ms_exact_mean`` for every correct student, and stopped its GPU pass with
     "External init callback must run in same thread as registerClient")."""
+
     def scenario(root: Path, tmp: Path) -> list[str]:
         folder, log = tmp / "class", tmp / "seen.log"
         for name in ("ana", "bo"):
             submission(folder / name)
-        run = subprocess.run([sys.executable, "-m", "grader", "grade-all", str(folder), "--out",
-                              str(tmp / "out"), "--gpu", "off", "--only", "ex2", "--jobs", "2",
-                              "--secret-file", str(secret_file), "--allow-unisolated"],
-                             cwd=root, capture_output=True, text=True, timeout=300, env=cuda_in_sight(log))
+        run = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "grader",
+                "grade-all",
+                str(folder),
+                "--out",
+                str(tmp / "out"),
+                "--gpu",
+                "off",
+                "--only",
+                "ex2",
+                "--jobs",
+                "2",
+                "--secret-file",
+                str(secret_file),
+                "--allow-unisolated",
+            ],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env=cuda_in_sight(log),
+        )
         if run.returncode != 0:
             return [f"grade-all failed (exit {run.returncode}): {run.stderr[-1500:]}"]
         if True not in gpu_seen(log).values():
@@ -547,10 +689,13 @@ for row in csv.DictReader((out / "gradebook.csv").open()) if code == 0 else []:
 def test_reference_thread(tmp_path, secret_file):
     """No GPU in sight: the reference answers in the judge's process on one thread, however many
     students ``grade-all`` grades at once (official: each student's own inputs)."""
+
     def scenario(root: Path, tmp: Path) -> list[str]:
         run = run_python(root, THREAD_BOUND, tmp / "class", tmp / "out", secret_file)
-        rows = sorted((s, status, float(score)) for s, status, score in
-                      (line.split()[1:] for line in run.stdout.splitlines() if line.startswith("ROW ")))
+        rows = sorted(
+            (s, status, float(score))
+            for s, status, score in (line.split()[1:] for line in run.stdout.splitlines() if line.startswith("ROW "))
+        )
         if "EXIT 0" in run.stdout and rows == [(s, "graded", FULL["ex2"]) for s in ("ana", "bo", "cy")]:
             return []
         return [f"the class was not graded whole: {run.stdout[-800:]}{run.stderr[-800:]}"]
@@ -561,12 +706,18 @@ def test_reference_thread(tmp_path, secret_file):
 def test_reference_ends(tmp_path):
     """``python -m grader grade`` on a machine whose judge sees a GPU: the reference process it
     started has ended before the judge ends (the adversarial corpus found it outliving the judge)."""
+
     def scenario(root: Path, tmp: Path) -> list[str]:
         tmp.mkdir(parents=True, exist_ok=True)
         log = tmp / "seen.log"
-        run = subprocess.run([sys.executable, "-m", "grader", "grade", "solutions", "--gpu", "off",
-                              "--only", "ex2"], cwd=root, capture_output=True, text=True, timeout=300,
-                             env=cuda_in_sight(log))
+        run = subprocess.run(
+            [sys.executable, "-m", "grader", "grade", "solutions", "--gpu", "off", "--only", "ex2"],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env=cuda_in_sight(log),
+        )
         if run.returncode != 0:
             return [f"grade failed: {run.stderr[-1500:]}"]
         seen, order = gpu_seen(log), ended(log)
@@ -574,7 +725,7 @@ def test_reference_ends(tmp_path):
         others = [pid for pid in seen if pid not in judge]
         if len(judge) != 1 or not others:
             return [f"expected the judge and its reference process in the log, got {seen}"]
-        if judge[0] in order and all(pid in order[:order.index(judge[0])] for pid in others):
+        if judge[0] in order and all(pid in order[: order.index(judge[0])] for pid in others):
             return []
         return [f"the judge {judge[0]} ended before its reference process: ended in the order {order}"]
 
@@ -613,6 +764,7 @@ def test_hanging_student(tmp_path):
     """A grading step that never ends (on the H200 the class's GPU pass hung on the judge's own
     profiler and wrote no gradebook) costs that student a "not graded: timed out" row once
     ``--student-deadline`` has passed; everyone else is graded and the gradebook is written."""
+
     def scenario(root: Path, tmp: Path) -> list[str]:
         run = run_python(root, HANGS_ON_ONE, tmp / "class", tmp / "out")
         rows = sorted(line.split()[1:] for line in run.stdout.splitlines() if line.startswith("ROW "))
@@ -649,6 +801,7 @@ def test_gpu_memory_of_others(tmp_path):
     """On the H200 the judge flagged the reference itself, "GPU 0 still has 1936 / 2863 / 4250 MiB
     in use after the worker": it compared the device's whole used memory with a baseline while
     another job used the GPU. A GPU worker that left nothing behind is charged with nothing."""
+
     def scenario(root: Path, tmp: Path) -> list[str]:
         other = subprocess.Popen(["sleep", "120"])
         try:

@@ -44,13 +44,19 @@ def test_the_chosen_call_is_declared_by_the_installed_torch():
     stub = Path(torch.__file__).parent / "_C" / "__init__.pyi"
     chosen = allocator.end_pool_call(torch.__version__)
     assert re.search(rf"def {chosen}\(\s*device", stub.read_text()), (
-        f"torch {torch.__version__} does not declare torch._C.{chosen}(device, mempool_id)")
+        f"torch {torch.__version__} does not declare torch._C.{chosen}(device, mempool_id)"
+    )
 
 
-@pytest.mark.parametrize("version, release", [
-    ("2.4.1+cu121", (2, 4)), ("2.6.0a0+git1234", (2, 6)), ("2.10.0", (2, 10)),
-    ("2.5.0a0+e000cf0ad9.nv24.10", (2, 5)),
-])
+@pytest.mark.parametrize(
+    "version, release",
+    [
+        ("2.4.1+cu121", (2, 4)),
+        ("2.6.0a0+git1234", (2, 6)),
+        ("2.10.0", (2, 10)),
+        ("2.5.0a0+e000cf0ad9.nv24.10", (2, 5)),
+    ],
+)
 def test_torch_release_reads_local_and_prerelease_versions(version, release):
     assert allocator.torch_release(version) == release
 
@@ -89,8 +95,10 @@ def test_a_build_with_only_the_other_name_still_works():
 
 
 def test_a_capture_torch_already_ended_is_not_an_error():
-    fake = FakeBindings(allocator.end_pool_call(torch.__version__),
-                        RuntimeError("endAllocatePool: not currently recording to mempool_id"))
+    fake = FakeBindings(
+        allocator.end_pool_call(torch.__version__),
+        RuntimeError("endAllocatePool: not currently recording to mempool_id"),
+    )
     assert allocator.end_failed_capture((0, 7), 0, bindings=fake) == "already ended"
 
 

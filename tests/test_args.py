@@ -67,8 +67,10 @@ def problems(a: types.ModuleType) -> list[str]:
         found.append("one_of('v2', ('v1', 'v2')) is not 'v2'")
     x = torch.zeros(3, 2)
     expect("tensor([1])", refused(lambda: a.tensor("x", [1.0]), "x"))
-    expect("tensor(rows (2, 3), row_shape=(3, 2))",
-           refused(lambda: a.tensor("x", torch.zeros(4, 2, 3), row_shape=(3, 2)), "x"))
+    expect(
+        "tensor(rows (2, 3), row_shape=(3, 2))",
+        refused(lambda: a.tensor("x", torch.zeros(4, 2, 3), row_shape=(3, 2)), "x"),
+    )
     expect("tensor(shape (3, 2), shape=(2, 3))", refused(lambda: a.tensor("x", x, shape=(2, 3)), "x"))
     expect("tensor(float32, dtype=float64)", refused(lambda: a.tensor("x", x, dtype=torch.float64), "x"))
     expect("tensor(cpu, device=meta)", refused(lambda: a.tensor("x", x, device="meta"), "x"))
@@ -79,8 +81,10 @@ def problems(a: types.ModuleType) -> list[str]:
     expect("index_rows(2 rows of 3)", refused(lambda: a.index_rows("slots", rows, device="cpu", rows=3), "slots"))
     expect("index_rows(int32)", refused(lambda: a.index_rows("slots", rows.int(), device="cpu"), "slots"))
     expect("index_rows(0 rows)", refused(lambda: a.index_rows("slots", rows[:0], device="cpu"), "slots"))
-    expect("decode_requests(one past the cache)",
-           refused(lambda: a.decode_requests([[1, 2]], 4, max_seqs=2, max_seq_len=4), "max_new_tokens"))
+    expect(
+        "decode_requests(one past the cache)",
+        refused(lambda: a.decode_requests([[1, 2]], 4, max_seqs=2, max_seq_len=4), "max_new_tokens"),
+    )
     expect("same_length([1, 2], [1])", refused(lambda: a.same_length("n", [1, 2], "s", [1]), "n"))
     return found
 
@@ -92,23 +96,40 @@ def test_the_given_checks_keep_their_rules():
 #: Plausible wrong versions of coursekit/args.py: (why, old text, new text).
 WRONG = [
     ("NaN slips through a plain value < 0 check", "    if not math.isfinite(value):\n", "    if False:\n"),
-    ("a bool is taken for a number", "    if isinstance(value, bool) or not isinstance(value, (int, float)):",
-     "    if not isinstance(value, (int, float)):"),
-    ("a bool is taken for a count", "    if isinstance(value, bool) or not isinstance(value, int):\n"
-     "        floor =", "    if not isinstance(value, int):\n        floor ="),
+    (
+        "a bool is taken for a number",
+        "    if isinstance(value, bool) or not isinstance(value, (int, float)):",
+        "    if not isinstance(value, (int, float)):",
+    ),
+    (
+        "a bool is taken for a count",
+        "    if isinstance(value, bool) or not isinstance(value, int):\n        floor =",
+        "    if not isinstance(value, int):\n        floor =",
+    ),
     ("an empty iterable accepted where one value is needed", "    if nonempty and not checked:", "    if False:"),
-    ("a generator read twice (empty the second time)", "        return list(values)\n",
-     "        list(values)\n        return list(values)\n"),
+    (
+        "a generator read twice (empty the second time)",
+        "        return list(values)\n",
+        "        list(values)\n        return list(values)\n",
+    ),
     ("1 taken for a bool", "    if not isinstance(value, bool):", "    if value not in (True, False):"),
-    ("rows compared by element count, not shape",
-     "    if row_shape is not None and (value.dim() < 1 or tuple(value.shape[1:]) != tuple(row_shape)):",
-     "    if row_shape is not None and (value.dim() < 1 or value[0].numel() != math.prod(row_shape)):"),
+    (
+        "rows compared by element count, not shape",
+        "    if row_shape is not None and (value.dim() < 1 or tuple(value.shape[1:]) != tuple(row_shape)):",
+        "    if row_shape is not None and (value.dim() < 1 or value[0].numel() != math.prod(row_shape)):",
+    ),
     ("a dtype not checked", "    if dtype is not None and value.dtype != dtype:", "    if False:"),
     ("an index's range not checked", "    if high is not None and x.device.type == \"cpu\"", "    if False"),
-    ("a request one past the cache accepted", "        if len(p) + m - 1 > max_seq_len:",
-     "        if len(p) + m - 2 > max_seq_len:"),
-    ("a choice compared by == alone (True taken for 1)",
-     "    if not any(type(value) is type(c) and value == c for c in choices):", "    if value not in choices:"),
+    (
+        "a request one past the cache accepted",
+        "        if len(p) + m - 1 > max_seq_len:",
+        "        if len(p) + m - 2 > max_seq_len:",
+    ),
+    (
+        "a choice compared by == alone (True taken for 1)",
+        "    if not any(type(value) is type(c) and value == c for c in choices):",
+        "    if value not in choices:",
+    ),
     ("lengths compared by identity", "    if len(a) != len(b):", "    if a is not b and False:"),
 ]
 
@@ -177,8 +198,7 @@ def test_decode_requests_read_once_and_hold_the_cache():
     assert prompts == [[1, 2], [3]] and counts == [3, 3]
     assert refused(lambda: args.decode_requests([[1], [2], [3]], 1, max_seqs=2, max_seq_len=4), "prompts") is None
     assert refused(lambda: args.decode_requests([[1], []], 1, max_seqs=2, max_seq_len=4), "prompts") is None
-    assert refused(lambda: args.decode_requests([[1]], [1, 1], max_seqs=2, max_seq_len=4),
-                   "max_new_tokens") is None
+    assert refused(lambda: args.decode_requests([[1]], [1, 1], max_seqs=2, max_seq_len=4), "max_new_tokens") is None
     assert refused(lambda: args.decode_requests([[1, 2]], 4, max_seqs=2, max_seq_len=4), "max_new_tokens") is None
     assert args.decode_requests([[1, 2]], 3, max_seqs=2, max_seq_len=4)[1] == [3]  # exactly full: fine
 

@@ -13,24 +13,53 @@ from coursekit.toymodel import ModelConfig, ToyModel
 
 
 def test_decode_engine_benchmark_runs_end_to_end_on_the_cpu(tmp_path):
-    done = subprocess.run([sys.executable, "benchmarks/decode_engine.py", "--device", "cpu:0", "--quick",
-                           "--configs", "toy", "--out", str(tmp_path)], cwd=REPO_ROOT,
-                          capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "benchmarks/decode_engine.py",
+            "--device",
+            "cpu:0",
+            "--quick",
+            "--configs",
+            "toy",
+            "--out",
+            str(tmp_path),
+        ],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     report = json.loads((tmp_path / "decode-engine.json").read_text())
     toy = report["configs"]["toy"]
     for rows in ("1", "8"):
         batch = toy["batches"][rows]
-        assert {"eager_ms", "piecewise_ms", "full_ms", "full_fused_ms", "bare_replay_ms", "compiled_ms",
-                "compiled_bare_replay_ms", "compiled_capture_s", "peer_ms", "peer_capture_s"} <= set(batch), \
-            done.stdout[-3000:]
+        assert {
+            "eager_ms",
+            "piecewise_ms",
+            "full_ms",
+            "full_fused_ms",
+            "bare_replay_ms",
+            "compiled_ms",
+            "compiled_bare_replay_ms",
+            "compiled_capture_s",
+            "peer_ms",
+            "peer_capture_s",
+        } <= set(batch), done.stdout[-3000:]
         assert batch["peer_error"] <= 1e-5, "the one-function peer computes another step than the model's"
     assert {"tau_us", "gpu_node_us"} <= set(toy["sweep"])
     # Ratios, on any host: on a CPU the floor and the launch model are unmeasured, never met or failed.
     assert {(t["target"], t["batch"]) for t in toy["targets"]} == {
-        (name, rows) for rows in (1, 8) for name in (
-            "compiled + full graph vs the memory floor", "compiled + full graph vs the one-function peer",
-            "engine step vs bare replay (compiled)", "launch model's eager prediction, relative error")}
+        (name, rows)
+        for rows in (1, 8)
+        for name in (
+            "compiled + full graph vs the memory floor",
+            "compiled + full graph vs the one-function peer",
+            "engine step vs bare replay (compiled)",
+            "launch model's eager prediction, relative error",
+        )
+    }
     assert all(t["met"] is None for t in toy["targets"] if "floor" in t["target"] or "launch" in t["target"])
     assert "compile+capture s" in done.stdout and "eager is never a target" in done.stdout
     # exercise 9's trade on the engine: on the CPU stand-in nothing is reserved, the KV shape is the toy's
@@ -42,26 +71,58 @@ def test_decode_engine_benchmark_on_unfinished_exercises_says_which(tmp_path):
     """A student who runs the benchmark before finishing gets one line naming the exercise, not a
     traceback (the stubs raise NotImplementedError("exercise N: ...")); without the guard, Python
     prints the traceback and this fails."""
-    done = subprocess.run([sys.executable, "benchmarks/decode_engine.py", "--impl", "exercises", "--device",
-                           "cpu", "--quick", "--configs", "toy", "--out", str(tmp_path)], cwd=REPO_ROOT,
-                          capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "benchmarks/decode_engine.py",
+            "--impl",
+            "exercises",
+            "--device",
+            "cpu",
+            "--quick",
+            "--configs",
+            "toy",
+            "--out",
+            str(tmp_path),
+        ],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 1, done.stderr[-2000:]
-    assert "Traceback" not in done.stderr and "exercise " in done.stderr and "is not written yet" in done.stderr, \
+    assert "Traceback" not in done.stderr and "exercise " in done.stderr and "is not written yet" in done.stderr, (
         done.stderr[-2000:]
+    )
 
 
 def load_benchmark():
-    spec = importlib.util.spec_from_file_location("decode_engine_benchmark",
-                                                  REPO_ROOT / "benchmarks" / "decode_engine.py")
+    spec = importlib.util.spec_from_file_location(
+        "decode_engine_benchmark", REPO_ROOT / "benchmarks" / "decode_engine.py"
+    )
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
 
 
 def test_big_configuration_is_skipped_in_one_line_without_the_memory(tmp_path):
-    done = subprocess.run([sys.executable, "benchmarks/decode_engine.py", "--device", "cpu:0", "--quick",
-                           "--configs", "qwen7b", "--out", str(tmp_path)], cwd=REPO_ROOT,
-                          capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "benchmarks/decode_engine.py",
+            "--device",
+            "cpu:0",
+            "--quick",
+            "--configs",
+            "qwen7b",
+            "--out",
+            str(tmp_path),
+        ],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     skipped = [line for line in done.stdout.splitlines() if line.startswith("qwen7b: skipped")]
     assert len(skipped) == 1 and "GB" in skipped[0], done.stdout
@@ -74,8 +135,13 @@ def test_memory_needed_is_what_the_model_allocates():
     for config in (ModelConfig(), ModelConfig(tie_embeddings=False, n_layers=3, max_seqs=3)):
         for dtype in (torch.float32, torch.bfloat16):
             model = ToyModel(config, dtype=dtype)
-            tensors = [model.embedding, model.final_norm, model.k_cache, model.v_cache,
-                       *(w for layer in model.layers for w in layer.values())]
+            tensors = [
+                model.embedding,
+                model.final_norm,
+                model.k_cache,
+                model.v_cache,
+                *(w for layer in model.layers for w in layer.values()),
+            ]
             tensors += [] if config.tie_embeddings else [model.lm_head]
             assert bench.model_bytes(config, dtype) == sum(t.numel() * t.element_size() for t in tensors)
     # Qwen2.5-7B's shapes in bf16 with a 1024-token cache: 15.8 GB, so a 24 GB card has room.
@@ -89,8 +155,10 @@ def test_a_row_that_fails_is_skipped_in_one_line(capsys):
         raise RuntimeError("Failed to find C compiler. Please specify via CC environment variable.\nmore")
 
     bench.optional("compile peer (batch 1)", compile_fails)
-    assert capsys.readouterr().out == ("compile peer (batch 1): skipped (RuntimeError: Failed to find C "
-                                       "compiler. Please specify via CC environment variable.)\n")
+    assert capsys.readouterr().out == (
+        "compile peer (batch 1): skipped (RuntimeError: Failed to find C "
+        "compiler. Please specify via CC environment variable.)\n"
+    )
 
 
 def test_the_prediction_charges_nu_to_eager_and_graph_alike():
@@ -122,8 +190,15 @@ def test_the_one_function_peer_is_the_models_decode_step():
 def test_launch_pace_is_the_hosts_time_per_launch():
     """Both APIs count (Triton launches through the driver's cuLaunchKernel); nothing else does."""
     bench = load_benchmark()
-    events = [("aten::mm", 0.0), ("cudaLaunchKernel", 10.0), ("aten::add", 12.0), ("cuLaunchKernel", 22.0),
-              ("cudaLaunchKernelExC", 30.0), ("cudaMemcpyAsync", 35.0), ("cudaLaunchKernel", 40.0)]
+    events = [
+        ("aten::mm", 0.0),
+        ("cudaLaunchKernel", 10.0),
+        ("aten::add", 12.0),
+        ("cuLaunchKernel", 22.0),
+        ("cudaLaunchKernelExC", 30.0),
+        ("cudaMemcpyAsync", 35.0),
+        ("cudaLaunchKernel", 40.0),
+    ]
     assert bench.launch_pace_us(events) == 10.0
     assert bench.launch_pace_us([("cudaLaunchKernel", 3.0)]) is None
 
@@ -159,8 +234,12 @@ def test_a_step_the_gpu_paces_is_named_as_such():
     """Where the sweep is linear but the host issued the launches faster than the step ran, the
     miss is the launch-bound assumption, measured by the step's own launch pace."""
     bench = load_benchmark()
-    fitted = {"points": [{"layers": n, "kernels": 100 * n, "eager_ms": n * 1.0, "graph_ms": n * 0.2} for n in (1, 2)],
-              "tau_us": 10.0, "gpu_node_us": 2.0, "graph_intercept_ms": 0.0}
+    fitted = {
+        "points": [{"layers": n, "kernels": 100 * n, "eager_ms": n * 1.0, "graph_ms": n * 0.2} for n in (1, 2)],
+        "tau_us": 10.0,
+        "gpu_node_us": 2.0,
+        "graph_intercept_ms": 0.0,
+    }
     row = {"eager_ms": 40.0, "eager_kernels": 400, "launch_pace_us": 5.0}
     reasons = bench.launch_model_misses(fitted, row, {"eager_ms": 20.0})
     assert any(r.startswith("the step is not launch-bound") and "(2.00 ms)" in r for r in reasons), reasons
@@ -168,11 +247,21 @@ def test_a_step_the_gpu_paces_is_named_as_such():
 
 def test_targets_are_ratios_and_unmeasured_without_their_rows():
     bench = load_benchmark()
-    results = {1: {"compiled_ms": 4.57, "floor_ms": 3.32, "peer_ms": 4.6, "compiled_bare_replay_ms": 4.56,
-                   "eager_ms": 20.0, "predicted": {"eager_ms": 22.0}},
-               8: {"eager_ms": 28.0}}
-    got = {(t["target"], t["batch"]): (round(t["value"], 4) if t["value"] else None, t["met"])
-           for t in bench.targets(results)}
+    results = {
+        1: {
+            "compiled_ms": 4.57,
+            "floor_ms": 3.32,
+            "peer_ms": 4.6,
+            "compiled_bare_replay_ms": 4.56,
+            "eager_ms": 20.0,
+            "predicted": {"eager_ms": 22.0},
+        },
+        8: {"eager_ms": 28.0},
+    }
+    got = {
+        (t["target"], t["batch"]): (round(t["value"], 4) if t["value"] else None, t["met"])
+        for t in bench.targets(results)
+    }
     assert got[("compiled + full graph vs the memory floor", 1)] == (1.3765, True)
     assert got[("compiled + full graph vs the one-function peer", 1)] == (0.9935, True)
     assert got[("engine step vs bare replay (compiled)", 1)] == (1.0022, True)
@@ -187,13 +276,30 @@ def test_without_a_compiler_the_compiled_rows_are_skipped_with_the_reason(tmp_pa
     compile are left out up front, with the doctor's one-line reason, and the rest run."""
     env = {k: v for k, v in os.environ.items() if k != "CXX"}
     env["PATH"] = str(tmp_path)  # no compiler on it; the benchmark runs as sys.executable
-    done = subprocess.run([sys.executable, "benchmarks/decode_engine.py", "--device", "cpu", "--quick",
-                           "--configs", "toy", "--out", str(tmp_path)], cwd=REPO_ROOT, env=env,
-                          capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "benchmarks/decode_engine.py",
+            "--device",
+            "cpu",
+            "--quick",
+            "--configs",
+            "toy",
+            "--out",
+            str(tmp_path),
+        ],
+        cwd=REPO_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     reason = [line for line in done.stdout.splitlines() if line.startswith("compiled rows")]
-    assert reason == ["compiled rows (full + fused, compiled, peer) skipped: torch.compile cannot build CPU "
-                      "kernels: no C++ compiler: inductor looks for $CXX or g++ on PATH, and 'g++' is not there "
-                      "(install g++, e.g. apt-get install g++, or set CXX)"], done.stdout[:2000]
+    assert reason == [
+        "compiled rows (full + fused, compiled, peer) skipped: torch.compile cannot build CPU "
+        "kernels: no C++ compiler: inductor looks for $CXX or g++ on PATH, and 'g++' is not there "
+        "(install g++, e.g. apt-get install g++, or set CXX)"
+    ], done.stdout[:2000]
     batch = json.loads((tmp_path / "decode-engine.json").read_text())["configs"]["toy"]["batches"]["1"]
     assert "full_ms" in batch and "full_fused_ms" in batch and "compiled_ms" not in batch and "peer_ms" not in batch

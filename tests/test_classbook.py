@@ -31,8 +31,9 @@ EX1 = 13  # exercise 1's CPU points (public and hidden)
 
 
 def grader(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "grader", *args], cwd=REPO_ROOT, capture_output=True,
-                          text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "grader", *args], cwd=REPO_ROOT, capture_output=True, text=True, timeout=timeout
+    )
 
 
 def gradebook(out: Path) -> dict[str, dict]:
@@ -68,19 +69,25 @@ def lms_class(root: Path) -> Path:
 
 def test_a_class_folder_as_lms_deliver_it(tmp_path):
     out = tmp_path / "out"
-    run = grader("grade-all", str(lms_class(tmp_path / "class")), "--out", str(out), "--practice",
-                 "--only", "ex1", "--jobs", "2")
+    run = grader(
+        "grade-all", str(lms_class(tmp_path / "class")), "--out", str(out), "--practice", "--only", "ex1", "--jobs", "2"
+    )
     assert run.returncode == 0, run.stderr
     book = gradebook(out)
     assert sorted(book, key=str.lower) == ["kimhana", "Lena_Moller", "Lena_Muller", "omar", "parkjin", "Zoe_Adams"], (
-        "one row per student, nothing for __MACOSX/ or .DS_Store, accents folded, not mangled")
+        "one row per student, nothing for __MACOSX/ or .DS_Store, accents folded, not mangled"
+    )
     names = {s: (row["name"], row["lms_id"]) for s, row in book.items()}
-    assert names == {"kimhana": ("kimhana", "123456"), "Lena_Moller": ("Lena Möller", ""),
-                     "Lena_Muller": ("Lena Müller", ""), "omar": ("omar", ""),
-                     "parkjin": ("parkjin", "222"), "Zoe_Adams": ("Zoë Adams", "4242")}
+    assert names == {
+        "kimhana": ("kimhana", "123456"),
+        "Lena_Moller": ("Lena Möller", ""),
+        "Lena_Muller": ("Lena Müller", ""),
+        "omar": ("omar", ""),
+        "parkjin": ("parkjin", "222"),
+        "Zoe_Adams": ("Zoë Adams", "4242"),
+    }
     scores = {s: float(row["ex1"]) for s, row in book.items()}
-    assert scores == {"kimhana": EX1, "Lena_Moller": 0, "Lena_Muller": EX1, "omar": 0,
-                      "parkjin": EX1, "Zoe_Adams": EX1}
+    assert scores == {"kimhana": EX1, "Lena_Moller": 0, "Lena_Muller": EX1, "omar": 0, "parkjin": EX1, "Zoe_Adams": EX1}
     assert "launch-tax-main/exercises/" in book["Lena_Muller"]["notes"], "say where the files were found"
     assert "several folders" in book["omar"]["notes"] and "submit the files themselves" in book["omar"]["notes"]
     assert book["kimhana"]["entry"] == "kimhana_123456_7890123_launch_tax.zip"
@@ -118,8 +125,9 @@ def test_a_used_out_folder_is_never_mixed(tmp_path):
     # Another secret's inputs cannot be mixed into a practice run.
     secret = tmp_path / "secret"
     assert grader("secret", "new", str(secret)).returncode == 0
-    other = grader("grade-all", str(klass), "--out", str(out), "--secret-file", str(secret),
-                   "--students", "alice", *common)
+    other = grader(
+        "grade-all", str(klass), "--out", str(out), "--secret-file", str(secret), "--students", "alice", *common
+    )
     assert other.returncode == 2 and "seed_id" in other.stderr, other.stderr
     regrade = grader("grade-all", str(klass), "--out", str(out), "--practice", "--students", "alice", *common)
     assert regrade.returncode == 0, regrade.stderr
@@ -136,7 +144,8 @@ def test_a_used_out_folder_is_never_mixed(tmp_path):
     replaced = grader("grade-all", str(klass), "--out", str(out), "--practice", "--replace", *common)
     assert replaced.returncode == 0, replaced.stderr
     assert sorted(gradebook(out)) == ["alice"] and not (out / "students" / "bob").exists(), (
-        "--replace replaces the run whole")
+        "--replace replaces the run whole"
+    )
     assert gradebook(out)["alice"]["self_test"] == "4", "hand-graded points survive a replace"
 
 

@@ -66,17 +66,18 @@ def test_cpu_compile_problem_names_what_is_missing(tmp_path):
     gxx.chmod(0o755)
     (tmp_path / "include" / "Python.h").write_text("")
     assert cpu_compile_problem(env=nothing, include_dir=str(tmp_path / "include")) is None
-    assert "'clang++'" in cpu_compile_problem(env={**nothing, "CXX": "clang++"},
-                                              include_dir=str(tmp_path / "include"))
+    assert "'clang++'" in cpu_compile_problem(env={**nothing, "CXX": "clang++"}, include_dir=str(tmp_path / "include"))
     assert torch._inductor.config.cpp.cxx[-1] in ("g++", __import__("os").environ.get("CXX")), (
-        "inductor's compiler default changed: update cpu_compile_problem")
+        "inductor's compiler default changed: update cpu_compile_problem"
+    )
 
 
 def test_compile_problem_asks_triton_for_cuda(tmp_path):
     def no_triton():
         raise ImportError("No module named 'triton'")
 
-    problem = compile_problem("cuda:0", env={"PATH": str(tmp_path)}, include_dir=str(tmp_path),
-                              ldconfig="", import_triton=no_triton)
+    problem = compile_problem(
+        "cuda:0", env={"PATH": str(tmp_path)}, include_dir=str(tmp_path), ldconfig="", import_triton=no_triton
+    )
     assert problem.startswith("torch.compile cannot build GPU kernels") and "triton cannot be imported" in problem
     assert "does not compile for meta" in compile_problem("meta")

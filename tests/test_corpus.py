@@ -38,8 +38,10 @@ def test_the_stubs_call_the_given_argument_checks():
     outcome = run_public_tests("exercises", f"{CPU} and given")
     assert outcome.passed, outcome.summary()
     unexpected = [t for t in outcome.failed if "NotImplementedError" not in outcome.reasons.get(t, "")]
-    assert not unexpected, ("given tests that fail on the untouched stubs for another reason than "
-                            f"an unwritten constructor: {unexpected}\n{outcome.summary()}")
+    assert not unexpected, (
+        "given tests that fail on the untouched stubs for another reason than "
+        f"an unwritten constructor: {unexpected}\n{outcome.summary()}"
+    )
 
 
 def test_every_public_test_has_an_exercise_marker():
@@ -78,7 +80,8 @@ def test_the_warm_server_finds_what_a_fresh_interpreter_finds(warm):
         fresh = run_public_tests(impl, marker)
         served = warm(hide_gpu=True).run(impl, marker)
         assert (sorted(fresh.passed), sorted(fresh.failed)) == (sorted(served.passed), sorted(served.failed)), (
-            f"{impl}: fresh {fresh.summary()}\nwarm {served.summary()}")
+            f"{impl}: fresh {fresh.summary()}\nwarm {served.summary()}"
+        )
 
 
 @pytest.mark.parametrize(
@@ -86,8 +89,10 @@ def test_the_warm_server_finds_what_a_fresh_interpreter_finds(warm):
 )
 def test_mutant_loses_points(mutant, tmp_path, warm):
     if mutant.torch_below and torch_release(torch.__version__) >= mutant.torch_below:
-        pytest.skip(f"{mutant.id} costs points only before torch "
-                    f"{'.'.join(map(str, mutant.torch_below))}; this is {torch.__version__}")
+        pytest.skip(
+            f"{mutant.id} costs points only before torch "
+            f"{'.'.join(map(str, mutant.torch_below))}; this is {torch.__version__}"
+        )
     reference = (REPO_ROOT / "solutions" / f"{mutant.module}.py").read_text()
     folder = submission(tmp_path / "submission", **{mutant.module: mutants.apply(mutant, reference)})
     # A CPU mutant must be caught by the CPU tests (the timer's CPU clock, the no-CUDA errors), so
@@ -149,4 +154,5 @@ def test_the_readme_kill_matrix_counts_the_corpus():
     stated = kill_matrix.readme_counts((REPO_ROOT / "README.md").read_text(encoding="utf-8"))
     assert stated == kill_matrix.counts(), (
         f"README.md's kill matrix counts {stated}, tests/mutants/ holds {kill_matrix.counts()}: "
-        "run python -m tests.kill_matrix --write")
+        "run python -m tests.kill_matrix --write"
+    )

@@ -24,7 +24,8 @@ from grader.judge import all_checks
 
 def test_exercises_are_numbered_one_to_n_with_distinct_modules():
     assert [e.number for e in EXERCISES] == list(range(1, len(EXERCISES) + 1)), (
-        "exercises must be numbered 1, 2, ... in course order (coursekit/course.py)")
+        "exercises must be numbered 1, 2, ... in course order (coursekit/course.py)"
+    )
     assert len(MARKERS) == len(EXERCISES), "two exercises declare the same module"
 
 
@@ -33,7 +34,8 @@ def test_every_module_file_is_declared():
         found = {p.stem for p in (REPO_ROOT / folder).glob("[a-z]*.py")}
         assert found == set(MARKERS), (
             f"{folder}/ holds modules {sorted(found - set(MARKERS))} that coursekit/course.py does "
-            f"not declare, and lacks {sorted(set(MARKERS) - found)} that it does")
+            f"not declare, and lacks {sorted(set(MARKERS) - found)} that it does"
+        )
 
 
 @pytest.mark.parametrize("exercise", EXERCISES, ids=lambda e: e.marker)
@@ -41,26 +43,30 @@ def test_each_declaration_matches_its_files(exercise):
     stub = (REPO_ROOT / "exercises" / f"{exercise.module}.py").read_text(encoding="utf-8")
     assert stub.startswith(f'"""{exercise.stub_heading}'), (
         f"exercises/{exercise.module}.py must start with the heading \"{exercise.stub_heading}\" "
-        f"(coursekit/course.py), it starts {stub.splitlines()[0]!r}")
+        f"(coursekit/course.py), it starts {stub.splitlines()[0]!r}"
+    )
     reference = (REPO_ROOT / "solutions" / f"{exercise.module}.py").read_text(encoding="utf-8")
     assert reference.startswith(f'"""Exercise {exercise.number} reference:'), (
-        f"solutions/{exercise.module}.py must start with \"Exercise {exercise.number} reference:\"")
+        f"solutions/{exercise.module}.py must start with \"Exercise {exercise.number} reference:\""
+    )
     test = REPO_ROOT / "exercises" / "tests" / f"test_{exercise.module}.py"
     # Its own public tests are optional (test_checks.py runs its checks); if there, marked.
     text = test.read_text(encoding="utf-8") if test.is_file() else f"pytestmark = pytest.mark.{exercise.marker}"
     marks = re.findall(r"pytestmark = pytest\.mark\.(ex\d+)", text)
     assert marks == [exercise.marker], (
-        f"{test.relative_to(REPO_ROOT)} must carry `pytestmark = pytest.mark.{exercise.marker}`, "
-        f"found {marks}")
+        f"{test.relative_to(REPO_ROOT)} must carry `pytestmark = pytest.mark.{exercise.marker}`, found {marks}"
+    )
     points = rubric.load()
     assert any(c.startswith(f"{exercise.marker}.") for c in points.checks), (
-        f"grader/exercises/{exercise.module}.py has no check of {exercise.marker} with points")
+        f"grader/exercises/{exercise.module}.py has no check of {exercise.marker} with points"
+    )
 
 
 def test_the_readme_table_is_the_declarations():
     readme = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
     assert f"<!-- exercises -->\n{readme_table()}<!-- /exercises -->\n" in readme, (
-        "README.md's table of exercises is not coursekit/course.py's: run `python -m grader build`")
+        "README.md's table of exercises is not coursekit/course.py's: run `python -m grader build`"
+    )
 
 
 def test_points_are_written_on_the_checks_not_in_a_rubric_table():
@@ -86,8 +92,7 @@ def test_a_check_filed_under_another_exercise_is_refused(monkeypatch):
     import grader.exercises.buckets as buckets
 
     real = buckets.checks
-    monkeypatch.setattr(buckets, "checks", lambda draw: real(draw) + [
-        Check("ex6", "stray", "rule", [], points=1)])
+    monkeypatch.setattr(buckets, "checks", lambda draw: real(draw) + [Check("ex6", "stray", "rule", [], points=1)])
     with pytest.raises(LookupError, match=r"grader/exercises/buckets.py.*ex6.stray.*ex5"):
         public_checks()
 
@@ -152,10 +157,15 @@ def test_every_number_a_check_states_is_in_the_stub():
         stated = {float(n) for n in NUMBER.findall(stub)}
         for check in all_checks():
             if check.exercise == exercise.marker:
-                stale += [f"{check.id}: {n} (rule: {check.rule})" for n in NUMBER.findall(check.rule)
-                          if float(n) not in stated]
-    assert not stale, ("numbers in a check's rule that its stub (exercises/<module>.py) does not "
-                       "state; change both, or say it in the stub:\n  " + "\n  ".join(stale))
+                stale += [
+                    f"{check.id}: {n} (rule: {check.rule})"
+                    for n in NUMBER.findall(check.rule)
+                    if float(n) not in stated
+                ]
+    assert not stale, (
+        "numbers in a check's rule that its stub (exercises/<module>.py) does not "
+        "state; change both, or say it in the stub:\n  " + "\n  ".join(stale)
+    )
 
 
 # ------------------------------------------------------------------------------- points by idea
@@ -172,7 +182,8 @@ def test_the_readme_states_the_points_by_idea():
     table = rubric.ideas_table(all_checks())
     assert f"<!-- ideas -->\n{table}<!-- /ideas -->\n" in readme, (
         "README.md's points by idea (<!-- ideas -->) differ from the checks' ideas and points; "
-        "run `python -m grader build`. They should read:\n" + table)
+        "run `python -m grader build`. They should read:\n" + table
+    )
 
 
 def test_argument_checks_carry_the_arguments_idea():
@@ -190,7 +201,8 @@ def test_argument_checks_carry_the_arguments_idea():
             assert refusals * 2 <= len(check.probes), (
                 f"{check.id}: {refusals} of its {len(check.probes)} probes ask for a refusal: "
                 "argument checks are given code (coursekit/args.py, called from the stubs) and "
-                "earn nothing; ask the exercise's idea instead")
+                "earn nothing; ask the exercise's idea instead"
+            )
 
 
 def test_argument_checks_are_capped():

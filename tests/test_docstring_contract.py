@@ -125,7 +125,7 @@ def _says_naming(doc: str, name: str) -> bool:
     """The docstring says that a message names ``name``: "naming ``name``", "naming ``a`` or
     ``name``", "whose message names ``name``"... (the name shortly after a naming word)."""
     for match in re.finditer(r"\bnam(e|es|ing)\b", doc):
-        after = doc[match.end():match.end() + 160]
+        after = doc[match.end() : match.end() + 160]
         if any(re.search(rf"(?<![\w.]){re.escape(s)}(?!\w)", after) for s in _spelled(name)):
             return True
     return False
@@ -145,8 +145,10 @@ def unstated_in(demand: Demand, doc: str) -> list[str]:
     problems = []
     if demand.cuda:
         if not any("CUDA" in r for r in rules(doc) if "RuntimeError" in r):
-            problems.append(f"{where}: demands the 'a CUDA device is needed' RuntimeError; no rule "
-                            "naming RuntimeError mentions CUDA")
+            problems.append(
+                f"{where}: demands the 'a CUDA device is needed' RuntimeError; no rule "
+                "naming RuntimeError mentions CUDA"
+            )
     if not (demand.raises or demand.contents or demand.kinds):
         return problems
     stating = [r for r in rules(doc) if re.search(rf"\b{demand.error}\b", r)]
@@ -155,21 +157,32 @@ def unstated_in(demand: Demand, doc: str) -> list[str]:
     if demand.raises:
         names = " or ".join(demand.raises)
         if demand.relational:
-            if not any(ABOUT_A_RELATION.search(s) and _says_naming(s, n)
-                       for r in stating for s in sentences(r) for n in demand.raises):
-                problems.append(f"{where}: the {demand.error} must name {names} (the fault lies between "
-                                "arguments); no sentence about how they must agree names the one blamed")
+            if not any(
+                ABOUT_A_RELATION.search(s) and _says_naming(s, n)
+                for r in stating
+                for s in sentences(r)
+                for n in demand.raises
+            ):
+                problems.append(
+                    f"{where}: the {demand.error} must name {names} (the fault lies between "
+                    "arguments); no sentence about how they must agree names the one blamed"
+                )
         elif not any(GENERIC.search(r) or any(_says_naming(r, n) for n in demand.raises) for r in stating):
-            problems.append(f"{where}: the {demand.error} must name {names}; no rule naming "
-                            f"{demand.error} names any of them")
+            problems.append(
+                f"{where}: the {demand.error} must name {names}; no rule naming {demand.error} names any of them"
+            )
     if demand.contents and not any(_quotes(r, w) for r in stating for w in demand.contents):
-        problems.append(f"{where}: the {demand.error}'s message must contain a word starting with "
-                        f"{' or '.join(map(repr, demand.contents))}; no rule naming {demand.error} "
-                        "quotes one")
+        problems.append(
+            f"{where}: the {demand.error}'s message must contain a word starting with "
+            f"{' or '.join(map(repr, demand.contents))}; no rule naming {demand.error} "
+            "quotes one"
+        )
     for kind in sorted(demand.kinds):
         if not any(re.search(KIND_WORDS[kind], r) for r in stating):
-            problems.append(f"{where}: {kind} is refused ({demand.error}); no rule naming "
-                            f"{demand.error} says so ({KIND_WORDS[kind]})")
+            problems.append(
+                f"{where}: {kind} is refused ({demand.error}); no rule naming "
+                f"{demand.error} says so ({KIND_WORDS[kind]})"
+            )
     return problems
 
 
@@ -235,14 +248,17 @@ def _named_kinds(values: dict, parameters: dict[str, inspect.Parameter], names) 
     """The kinds refused among the values of the arguments the message must name."""
     found = set()
     for name in names:
-        base, index = re.fullmatch(r"(\w+)(?:\[(\d+)\])?", name).groups() if re.fullmatch(
-            r"\w+(\[\d+\])?", name) else (None, None)
+        base, index = (
+            re.fullmatch(r"(\w+)(?:\[(\d+)\])?", name).groups()
+            if re.fullmatch(r"\w+(\[\d+\])?", name)
+            else (None, None)
+        )
         if base not in values or base not in parameters:
             continue
         p, value = parameters[base], values[base]
         items = [value]
         if p.kind is inspect.Parameter.VAR_POSITIONAL and isinstance(value, tuple):
-            items = list(value) if index is None else list(value[int(index):int(index) + 1])
+            items = list(value) if index is None else list(value[int(index) : int(index) + 1])
         for item in items:
             found |= kinds_of(item, p.annotation)
     return found
@@ -272,7 +288,8 @@ def _reached(fn, seen: set[str] | None = None) -> set[str]:
     for helper in set(re.findall(r"\b(\w+)\(", source)):
         target = fn.__globals__.get(helper)
         ours = inspect.isfunction(target) and (
-            target.__module__ == probes.__name__ or target.__module__.startswith("grader.exercises."))
+            target.__module__ == probes.__name__ or target.__module__.startswith("grader.exercises.")
+        )
         if helper not in seen and ours:
             seen.add(helper)
             names |= _reached(target, seen)
@@ -290,8 +307,11 @@ def _closure_words(fn, seen: set | None = None) -> list[tuple[str, tuple[str, ..
         except ValueError:
             continue
         if name == "words" and isinstance(value, tuple) and all(isinstance(w, str) for w in value):
-            errors = [c for c in fn.__code__.co_consts if isinstance(c, str)
-                      and re.fullmatch(r"[A-Z]\w*Error", c) and c != "NotImplementedError"]
+            errors = [
+                c
+                for c in fn.__code__.co_consts
+                if isinstance(c, str) and re.fullmatch(r"[A-Z]\w*Error", c) and c != "NotImplementedError"
+            ]
             found += [(e, value) for e in errors[:1]]
         elif inspect.isfunction(value) and value not in seen:
             seen.add(value)
@@ -309,16 +329,23 @@ def probe_demands(checks: list[Check]) -> list[Demand]:
             reached = frozenset(_reached(probes.PROBES[probe.probe]))
             values = {**probe.args, **(probe.args.get("kwargs") or {})}
             kinds = _label_kinds(probe.label) | _named_kinds(values, _parameters(module, reached), probe.raises)
-            demands.append(Demand(f"{check.id} ({probe.label})", module, reached, probe.error, probe.raises,
-                                  kinds=frozenset(kinds),
-                                  relational=bool(RELATIONAL.search(probe.label))))
+            demands.append(
+                Demand(
+                    f"{check.id} ({probe.label})",
+                    module,
+                    reached,
+                    probe.error,
+                    probe.raises,
+                    kinds=frozenset(kinds),
+                    relational=bool(RELATIONAL.search(probe.label)),
+                )
+            )
         if check.compare is not None and inspect.isfunction(check.compare):
             words = _closure_words(check.compare)
             asking = [p for p in check.probes if not p.raises]
             reached = frozenset().union(*(_reached(probes.PROBES[p.probe]) for p in asking))
             for error, contents in words:
-                demands.append(Demand(f"{check.id} (its compare's words)", module, reached, error,
-                                      contents=contents))
+                demands.append(Demand(f"{check.id} (its compare's words)", module, reached, error, contents=contents))
     return demands
 
 
@@ -328,9 +355,15 @@ def probe_demands(checks: list[Check]) -> list[Demand]:
 #: ``check_says_cuda_is_needed``: ``(file, function) -> demands``, read from the test's own data.
 TEST_READERS = {
     ("test_capture.py", "check_capture_fails"): lambda m: [
-        Demand(f"exercises/tests/test_capture.py::CANNOT_CAPTURE[{kind!r}]", "capture", frozenset({"capture"}),
-               "RuntimeError", contents=tuple(words))
-        for kind, (_fn, _numel, _seed, words, _what) in m.CANNOT_CAPTURE.items()],
+        Demand(
+            f"exercises/tests/test_capture.py::CANNOT_CAPTURE[{kind!r}]",
+            "capture",
+            frozenset({"capture"}),
+            "RuntimeError",
+            contents=tuple(words),
+        )
+        for kind, (_fn, _numel, _seed, words, _what) in m.CANNOT_CAPTURE.items()
+    ],
 }
 #: Calls that demand an error of the code under test (or read its message).
 ERROR_CALLS = {"check_rejects", "check_says_cuda_is_needed", "raises", "names_argument", "says_cuda_is_needed"}
@@ -358,8 +391,11 @@ def _cases(fn) -> list[tuple[dict, str]]:
         names = [n.strip() for n in names.split(",")] if isinstance(names, str) else list(names)
         grown = []
         for (params, label), value in itertools.product(cases, mark.args[1]):
-            value = value.values if hasattr(value, "marks") and hasattr(value, "values") else (
-                (value,) if len(names) == 1 else value)
+            value = (
+                value.values
+                if hasattr(value, "marks") and hasattr(value, "values")
+                else ((value,) if len(names) == 1 else value)
+            )
             shown = "-".join(str(v) if isinstance(v, (str, int, float)) else repr(v)[:40] for v in value)
             grown.append(({**params, **dict(zip(names, value))}, f"{label}[{shown}]" if label else f"[{shown}]"))
         cases = grown
@@ -381,8 +417,9 @@ def _callee(call: ast.Call, module: str, source: str) -> tuple[set[str], object,
         obj = getattr(STUBS.module(f.value.id), f.attr, None)
         return ({f.attr} if obj is not None else set()), obj, False
     attr = f.attr if isinstance(f, ast.Attribute) else "__call__"
-    classes = [n for n, c in vars(stub).items() if inspect.isclass(c) and c.__module__ == stub.__name__
-               and attr in vars(c)]
+    classes = [
+        n for n, c in vars(stub).items() if inspect.isclass(c) and c.__module__ == stub.__name__ and attr in vars(c)
+    ]
     named = [n for n in classes if re.search(rf"\b{n}\b", source)]
     classes = named or classes
     target = getattr(getattr(stub, classes[0]), attr) if len(classes) == 1 else None
@@ -426,8 +463,7 @@ def _assigned(fn_node: ast.FunctionDef, line: int, namespace: dict, path: Path) 
             continue
         targets = statement.targets if isinstance(statement, ast.Assign) else [statement.target]
         names = [n for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)]
-        own = all(isinstance(t, (ast.Name, ast.Tuple, ast.List)) for t in targets) or all(
-            n.id in local for n in names)
+        own = all(isinstance(t, (ast.Name, ast.Tuple, ast.List)) for t in targets) or all(n.id in local for n in names)
         if not own:
             continue
         try:
@@ -475,16 +511,22 @@ def public_test_demands(folder: Path = TESTS) -> tuple[list[Demand], list[str]]:
         for node in ast.walk(tree):
             if not (isinstance(node, ast.Call) and _called(node) in ERROR_CALLS):
                 continue
-            if _called(node) == "raises" and not (isinstance(node.func, ast.Attribute)
-                                                  and getattr(node.func.value, "id", "") == "pytest"):
+            if _called(node) == "raises" and not (
+                isinstance(node.func, ast.Attribute) and getattr(node.func.value, "id", "") == "pytest"
+            ):
                 continue
             fn_name = owner.get(node, "")
             if fn_name in readers:
                 continue
             where = f"exercises/tests/{path.name}:{node.lineno}"
-            if (_called(node) not in ("check_rejects", "check_says_cuda_is_needed") or not fn_name.startswith("test_")
-                    or module is None or not node.args or not isinstance(node.args[0], ast.Lambda)
-                    or not isinstance(node.args[0].body, ast.Call)):
+            if (
+                _called(node) not in ("check_rejects", "check_says_cuda_is_needed")
+                or not fn_name.startswith("test_")
+                or module is None
+                or not node.args
+                or not isinstance(node.args[0], ast.Lambda)
+                or not isinstance(node.args[0].body, ast.Call)
+            ):
                 unread.append(f"{where} ({fn_name or 'module level'}): {ast.unparse(node)[:120]}")
                 continue
             fn_node, fn = functions[fn_name], getattr(test_module, fn_name)
@@ -507,8 +549,17 @@ def public_test_demands(folder: Path = TESTS) -> tuple[list[Demand], list[str]]:
                 values = _values(call, target, method, namespace)
                 kinds = _named_kinds(values, _parameters(module, reached), names)
                 label = " ".join(v for v in params.values() if isinstance(v, str))
-                demands.append(Demand(at, module, frozenset(reached), error, names, kinds=frozenset(kinds),
-                                      relational=bool(RELATIONAL.search(label))))
+                demands.append(
+                    Demand(
+                        at,
+                        module,
+                        frozenset(reached),
+                        error,
+                        names,
+                        kinds=frozenset(kinds),
+                        relational=bool(RELATIONAL.search(label)),
+                    )
+                )
     return demands, unread
 
 
@@ -527,8 +578,12 @@ GRADER_READERS = {
 def grader_readers() -> set[tuple[str, str]]:
     """``(file, function qualname)`` of every function of the checks that reads a message."""
     found = set()
-    files = [GRADER / "checks.py", GRADER / "probes.py", *sorted((GRADER / "exercises").glob("*.py")),
-             *sorted((GRADER / "hidden").glob("*.py"))]
+    files = [
+        GRADER / "checks.py",
+        GRADER / "probes.py",
+        *sorted((GRADER / "exercises").glob("*.py")),
+        *sorted((GRADER / "hidden").glob("*.py")),
+    ]
     for path in files:
         tree = ast.parse(path.read_text(encoding="utf-8"))
 
@@ -610,8 +665,12 @@ def test_every_message_the_checks_read_is_understood():
     stale = sorted(set(GRADER_READERS) - grader_readers())
     assert not unread + unknown + stale, (
         "error checks whose demands this test cannot read (teach TEST_READERS or GRADER_READERS):\n"
-        + "\n".join(unread + [f"grader/{f}: {q} reads an error message" for f, q in unknown]
-                    + [f"GRADER_READERS lists grader/{f}: {q}, which reads no message" for f, q in stale]))
+        + "\n".join(
+            unread
+            + [f"grader/{f}: {q} reads an error message" for f, q in unknown]
+            + [f"GRADER_READERS lists grader/{f}: {q}, which reads no message" for f, q in stale]
+        )
+    )
 
 
 def test_the_collectors_find_the_known_demands():
@@ -621,9 +680,16 @@ def test_the_collectors_find_the_known_demands():
     assert ("static_runner", "TypeError", (), ()) in found
     assert any(d.module == "capture" and "host" in d.contents and d.where.startswith("exercises/") for d in demands)
     assert any(d.module == "capture" and "copy" in d.contents and d.where.startswith("ex3.") for d in demands)
-    for module, kind in [("launch_model", "inf"), ("launch_model", "bool"), ("tradeoffs", "NaN"),
-                         ("dispatch", "not an int"), ("tradeoffs", "not a bool"), ("tradeoffs", "not a number"),
-                         ("fusion", "not a tensor"), ("capture", "not a tensor")]:
+    for module, kind in [
+        ("launch_model", "inf"),
+        ("launch_model", "bool"),
+        ("tradeoffs", "NaN"),
+        ("dispatch", "not an int"),
+        ("tradeoffs", "not a bool"),
+        ("tradeoffs", "not a number"),
+        ("fusion", "not a tensor"),
+        ("capture", "not a tensor"),
+    ]:
         assert any(d.module == module and kind in d.kinds for d in demands), (module, kind)
     assert any(d.module == "engine" and d.relational and d.where.startswith("exercises/") for d in demands)
 
@@ -631,8 +697,10 @@ def test_the_collectors_find_the_known_demands():
 # --- it can fail: checks planted with rules their docstrings do not state are reported
 
 #: A docstring that states a plain rule, against which the planted checks below are held.
-PLAIN = ("Fit a line.\n\nSequences of different lengths -> ValueError naming ``n_kernels`` or "
-         "``step_ms``; fewer than two distinct counts -> ValueError naming ``n_kernels``.")
+PLAIN = (
+    "Fit a line.\n\nSequences of different lengths -> ValueError naming ``n_kernels`` or "
+    "``step_ms``; fewer than two distinct counts -> ValueError naming ``n_kernels``."
+)
 
 
 def _planted(*probes_, compare=None) -> list[Demand]:
@@ -642,8 +710,9 @@ def _planted(*probes_, compare=None) -> list[Demand]:
 
 @pytest.mark.parametrize("error, names", [("KeyError", ("n_kernels",)), ("ValueError", ("bogus_argument",))])
 def test_an_unstated_rule_is_caught(error, names):
-    planted = _planted(P("fit", "fit_launch_model([1, 1], [1.0, 2.0])", names, error=error,
-                         n_kernels=[1, 1], step_ms=[1.0, 2.0]))
+    planted = _planted(
+        P("fit", "fit_launch_model([1, 1], [1.0, 2.0])", names, error=error, n_kernels=[1, 1], step_ms=[1.0, 2.0])
+    )
     assert unstated(planted), f"a check demanding {error} naming {names} went unnoticed"
     assert [d.reached for d in planted] == [frozenset({"fit_launch_model"})]
 
@@ -651,12 +720,13 @@ def test_an_unstated_rule_is_caught(error, names):
 def test_an_unstated_argument_is_caught():
     """A check blaming an argument the rule does not name; a generic "naming the argument" states
     a plain refusal, not which argument of several a length mismatch blames."""
-    demand, = _planted(P("fit", "fit_launch_model([1, 2], [1.0])", "step_ms", n_kernels=[1, 2], step_ms=[1.0]))
+    (demand,) = _planted(P("fit", "fit_launch_model([1, 2], [1.0])", "step_ms", n_kernels=[1, 2], step_ms=[1.0]))
     assert not unstated_in(demand, PLAIN)
-    demand, = _planted(P("fit", "fit_launch_model([1, 1], [1.0])", "bogus", n_kernels=[1, 1], step_ms=[1.0]))
+    (demand,) = _planted(P("fit", "fit_launch_model([1, 1], [1.0])", "bogus", n_kernels=[1, 1], step_ms=[1.0]))
     assert any("must name bogus" in p for p in unstated_in(demand, PLAIN)), unstated_in(demand, PLAIN)
-    demand, = _planted(P("fit", "lengths: fit_launch_model([1, 2], [1.0])", "step_ms",
-                         n_kernels=[1, 2], step_ms=[1.0]))
+    (demand,) = _planted(
+        P("fit", "lengths: fit_launch_model([1, 2], [1.0])", "step_ms", n_kernels=[1, 2], step_ms=[1.0])
+    )
     assert demand.relational and not unstated_in(demand, PLAIN)
     generic = "Sequences of different lengths -> ValueError naming the argument."
     assert any("lies between arguments" in p for p in unstated_in(demand, generic))
@@ -664,17 +734,21 @@ def test_an_unstated_argument_is_caught():
     assert unstated_in(demand, apart)
 
 
-@pytest.mark.parametrize("label, values, kind", [
-    ("fit_launch_model([1, True], [1.0, 2.0])", {}, "bool"),
-    ("fit_launch_model([1, nan], [1.0, 2.0])", {}, "NaN"),
-    ("fit_launch_model([1, 2], [1.0, inf])", {}, "inf"),
-    ("fit_launch_model(...)", {"n_kernels": [1, True]}, "bool"),
-])
+@pytest.mark.parametrize(
+    "label, values, kind",
+    [
+        ("fit_launch_model([1, True], [1.0, 2.0])", {}, "bool"),
+        ("fit_launch_model([1, nan], [1.0, 2.0])", {}, "NaN"),
+        ("fit_launch_model([1, 2], [1.0, inf])", {}, "inf"),
+        ("fit_launch_model(...)", {"n_kernels": [1, True]}, "bool"),
+    ],
+)
 def test_an_unstated_kind_is_caught(label, values, kind):
     """A kind of value refused by a planted check (its label, or its value and the stub's
     annotation ``Sequence[float]``) is reported until a rule naming the error says it."""
-    demand, = _planted(P("fit", label, ("n_kernels", "step_ms"), **{"n_kernels": [1, 2], "step_ms": [1.0, 2.0],
-                                                                     **values}))
+    (demand,) = _planted(
+        P("fit", label, ("n_kernels", "step_ms"), **{"n_kernels": [1, 2], "step_ms": [1.0, 2.0], **values})
+    )
     assert kind in demand.kinds
     assert any(f"{kind} is refused" in p for p in unstated_in(demand, PLAIN)), unstated_in(demand, PLAIN)
     stated = PLAIN + " A NaN, inf or bool count or time -> ValueError naming it."
@@ -692,14 +766,22 @@ def test_a_float_for_an_int_is_a_kind():
 def test_an_unstated_message_content_is_caught():
     """A planted compare demanding a word in the message (a free variable ``words``, as exercise
     3's failed-capture check has) is reported until a rule naming its error quotes one."""
+
     def failure(words):
         def compare(probe, got, expected):
             ok = "RuntimeError" in got.error["types"] and any(w in got.error["message"] for w in words)
             return None if ok else "no"
+
         return compare
 
-    demand, = [d for d in _planted(P("fit", "fit_launch_model([1, 2], [1.0, 2.0])", n_kernels=[1, 2],
-                                     step_ms=[1.0, 2.0]), compare=failure(("launch",))) if d.contents]
+    (demand,) = [
+        d
+        for d in _planted(
+            P("fit", "fit_launch_model([1, 2], [1.0, 2.0])", n_kernels=[1, 2], step_ms=[1.0, 2.0]),
+            compare=failure(("launch",)),
+        )
+        if d.contents
+    ]
     assert (demand.error, demand.contents) == ("RuntimeError", ("launch",))
     doc = "A bad fit -> RuntimeError saying why (the launch it looks like)."
     assert any("must contain" in p for p in unstated_in(demand, doc)), unstated_in(demand, doc)
@@ -710,8 +792,7 @@ def test_an_unstated_message_content_is_caught():
 def test_a_rule_in_another_error_does_not_count():
     """The TypeError's rule must name what its message names: a ValueError's naming nearby does not."""
     demand = Demand("planted (count)", "static_runner", frozenset({"GraphRunner"}), "TypeError", ("inputs",))
-    doc = ("* The number of inputs must match: TypeError otherwise.\n"
-           "* A bad input: ValueError naming ``inputs[i]``.")
+    doc = "* The number of inputs must match: TypeError otherwise.\n* A bad input: ValueError naming ``inputs[i]``."
     assert unstated_in(demand, doc)
     assert not unstated_in(demand, doc.replace("TypeError otherwise", "TypeError naming ``inputs``"))
 
@@ -725,10 +806,12 @@ def test_an_unread_error_check_is_caught(tmp_path):
         "        fusion.chain_hbm_bytes(1, 1, 0, fused=False)\n"
         "\n\n@pytest.mark.parametrize('bad', [float('nan')])\ndef test_planted(fusion, bad):\n"
         "    check_rejects(lambda: fusion.chain_hbm_bytes(bad, 8, 4, fused=False), 'n_ops', 'planted')\n",
-        encoding="utf-8")
+        encoding="utf-8",
+    )
     demands, unread = public_test_demands(tmp_path)
     assert any("helper_that_checks" in line for line in unread), unread
     planted = [d for d in demands if "test_planted" in d.where]
     assert [(d.reached, d.raises, d.kinds) for d in planted] == [
-        (frozenset({"chain_hbm_bytes"}), ("n_ops",), frozenset({"NaN"}))]
+        (frozenset({"chain_hbm_bytes"}), ("n_ops",), frozenset({"NaN"}))
+    ]
     assert any("NaN is refused" in p for p in unstated(planted)), unstated(planted)

@@ -18,8 +18,9 @@ STATUSES = {"ok", "missing", "off"}
 
 def run_doctor(env=None):
     start = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "grader.doctor"], cwd=REPO_ROOT, env=env,
-                          capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-m", "grader.doctor"], cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=60
+    )
     return done, time.perf_counter() - start
 
 
@@ -47,8 +48,19 @@ def test_doctor_is_quick_plain_and_exits_0_here(here):
     assert seconds < 30, f"the doctor took {seconds:.1f} s (target: under 10 s on an idle machine)"
     assert "\x1b[" not in done.stdout, "plain text: no terminal colours"
     found = items(done.stdout)
-    for item in ("python", "torch", "numpy", "nbgrader", "gpu", "gpu tests", "gpu grading",
-                 "torch.compile (Triton)", "grader", "sandbox", "import torch address space"):
+    for item in (
+        "python",
+        "torch",
+        "numpy",
+        "nbgrader",
+        "gpu",
+        "gpu tests",
+        "gpu grading",
+        "torch.compile (Triton)",
+        "grader",
+        "sandbox",
+        "import torch address space",
+    ):
         assert item in found, f"no line for {item!r}:\n{done.stdout}"
     assert all(reason for _, reason in found.values()), done.stdout
     assert found["torch"][0] == "ok" and torch.__version__ in found["torch"][1]
@@ -100,13 +112,21 @@ def test_a_complete_machine_has_no_triton_problem(tmp_path):
     include.mkdir()
     (include / "Python.h").write_text("")
     ldconfig = "\tlibcuda.so.1 (libc6,x86-64) => /usr/lib/x86_64-linux-gnu/libcuda.so.1\n"
-    checks = dict(env={"PATH": str(tmp_path)}, include_dir=str(include), ldconfig=ldconfig,
-                  import_triton=lambda: type("triton", (), {"__version__": "3.5.0"}))
+    checks = dict(
+        env={"PATH": str(tmp_path)},
+        include_dir=str(include),
+        ldconfig=ldconfig,
+        import_triton=lambda: type("triton", (), {"__version__": "3.5.0"}),
+    )
     assert platform.triton_problems(**checks) == []
     assert platform.triton_problem(cuda=True, **checks) is None
     assert platform.libcuda_dir({}, ldconfig) == "/usr/lib/x86_64-linux-gnu"
-    missing = dict(checks, include_dir=str(tmp_path), ldconfig="",
-                   import_triton=lambda: (_ for _ in ()).throw(ModuleNotFoundError("No module named 'triton'")))
+    missing = dict(
+        checks,
+        include_dir=str(tmp_path),
+        ldconfig="",
+        import_triton=lambda: (_ for _ in ()).throw(ModuleNotFoundError("No module named 'triton'")),
+    )
     problem = platform.triton_problem(cuda=True, **missing)
     assert "Python.h" in problem and "libcuda.so.1" in problem and "triton cannot be imported" in problem
 

@@ -40,8 +40,9 @@ def test_a_double_that_lacks_a_parameter_is_refused_where_it_is_made(monkeypatch
 def test_the_fake_cuda_takes_torch_cudas_parameters():
     import torch
 
-    spec = importlib.util.spec_from_file_location("fake_cuda_under_test",
-                                                  REPO_ROOT / "tests" / "fake_cuda" / "sitecustomize.py")
+    spec = importlib.util.spec_from_file_location(
+        "fake_cuda_under_test", REPO_ROOT / "tests" / "fake_cuda" / "sitecustomize.py"
+    )
     fake = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(fake)  # defines the stand-ins; puts none in place (no LAUNCH_TAX_FAKE_CUDA)
     assert torch.cuda.is_available is not fake.is_available

@@ -38,8 +38,9 @@ def bare_image_env(tmp_path: Path) -> dict[str, str]:
 
 
 def test_the_blocker_blocks(tmp_path):
-    done = subprocess.run([sys.executable, "-c", "import jsonschema"], env=bare_image_env(tmp_path),
-                          capture_output=True, text=True)
+    done = subprocess.run(
+        [sys.executable, "-c", "import jsonschema"], env=bare_image_env(tmp_path), capture_output=True, text=True
+    )
     assert done.returncode == 1 and "not on this image" in done.stderr
 
 
@@ -47,9 +48,14 @@ def test_gpu_tests_collect_with_only_torch_pytest_hypothesis(tmp_path):
     """``pytest tests exercises -m gpu --collect-only`` with the optional packages unimportable:
     no collection error, and the GPU tests are there to run."""
     plugins = ["-p", "no:xdist", "-p", "no:xdist.looponfail"]  # a bare image has no xdist
-    done = subprocess.run([sys.executable, "-m", "pytest", "tests", "exercises", "-m", "gpu",
-                           "--collect-only", "-q", *plugins], env=bare_image_env(tmp_path),
-                          cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "tests", "exercises", "-m", "gpu", "--collect-only", "-q", *plugins],
+        env=bare_image_env(tmp_path),
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     tail = (done.stdout + done.stderr)[-3000:]
     assert done.returncode == 0, f"collection failed on a bare image (exit {done.returncode}):\n{tail}"
     assert "ERROR" not in done.stdout and "errors during collection" not in done.stdout, tail
@@ -63,8 +69,14 @@ def test_ci_gpu_preflight_fails_only_at_its_cuda_step(tmp_path):
     if shutil.which("bash") is None:
         pytest.skip("needs bash")
     env = {**os.environ, "PYTHON": sys.executable}
-    done = subprocess.run(["bash", ".ci/gpu", "preflight", str(tmp_path)], cwd=REPO_ROOT, env=env,
-                          capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        ["bash", ".ci/gpu", "preflight", str(tmp_path)],
+        cwd=REPO_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     stage = json.loads((tmp_path / "preflight" / "stage.json").read_text())
     failed = [s["command"][:80] for s in stage["steps"] if s["exit"] != 0]
     doctor = [s for s in stage["steps"] if "grader doctor" in s["command"]]
@@ -75,8 +87,13 @@ def test_ci_gpu_preflight_fails_only_at_its_cuda_step(tmp_path):
 
 
 def test_doctor_json_through_the_cli(tmp_path):
-    done = subprocess.run([sys.executable, "-m", "grader", "doctor", "--json", str(tmp_path / "d.json")],
-                          cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-m", "grader", "doctor", "--json", str(tmp_path / "d.json")],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     assert json.loads((tmp_path / "d.json").read_text())[0]["item"] == "python"
 
@@ -103,13 +120,18 @@ def test_grader_on_an_old_python_says_so_in_one_line(how):
             pytest.skip("no Python 3.10 on this machine")
         command = [PYTHON310, "-m", "grader", "grade"]
     else:
-        command = [sys.executable, "-c", "import sys, runpy; sys.version_info = (3, 10, 13, 'final', 0); "
-                   "sys.argv = ['grader', 'grade']; runpy.run_module('grader', run_name='__main__')"]
+        command = [
+            sys.executable,
+            "-c",
+            "import sys, runpy; sys.version_info = (3, 10, 13, 'final', 0); "
+            "sys.argv = ['grader', 'grade']; runpy.run_module('grader', run_name='__main__')",
+        ]
     done = subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
     lines = done.stderr.strip().splitlines()
     assert done.returncode == 2 and len(lines) == 1 and "needs Python 3.11" in lines[0], (
         f"expected exit 2 and one line saying Python 3.11 is needed, got exit {done.returncode}:\n"
-        f"{done.stdout}{done.stderr}")
+        f"{done.stdout}{done.stderr}"
+    )
     assert "3.10.13" in lines[0] and "pytest exercises" in lines[0]
 
 
@@ -121,8 +143,7 @@ def test_the_student_path_is_valid_python_3_10():
     files = [p for top in ("exercises", "coursekit", "solutions") for p in (REPO_ROOT / top).rglob("*.py")]
     files.append(REPO_ROOT / "conftest.py")
     code = "import sys\nfor f in sys.argv[1:]:\n    compile(open(f, encoding='utf-8').read(), f, 'exec')\n"
-    done = subprocess.run([PYTHON310, "-c", code, *map(str, files)], capture_output=True, text=True,
-                          timeout=120)
+    done = subprocess.run([PYTHON310, "-c", code, *map(str, files)], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-3000:]
 
 
@@ -135,12 +156,32 @@ def test_the_public_tests_run_where_the_grader_cannot(tmp_path):
     site.mkdir()
     # A plugin takes tomllib away once pytest has read its configuration (with tomllib here, with
     # the tomli package on 3.10): from then on `import tomllib` fails as it does on 3.10.
-    (site / "no_tomllib.py").write_text("import sys\n\n\ndef pytest_configure(config):\n"
-                                        "    sys.modules['tomllib'] = None\n")
-    done = subprocess.run([sys.executable, "-m", "pytest", "exercises", "--impl", "solutions", "-m",
-                           "not gpu", "-q", "-rs", "-p", "no:xdist", "-p", "no_tomllib"],
-                          env={**os.environ, "PYTHONPATH": str(site)}, cwd=REPO_ROOT,
-                          capture_output=True, text=True, timeout=300)
+    (site / "no_tomllib.py").write_text(
+        "import sys\n\n\ndef pytest_configure(config):\n    sys.modules['tomllib'] = None\n"
+    )
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "exercises",
+            "--impl",
+            "solutions",
+            "-m",
+            "not gpu",
+            "-q",
+            "-rs",
+            "-p",
+            "no:xdist",
+            "-p",
+            "no_tomllib",
+        ],
+        env={**os.environ, "PYTHONPATH": str(site)},
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     tail = (done.stdout + done.stderr)[-3000:]
     assert done.returncode == 0 and "error" not in done.stdout.lower(), tail
     assert "test_checks.py" in done.stdout and "need Python 3.11" in done.stdout, tail
@@ -196,8 +237,7 @@ def fake_measurement(streams: FakeStreams, warmup_stream: str):
         streams.stream, streams.capturing = "caller", False
         return measurements.LaunchTax(n_ops, numel, 10.0, 1.0, True)
 
-    module = SimpleNamespace(tiny_op_chain=measurements.tiny_op_chain,
-                             measure_launch_tax=measure_launch_tax)
+    module = SimpleNamespace(tiny_op_chain=measurements.tiny_op_chain, measure_launch_tax=measure_launch_tax)
     return module
 
 

@@ -20,9 +20,14 @@ MARKERS = [e.marker for e in EXERCISES]
 
 
 def grader(*args, timeout=600, env=None):
-    return subprocess.run([sys.executable, "-m", "grader", *args], cwd=REPO_ROOT,
-                          capture_output=True, text=True, timeout=timeout,
-                          env={**os.environ, **(env or {})})
+    return subprocess.run(
+        [sys.executable, "-m", "grader", *args],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, **(env or {})},
+    )
 
 
 def rows(stdout):
@@ -82,8 +87,9 @@ def test_reference_gets_every_point_and_one_test_per_check(tmp_path):
 
     points = load_rubric()
     *checks, manual = result["tests"]
-    assert [t["extra_data"]["check"] for t in checks] == [c.id for c in sorted(
-        all_checks(), key=lambda c: (c.exercise, list(points).index(c.id)))]
+    assert [t["extra_data"]["check"] for t in checks] == [
+        c.id for c in sorted(all_checks(), key=lambda c: (c.exercise, list(points).index(c.id)))
+    ]
     assert manual["extra_data"] == {"check": "self_test", "state": "manual", "points": 6.0}
     assert "graded by hand" in manual["name"] and "score" not in manual and "status" not in manual
     for test in checks:
@@ -108,8 +114,13 @@ def test_official_grading_is_reproducible_and_draws_other_inputs(tmp_path, secre
     shutil.copy(REPO_ROOT / "exercises" / "buckets.py", folder / "buckets.py")
     outputs = []
     for i in range(2):
-        run = grader("grade", str(folder), "--json", str(tmp_path / f"{i}.json"),
-                     env={"LAUNCH_TAX_SECRET_FILE": str(secret_file)})
+        run = grader(
+            "grade",
+            str(folder),
+            "--json",
+            str(tmp_path / f"{i}.json"),
+            env={"LAUNCH_TAX_SECRET_FILE": str(secret_file)},
+        )
         assert run.returncode == 0, run.stderr
         outputs.append(json.loads((tmp_path / f"{i}.json").read_text()))
     assert outputs[0]["tests"] == outputs[1]["tests"]
@@ -125,8 +136,15 @@ def test_official_grading_is_reproducible_and_draws_other_inputs(tmp_path, secre
 def test_a_notebook_and_a_zip_are_graded_like_a_folder(tmp_path):
     cells = [{"cell_type": "markdown", "source": "# my answers", "metadata": {}}]
     for path in sorted((REPO_ROOT / "solutions").glob("[a-z]*.py")):
-        cells.append({"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": None,
-                      "source": f"%%writefile {path.name}\n" + path.read_text()})
+        cells.append(
+            {
+                "cell_type": "code",
+                "metadata": {},
+                "outputs": [],
+                "execution_count": None,
+                "source": f"%%writefile {path.name}\n" + path.read_text(),
+            }
+        )
     notebook = tmp_path / "answers.ipynb"
     notebook.write_text(json.dumps({"cells": cells, "metadata": {}, "nbformat": 4, "nbformat_minor": 5}))
     archive = tmp_path / "answers.zip"
@@ -157,20 +175,28 @@ def test_grade_all_writes_a_gradebook_and_a_summary(tmp_path):
         result = json.loads((tmp_path / "out" / "students" / student / "results.json").read_text())
         assert sorted({t["name"].split(" ")[0] for t in result["tests"]} - {"self-test"}) == MARKERS
     summary = (tmp_path / "out" / "summary.md").read_text()
-    for heading in ("Score distribution", "Pass rate per check (worst first)",
-                    "Most common first lost point", "Refused or not gradable", "Slowest submissions"):
+    for heading in (
+        "Score distribution",
+        "Pass rate per check (worst first)",
+        "Most common first lost point",
+        "Refused or not gradable",
+        "Slowest submissions",
+    ):
         assert heading in summary, summary
     assert "not implemented yet" in summary and (tmp_path / "out" / "scores.svg").read_text().startswith("<?xml")
 
 
-@pytest.mark.parametrize("args, needle", [
-    (["grade", "no/such/folder"], "SUBMISSION"),
-    (["grade-all", "no/such/folder", "--out", "x"], "DIR"),
-    (["grade", "solutions", "--secret-file", "/no/such/secret"], "--secret-file"),
-    (["secret", "new", "solutions/secret"], "inside the repository"),
-    (["grade", "solutions", "--deadline", "5"], "--deadline"),
-    (["gradescope", "x.zip", "--timeout-minutes", "90"], "--timeout-minutes"),
-])
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        (["grade", "no/such/folder"], "SUBMISSION"),
+        (["grade-all", "no/such/folder", "--out", "x"], "DIR"),
+        (["grade", "solutions", "--secret-file", "/no/such/secret"], "--secret-file"),
+        (["secret", "new", "solutions/secret"], "inside the repository"),
+        (["grade", "solutions", "--deadline", "5"], "--deadline"),
+        (["gradescope", "x.zip", "--timeout-minutes", "90"], "--timeout-minutes"),
+    ],
+)
 def test_bad_arguments_exit_2(args, needle):
     run = grader(*args)
     assert run.returncode == 2 and needle in run.stderr, (run.returncode, run.stderr)
@@ -192,8 +218,12 @@ def test_gpu_on_without_cuda_is_an_error():
 
 def test_results_are_written_before_the_report_and_a_closed_pipe_is_no_failure(tmp_path):
     out = tmp_path / "r.json"
-    proc = subprocess.Popen([sys.executable, "-m", "grader", "grade", "--only", "ex6", "--json", str(out)],
-                            cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "grader", "grade", "--only", "ex6", "--json", str(out)],
+        cwd=REPO_ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    )
     proc.stdout.close()  # the reader is gone before the first line (as with `| head -c 0`)
     assert proc.wait(timeout=600) == 0
     assert json.loads(out.read_text())["tests"]

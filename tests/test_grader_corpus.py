@@ -56,25 +56,25 @@ def scores(report):
 def test_rubric_totals_100_and_matches_the_checks():
     points = load_rubric()
     assert sum(points.values()) == 100, sum(points.values())
-    assert set(points) == {c.id for c in all_checks()}, (
-        set(points) ^ {c.id for c in all_checks()})
+    assert set(points) == {c.id for c in all_checks()}, set(points) ^ {c.id for c in all_checks()}
 
 
 @pytest.mark.parametrize("folder", ["solutions", "tests/alternatives"])
 def test_right_answers_keep_every_point(judge, folder):
     report = judge.grade(load(REPO_ROOT / folder))
-    lost = [(e.exercise, c.check.name, c.reason) for e in report.exercises for c in e.checks
-            if c.status == "failed"]
+    lost = [(e.exercise, c.check.name, c.reason) for e in report.exercises for c in e.checks if c.status == "failed"]
     assert not lost and report.score == report.max_score > 0, lost
 
 
 def test_untouched_stubs_get_nothing(judge):
     report = judge.grade(load(REPO_ROOT / "exercises"))
-    assert report.score == 0, [(c.check.id, c.reason) for e in report.exercises for c in e.checks
-                               if c.status == "passed"]
+    assert report.score == 0, [
+        (c.check.id, c.reason) for e in report.exercises for c in e.checks if c.status == "passed"
+    ]
     # Exercise 3 has only GPU checks (its argument checks are given): on a CPU its points wait.
     assert all(e.max_score > 0 or e.pending > 0 for e in report.exercises), [
-        (e.exercise, e.max_score, e.pending) for e in report.exercises]
+        (e.exercise, e.max_score, e.pending) for e in report.exercises
+    ]
 
 
 @pytest.mark.parametrize(
@@ -88,8 +88,8 @@ def test_mutant_loses_points(request, mutant, tmp_path):
     for mode, judge in judges.items():
         result = judge.grade_exercise(load(folder), exercise)
         assert result.score < result.max_score, (
-            f"mutant {mutant.id} ({mutant.why}) kept all {result.max_score:g} points of {exercise} "
-            f"in {mode} grading")
+            f"mutant {mutant.id} ({mutant.why}) kept all {result.max_score:g} points of {exercise} in {mode} grading"
+        )
 
 
 def test_a_long_text_that_differs_is_shown_where_it_differs(cpu_judges, tmp_path):

@@ -39,29 +39,31 @@ SCHEMA = {
         "stdout_visibility": VISIBILITY,
         "extra_data": {"type": "object"},
         "leaderboard": {"type": "array"},
-        "tests": {"type": "array", "items": {
-            "type": "object",
-            "additionalProperties": False,
-            "required": ["name"],
-            "properties": {
-                "score": {"type": "number"},
-                "max_score": {"type": "number", "minimum": 0},
-                "status": {"enum": ["passed", "failed"]},
-                "name": {"type": "string"},
-                "name_format": FORMAT,
-                "number": {"type": "string", "pattern": r"^\d+(\.\d+)*$"},
-                "output": {"type": "string"},
-                "output_format": FORMAT,
-                "tags": {"type": "array", "items": {"type": "string"}},
-                "visibility": VISIBILITY,
-                "extra_data": {"type": "object"},
+        "tests": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "additionalProperties": False,
+                "required": ["name"],
+                "properties": {
+                    "score": {"type": "number"},
+                    "max_score": {"type": "number", "minimum": 0},
+                    "status": {"enum": ["passed", "failed"]},
+                    "name": {"type": "string"},
+                    "name_format": FORMAT,
+                    "number": {"type": "string", "pattern": r"^\d+(\.\d+)*$"},
+                    "output": {"type": "string"},
+                    "output_format": FORMAT,
+                    "tags": {"type": "array", "items": {"type": "string"}},
+                    "visibility": VISIBILITY,
+                    "extra_data": {"type": "object"},
+                },
             },
-        }},
+        },
     },
     "anyOf": [{"required": ["score"]}, {"required": ["tests"]}],
 }
-CPU_POINTS = sum(p for c, p in load_rubric().items() if not next(
-    x for x in all_checks() if x.id == c).gpu)
+CPU_POINTS = sum(p for c, p in load_rubric().items() if not next(x for x in all_checks() if x.id == c).gpu)
 
 
 def validate(data: dict) -> None:
@@ -84,8 +86,12 @@ def test_the_schema_can_fail():
     jsonschema = pytest.importorskip("jsonschema", reason="the dev extra validates results.json")
     good = {"score": 1, "tests": [{"name": "ex1 · x", "score": 1, "max_score": 1, "number": "1.1"}]}
     validate(good)
-    for bad in ({**good, "grade": 3}, {"tests": [{"name": "x", "score": 1, "max_score": 1, "status": "ok"}]},
-                {"tests": [{"score": 1}]}, {"score": 1, "visibility": "everyone"}):
+    for bad in (
+        {**good, "grade": 3},
+        {"tests": [{"name": "x", "score": 1, "max_score": 1, "status": "ok"}]},
+        {"tests": [{"score": 1}]},
+        {"score": 1, "visibility": "everyone"},
+    ):
         with pytest.raises(jsonschema.ValidationError):
             validate(bad)
     pending = {"name": "x", "extra_data": {"state": "pending"}}
@@ -112,12 +118,17 @@ def autograder():
     base = Path(tempfile.mkdtemp(prefix="launch-tax-gradescope-"))
     base.chmod(0o755)
     secret = base / "secret"
-    run = subprocess.run([sys.executable, "-m", "grader", "secret", "new", str(secret)], cwd=REPO_ROOT,
-                         capture_output=True, text=True)
+    run = subprocess.run(
+        [sys.executable, "-m", "grader", "secret", "new", str(secret)], cwd=REPO_ROOT, capture_output=True, text=True
+    )
     assert run.returncode == 0, run.stderr
     archive = base / "autograder.zip"
-    run = subprocess.run([sys.executable, "-m", "grader", "gradescope", str(archive), "--secret-file",
-                          str(secret)], cwd=REPO_ROOT, capture_output=True, text=True)
+    run = subprocess.run(
+        [sys.executable, "-m", "grader", "gradescope", str(archive), "--secret-file", str(secret)],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+    )
     assert run.returncode == 0, run.stderr
     root = base / "autograder"
     gradescope.unpack(archive, root)
@@ -127,11 +138,19 @@ def autograder():
 
 def test_the_bundle_holds_what_grading_needs_and_nothing_else(autograder):
     names = {p.relative_to(autograder).as_posix() for p in autograder.rglob("*") if p.is_file()}
-    assert {"run_autograder", "source/setup.sh", "source/run_autograder", "source/grading-secret",
-            "source/solutions/engine.py", "source/grader/hidden/buckets.py", "source/grader/rubric.toml",
-            "source/grader/BUILD.json"} <= names
-    assert not any(n.startswith(("source/tests/", "source/course/", "source/exercises/", "source/source/"))
-                   for n in names)
+    assert {
+        "run_autograder",
+        "source/setup.sh",
+        "source/run_autograder",
+        "source/grading-secret",
+        "source/solutions/engine.py",
+        "source/grader/hidden/buckets.py",
+        "source/grader/rubric.toml",
+        "source/grader/BUILD.json",
+    } <= names
+    assert not any(
+        n.startswith(("source/tests/", "source/course/", "source/exercises/", "source/source/")) for n in names
+    )
     assert not any("expected.json" in n or "__pycache__" in n for n in names)
     setup = (autograder / "source" / "setup.sh").read_text()
     assert "torch==2.13.0" in setup and "download.pytorch.org/whl/cpu" in setup
@@ -201,10 +220,15 @@ def test_setup_installs_into_a_python_the_grader_can_run(tmp_path, too_old):
         (shims / name).write_text(SHIM)
         (shims / name).chmod(0o755)
     log, venv = tmp_path / "log", tmp_path / "venv"
-    env = {"PATH": f"{shims}:/usr/bin:/bin", "LOG": str(log), "LAUNCH_TAX_VENV": str(venv),
-           "PYTHON3_TOO_OLD": "1" if too_old else "0"}
-    done = subprocess.run(["bash", "-c", gradescope.setup_script("==2.13.0")], env=env,
-                          capture_output=True, text=True, timeout=60)
+    env = {
+        "PATH": f"{shims}:/usr/bin:/bin",
+        "LOG": str(log),
+        "LAUNCH_TAX_VENV": str(venv),
+        "PYTHON3_TOO_OLD": "1" if too_old else "0",
+    }
+    done = subprocess.run(
+        ["bash", "-c", gradescope.setup_script("==2.13.0")], env=env, capture_output=True, text=True, timeout=60
+    )
     assert done.returncode == 0, done.stderr
     calls = [c.replace(f"{shims}/", "") for c in log.read_text().splitlines()]
     made_by = [c.split()[0] for c in calls if " -m venv " in c]
@@ -213,7 +237,8 @@ def test_setup_installs_into_a_python_the_grader_can_run(tmp_path, too_old):
         assert any(c.startswith("apt-get install") and "python3.11-venv" in c for c in calls), calls
     installs = [c for c in calls if "pip install" in c]
     assert installs and all(c.startswith(f"{venv}/bin/python -m pip ") for c in installs), (
-        f"everything must go into the environment setup.sh made, not the system's Python: {calls}")
+        f"everything must go into the environment setup.sh made, not the system's Python: {calls}"
+    )
     assert any("torch==2.13.0" in c and "download.pytorch.org/whl/cpu" in c for c in installs)
     assert any("hypothesis==" in c and "numpy==" in c for c in installs), installs
     # run_autograder runs the grader with the environment setup.sh made.
@@ -230,11 +255,16 @@ def run_autograder(root: Path, files: dict[str, bytes], mode: str = "user") -> d
     shutil.rmtree(root / "results", ignore_errors=True)
     # setup.sh's environment stands in for this test run's Python; "the working directory is
     # /autograder".
-    env = {**os.environ, "AUTOGRADER_ROOT": str(root), "LAUNCH_TAX_SANDBOX": mode,
-           "LAUNCH_TAX_PYTHON": sys.executable}
+    env = {**os.environ, "AUTOGRADER_ROOT": str(root), "LAUNCH_TAX_SANDBOX": mode, "LAUNCH_TAX_PYTHON": sys.executable}
     env.pop("LAUNCH_TAX_SECRET_FILE", None)
-    done = subprocess.run(gradescope_shell(["bash", str(root / "run_autograder")]), env=env, cwd=root,
-                          capture_output=True, text=True, timeout=900)
+    done = subprocess.run(
+        gradescope_shell(["bash", str(root / "run_autograder")]),
+        env=env,
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     data = json.loads((root / "results" / "results.json").read_text())
     validate(data)
@@ -246,8 +276,16 @@ def reference_files() -> dict[str, bytes]:
 
 
 def notebook_of(files: dict[str, bytes]) -> bytes:
-    cells = [{"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": None,
-              "source": f"%%writefile student/{name}\n" + data.decode()} for name, data in files.items()]
+    cells = [
+        {
+            "cell_type": "code",
+            "metadata": {},
+            "outputs": [],
+            "execution_count": None,
+            "source": f"%%writefile student/{name}\n" + data.decode(),
+        }
+        for name, data in files.items()
+    ]
     return json.dumps({"cells": cells, "metadata": {}, "nbformat": 4, "nbformat_minor": 5}).encode()
 
 
@@ -278,8 +316,10 @@ def test_the_bundle_grades_like_gradescope(autograder):
     empty = run_autograder(autograder, {})
     assert empty["score"] == 0 and "not in submission" in json.dumps(empty["tests"])
     attack = READ_THE_SOURCE.replace("ROOT", str(autograder))
-    files = {**reference_files(), "launch_model.py": (REPO_ROOT / "exercises" / "launch_model.py").read_bytes()
-             + attack.encode()}
+    files = {
+        **reference_files(),
+        "launch_model.py": (REPO_ROOT / "exercises" / "launch_model.py").read_bytes() + attack.encode(),
+    }
     attacked = run_autograder(autograder, files)
     ex1 = [t for t in attacked["tests"] if t["name"].startswith("ex1 ")]
     assert sum(t["score"] for t in ex1) == 0 and "Permission denied" in json.dumps(ex1)
@@ -287,8 +327,11 @@ def test_the_bundle_grades_like_gradescope(autograder):
     # The defence: run_autograder keeps the source root's. Without it the attack wins.
     script = autograder / "run_autograder"
     text = script.read_text()
-    script.write_text(text.replace('chmod 700 "$source" "$results"', ":").replace(
-        'chmod 600 "$source/grading-secret"', "chmod 644 \"$source/grading-secret\""))
+    script.write_text(
+        text.replace('chmod 700 "$source" "$results"', ":").replace(
+            'chmod 600 "$source/grading-secret"', "chmod 644 \"$source/grading-secret\""
+        )
+    )
     os.chmod(autograder / "source", 0o755)
     try:
         undefended = run_autograder(autograder, files)
@@ -332,15 +375,38 @@ def gpu_pass(seed_id: str, passed: bool, extra_cpu_check: bool = False) -> dict:
         if not check.gpu and not (extra_cpu_check and check.id == "ex1.decode_step_formulas"):
             continue
         state = "passed" if passed and check.gpu else "failed"
-        tests.append({"name": f"{check.exercise} · {check.name}",
-                      "number": f"{check.exercise[2:]}.{numbers[check.exercise]}",
-                      "tags": [check.exercise, "gpu"], "score": points[check.id] if state == "passed" else 0.0,
-                      "max_score": points[check.id], "status": state, "output": "", "visibility": "visible",
-                      "extra_data": {"check": check.id, "state": state, "points": points[check.id],
-                                     "gpu": check.gpu, "hidden": check.hidden}})
-    return {"score": sum(t["score"] for t in tests), "output": "gpu pass", "execution_time": 1.0,
-            "tests": tests, "extra_data": {"seed_id": seed_id, "status": "graded", "gpu": "NVIDIA H200",
-                                           "pass": "gpu", "rubric": rubric_digest()}}
+        tests.append(
+            {
+                "name": f"{check.exercise} · {check.name}",
+                "number": f"{check.exercise[2:]}.{numbers[check.exercise]}",
+                "tags": [check.exercise, "gpu"],
+                "score": points[check.id] if state == "passed" else 0.0,
+                "max_score": points[check.id],
+                "status": state,
+                "output": "",
+                "visibility": "visible",
+                "extra_data": {
+                    "check": check.id,
+                    "state": state,
+                    "points": points[check.id],
+                    "gpu": check.gpu,
+                    "hidden": check.hidden,
+                },
+            }
+        )
+    return {
+        "score": sum(t["score"] for t in tests),
+        "output": "gpu pass",
+        "execution_time": 1.0,
+        "tests": tests,
+        "extra_data": {
+            "seed_id": seed_id,
+            "status": "graded",
+            "gpu": "NVIDIA H200",
+            "pass": "gpu",
+            "rubric": rubric_digest(),
+        },
+    }
 
 
 def test_merge_joins_the_passes_per_student_and_per_check(tmp_path):
@@ -349,20 +415,50 @@ def test_merge_joins_the_passes_per_student_and_per_check(tmp_path):
     shutil.copytree(REPO_ROOT / "exercises", submissions / "bob", ignore=shutil.ignore_patterns("tests"))
     submission(submissions / "carol")
     secret = tmp_path / "secret"
-    subprocess.run([sys.executable, "-m", "grader", "secret", "new", str(secret)], cwd=REPO_ROOT, check=True,
-                   capture_output=True)
+    subprocess.run(
+        [sys.executable, "-m", "grader", "secret", "new", str(secret)], cwd=REPO_ROOT, check=True, capture_output=True
+    )
     cpu = tmp_path / "cpu"
-    run = subprocess.run([sys.executable, "-m", "grader", "grade-all", str(submissions), "--out", str(cpu),
-                          "--gpu", "off", "--secret-file", str(secret), "--jobs", "2"],
-                         cwd=REPO_ROOT, capture_output=True, text=True, timeout=1200)
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "grader",
+            "grade-all",
+            str(submissions),
+            "--out",
+            str(cpu),
+            "--gpu",
+            "off",
+            "--secret-file",
+            str(secret),
+            "--jobs",
+            "2",
+        ],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=1200,
+    )
     assert run.returncode == 0, run.stderr
     seed = json.loads((cpu / "students" / "alice" / "results.json").read_text())["extra_data"]["seed_id"]
     gpu = tmp_path / "gpu"
-    _write_pass(gpu, {"alice": gpu_pass(seed, True, extra_cpu_check=True), "bob": gpu_pass(seed, False),
-                      "dave": gpu_pass(seed, True)})
+    _write_pass(
+        gpu,
+        {
+            "alice": gpu_pass(seed, True, extra_cpu_check=True),
+            "bob": gpu_pass(seed, False),
+            "dave": gpu_pass(seed, True),
+        },
+    )
     final = tmp_path / "final"
-    merged = subprocess.run([sys.executable, "-m", "grader", "merge", str(cpu), str(gpu), "--out", str(final)],
-                            cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)
+    merged = subprocess.run(
+        [sys.executable, "-m", "grader", "merge", str(cpu), str(gpu), "--out", str(final)],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert merged.returncode == 0, merged.stderr
     with open(final / "gradebook.csv") as f:
         book = {row["student"]: row for row in csv.DictReader(f)}
@@ -381,17 +477,29 @@ def test_merge_joins_the_passes_per_student_and_per_check(tmp_path):
     assert (final / "summary.md").is_file()
     other = tmp_path / "gpu-other"
     _write_pass(other, {"alice": gpu_pass("another-secret", True)})
-    refused = subprocess.run([sys.executable, "-m", "grader", "merge", str(cpu), str(other), "--out",
-                              str(tmp_path / "x")], cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)
+    refused = subprocess.run(
+        [sys.executable, "-m", "grader", "merge", str(cpu), str(other), "--out", str(tmp_path / "x")],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert refused.returncode == 2 and "different secrets" in refused.stderr
     # Two passes of one kind (the CPU pass twice) or the same folder twice: refused, not joined.
     shutil.copytree(cpu, tmp_path / "cpu-again")
-    for args, needle in (([str(cpu), str(cpu)], "same folder"),
-                         ([str(cpu), str(tmp_path / "cpu-again")], "not a gpu pass"),
-                         ([str(cpu), str(gpu)], "already holds")):
+    for args, needle in (
+        ([str(cpu), str(cpu)], "same folder"),
+        ([str(cpu), str(tmp_path / "cpu-again")], "not a gpu pass"),
+        ([str(cpu), str(gpu)], "already holds"),
+    ):
         out = final if needle == "already holds" else tmp_path / "y"
-        refused = subprocess.run([sys.executable, "-m", "grader", "merge", *args, "--out", str(out)],
-                                 cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)
+        refused = subprocess.run(
+            [sys.executable, "-m", "grader", "merge", *args, "--out", str(out)],
+            cwd=REPO_ROOT,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert refused.returncode == 2 and needle in refused.stderr, (needle, refused.stderr)
 
 
@@ -400,8 +508,13 @@ def test_the_self_test_grades_a_bundle_before_it_is_uploaded(autograder, tmp_pat
     reference (every CPU point) and the stubs (none) through its run_autograder; a bundle laid
     out otherwise (its scripts in a folder of the zip) fails it."""
     archive = autograder.parent / "autograder.zip"
-    done = subprocess.run([sys.executable, "-m", "grader", "gradescope", str(archive), "--self-test"],
-                          cwd=REPO_ROOT, capture_output=True, text=True, timeout=900)
+    done = subprocess.run(
+        [sys.executable, "-m", "grader", "gradescope", str(archive), "--self-test"],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     assert f"ok   the reference: {CPU_POINTS:g} of {CPU_POINTS:g}" in done.stdout, done.stdout
     assert "ok   the stubs: 0 of" in done.stdout and "official grading" in done.stdout
@@ -409,8 +522,13 @@ def test_the_self_test_grades_a_bundle_before_it_is_uploaded(autograder, tmp_pat
     with zipfile.ZipFile(archive) as z, zipfile.ZipFile(broken, "w") as out:
         for info in z.infolist():
             out.writestr(f"autograder/{info.filename}", z.read(info))
-    done = subprocess.run([sys.executable, "-m", "grader", "gradescope", str(broken), "--self-test"],
-                          cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-m", "grader", "gradescope", str(broken), "--self-test"],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 1 and "root of the archive" in done.stderr, done.stdout + done.stderr
 
 
@@ -426,9 +544,14 @@ def test_setup_sh_installs_the_pinned_packages_from_pypi(tmp_path):
     (shims / "apt-get").write_text('#!/bin/sh\necho "apt-get $*" >> "$LOG"\n')
     (shims / "apt-get").chmod(0o755)
     python_dir = Path(sys.base_prefix) / "bin"
-    env = {"PATH": f"{shims}:{python_dir}:/usr/bin:/bin", "LOG": str(tmp_path / "log"),
-           "LAUNCH_TAX_VENV": str(tmp_path / "venv"), "LAUNCH_TAX_PIP_SOURCE": "pypi",
-           "HOME": os.environ.get("HOME", "/root"), "PIP_NO_INPUT": "1"}
+    env = {
+        "PATH": f"{shims}:{python_dir}:/usr/bin:/bin",
+        "LOG": str(tmp_path / "log"),
+        "LAUNCH_TAX_VENV": str(tmp_path / "venv"),
+        "LAUNCH_TAX_PIP_SOURCE": "pypi",
+        "HOME": os.environ.get("HOME", "/root"),
+        "PIP_NO_INPUT": "1",
+    }
     script = tmp_path / "setup.sh"
     script.write_text(gradescope.setup_script("==2.13.0"))
     done = subprocess.run(["bash", str(script)], env=env, capture_output=True, text=True, timeout=900)
@@ -438,5 +561,8 @@ def test_setup_sh_installs_the_pinned_packages_from_pypi(tmp_path):
     for name, spec in gradescope.pins().items():
         version = subprocess.run(
             [str(venv_python), "-c", f"import importlib.metadata as m; print(m.version({name!r}))"],
-            capture_output=True, text=True, check=True).stdout.strip()
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
         assert spec.endswith(f"=={version}") or version.startswith(spec.split("==")[-1]), (name, spec, version)

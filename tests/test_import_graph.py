@@ -67,11 +67,16 @@ GRAPH = {name: imports_of(path, name) for name, path in MODULE_PATHS.items()}
 
 @pytest.mark.parametrize("package", PACKAGES)
 def test_no_package_imports_a_higher_layer(package):
-    bad = sorted(f"{name} imports {target}" for name, targets in GRAPH.items()
-                 if name.split(".")[0] == package for target in targets
-                 if target.split(".")[0] not in ALLOWED[package] | {package})
-    assert not bad, f"{package} may import only {sorted(ALLOWED[package]) or 'nothing'} of the " \
-                    f"repository:\n  " + "\n  ".join(bad)
+    bad = sorted(
+        f"{name} imports {target}"
+        for name, targets in GRAPH.items()
+        if name.split(".")[0] == package
+        for target in targets
+        if target.split(".")[0] not in ALLOWED[package] | {package}
+    )
+    assert not bad, (
+        f"{package} may import only {sorted(ALLOWED[package]) or 'nothing'} of the repository:\n  " + "\n  ".join(bad)
+    )
 
 
 def loaded_imports(path: Path) -> set[str]:
@@ -89,8 +94,11 @@ def loaded_imports(path: Path) -> set[str]:
 def test_the_workers_files_need_nothing_the_sandbox_lacks():
     from grader.judge import runtime_files
 
-    shipped = {name.removesuffix(".py").removesuffix("/__init__").replace("/", ".")
-               for name in runtime_files() if name.endswith(".py")}
+    shipped = {
+        name.removesuffix(".py").removesuffix("/__init__").replace("/", ".")
+        for name in runtime_files()
+        if name.endswith(".py")
+    }
     assert "grader.hidden" not in shipped and not any(s.startswith("grader.hidden.") for s in shipped)
     for name in sorted(shipped):
         path = REPO_ROOT / (name.replace(".", "/") + ".py")
@@ -110,7 +118,7 @@ def cycles_in(edges: dict[str, set[str]]) -> list[list[str]]:
         state[node] = "open"
         for nxt in sorted(edges.get(node, ())):
             if state.get(nxt) == "open":
-                cycles.append(path[path.index(nxt):] + [nxt])
+                cycles.append(path[path.index(nxt) :] + [nxt])
             elif nxt not in state:
                 visit(nxt, path + [nxt])
         state[node] = "done"

@@ -10,8 +10,10 @@ from grader import doctor, isolation
 def test_the_readme_table_is_the_strategies_own():
     table = isolation.protection_table()
     readme = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
-    assert table in readme, ("README.md's protection table is not grader.isolation.protection_table(); "
-                             "paste its output in the threat model's Sandbox section:\n" + table)
+    assert table in readme, (
+        "README.md's protection table is not grader.isolation.protection_table(); "
+        "paste its output in the threat model's Sandbox section:\n" + table
+    )
 
 
 @pytest.mark.parametrize("allowed", [(True, True), (False, True), (False, False)])

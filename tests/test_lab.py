@@ -53,11 +53,24 @@ def test_reference_report(tmp_path, capsys):
 def test_reference_json_has_the_anchor_shape(tmp_path, capsys):
     assert lab(capsys, "--reference", "--impl", "solutions", "--out", tmp_path)[0] == 0
     record = json.loads((tmp_path / "launch-tax.json").read_text(encoding="utf-8"))
-    assert set(record) == {"gpu", "torch", "partA", "sweep_ms", "tau_eager_us", "t0_eager_us",
-                           "tau_graph_us", "t0_graph_us"}
-    assert record["partA"] == pytest.approx({"eager_us": 1851.64794921875,
-                                             "graph_us": 185.4217529296875,
-                                             "ratio": 9.986141970736847, "replay_correct": True})
+    assert set(record) == {
+        "gpu",
+        "torch",
+        "partA",
+        "sweep_ms",
+        "tau_eager_us",
+        "t0_eager_us",
+        "tau_graph_us",
+        "t0_graph_us",
+    }
+    assert record["partA"] == pytest.approx(
+        {
+            "eager_us": 1851.64794921875,
+            "graph_us": 185.4217529296875,
+            "ratio": 9.986141970736847,
+            "replay_correct": True,
+        }
+    )
     assert record["sweep_ms"] == {str(n): list(t) for n, t in lesson.H200_SWEEP.items()}
     assert record["tau_eager_us"] == pytest.approx(lesson.H200_TAU_EAGER_US, rel=1e-9)
     assert record["tau_graph_us"] == pytest.approx(lesson.H200_TAU_GRAPH_US, rel=1e-9)
@@ -68,15 +81,21 @@ def svg_parts(path):
     root = ET.parse(path).getroot()
     assert root.tag == f"{SVG}svg"
     panels = {g.get("data-name"): g for g in root.iter(f"{SVG}g") if g.get("class") == "panel"}
-    series = {name: {g.get("data-name"): g for g in panel.iter(f"{SVG}g")
-                     if g.get("class") == "series"} for name, panel in panels.items()}
+    series = {
+        name: {g.get("data-name"): g for g in panel.iter(f"{SVG}g") if g.get("class") == "series"}
+        for name, panel in panels.items()
+    }
     return root, panels, series
 
 
 STEP, SPEEDUP = "(a) step time per iteration (log scale)", "(b) speedup of the CUDA graph"
 LESSON_SERIES = {"lesson's model, eager: N × 5 µs", "lesson's model, graph: one launch, 5 µs"}
-MARKED_SERIES = {"Part A eager, N = 200 (separate run)", "Part A graph, N = 200 (separate run)",
-                 "7B decode step, eager (H200, batch 1)", "7B decode step, graph (H200, batch 1)"}
+MARKED_SERIES = {
+    "Part A eager, N = 200 (separate run)",
+    "Part A graph, N = 200 (separate run)",
+    "7B decode step, eager (H200, batch 1)",
+    "7B decode step, graph (H200, batch 1)",
+}
 
 
 def check_panels_and_marks(panels, series):
@@ -94,8 +113,7 @@ def check_panels_and_marks(panels, series):
     for name in ("7B decode step, eager (H200, batch 1)", "7B decode step, graph (H200, batch 1)"):
         assert len(series[STEP][name].findall(f"{SVG}polygon")) == 1, name
     (speedup_7b,) = [n for n in series[SPEEDUP] if n.startswith("7B decode step")]
-    assert speedup_7b.endswith(f"{seven_b['eager_ms'] / seven_b['graph_ms']:.1f}x") and \
-        speedup_7b.endswith("4.5x")
+    assert speedup_7b.endswith(f"{seven_b['eager_ms'] / seven_b['graph_ms']:.1f}x") and speedup_7b.endswith("4.5x")
     # Readable: on the log axis the graph's measured points span over a quarter of the plot's height
     # (on the old 0-8000 µs linear axis they were squashed into its bottom tenth).
     frame = [r for r in panels[STEP].findall(f"{SVG}rect") if r.get("fill") == "none"][-1]
@@ -108,18 +126,24 @@ def test_reference_svg_is_a_chart_of_both_series(tmp_path, capsys):
     assert lab(capsys, "--reference", "--impl", "solutions", "--out", tmp_path)[0] == 0
     root, panels, series = svg_parts(tmp_path / "launch-tax.svg")
     check_panels_and_marks(panels, series)
-    assert set(series[STEP]) == {"eager, measured", "eager fit: 25.0 + 7.99·N µs",
-                                 "graph, measured", "graph fit: 1.3 + 1.10·N µs"} \
-        | LESSON_SERIES | MARKED_SERIES
+    assert (
+        set(series[STEP])
+        == {"eager, measured", "eager fit: 25.0 + 7.99·N µs", "graph, measured", "graph fit: 1.3 + 1.10·N µs"}
+        | LESSON_SERIES
+        | MARKED_SERIES
+    )
     for name, g in series[STEP].items():
         if "measured" in name:  # one point per N
             assert len(g.findall(f"{SVG}circle")) == len(lesson.H200_SWEEP), name
         elif "fit:" in name:  # the fitted line: solid over the sweep, dashed on to N = 1579
             solid, dashed = g.findall(f"{SVG}polyline")
             assert solid.get("stroke-dasharray") is None and dashed.get("stroke-dasharray"), name
-    assert set(series[SPEEDUP]) == {"eager ÷ graph, measured", "eager fit ÷ graph fit",
-                                    "Part A, N = 200 (separate run): 10.0x",
-                                    "7B decode step (H200, batch 1): 4.5x"}
+    assert set(series[SPEEDUP]) == {
+        "eager ÷ graph, measured",
+        "eager fit ÷ graph fit",
+        "Part A, N = 200 (separate run): 10.0x",
+        "7B decode step (H200, batch 1): 4.5x",
+    }
     texts = [t.text for t in root.iter(f"{SVG}text")]
     assert "step time (µs, log scale)" in texts and "number of kernels N" in texts
     assert "100 000" in texts and "1" in texts  # the log axis's decades
@@ -138,11 +162,9 @@ def test_from_reads_a_saved_run_back_to_the_same_report(tmp_path, capsys):
 
 def test_from_reads_the_bundled_h200_anchor(tmp_path, capsys):
     assert lesson.H200_ANCHOR == ANCHOR and ANCHOR.is_file()
-    code, reference, err = lab(capsys, "--reference", "--impl", "solutions",
-                               "--out", tmp_path / "a")
+    code, reference, err = lab(capsys, "--reference", "--impl", "solutions", "--out", tmp_path / "a")
     assert code == 0, err
-    code, anchor, err = lab(capsys, "--from", ANCHOR, "--impl", "solutions",
-                            "--out", tmp_path / "b")
+    code, anchor, err = lab(capsys, "--from", ANCHOR, "--impl", "solutions", "--out", tmp_path / "b")
     assert code == 0, err
     assert report_part(anchor) == report_part(reference)
 
@@ -152,8 +174,14 @@ def test_reference_says_it_shows_the_bundled_measurement(tmp_path, capsys):
     assert code == 0, err
     assert "this run" not in out, out
     first = out.splitlines()[0]
-    for named in ("bundled", "NVIDIA H200", "2.11.0+cu130", "2026-11-30",
-                  "coursekit/data/h200-anchor-2026-11-30.json", "not measured here"):
+    for named in (
+        "bundled",
+        "NVIDIA H200",
+        "2.11.0+cu130",
+        "2026-11-30",
+        "coursekit/data/h200-anchor-2026-11-30.json",
+        "not measured here",
+    ):
         assert named in first, first
 
 
@@ -168,13 +196,11 @@ def test_the_lesson_reads_the_bundled_anchor():
     anchor = json.loads(ANCHOR.read_text(encoding="utf-8"))
     assert lesson.H200_PART_A == (anchor["partA"]["eager_us"], anchor["partA"]["graph_us"])
     assert lesson.H200_SWEEP == {int(n): tuple(t) for n, t in anchor["sweep_ms"].items()}
-    assert (lesson.H200_TAU_EAGER_US, lesson.H200_TAU_GRAPH_US) == (anchor["tau_eager_us"],
-                                                                    anchor["tau_graph_us"])
+    assert (lesson.H200_TAU_EAGER_US, lesson.H200_TAU_GRAPH_US) == (anchor["tau_eager_us"], anchor["tau_graph_us"])
     assert lesson.H200_DATE == "2026-11-30" and anchor["gpu"] == "NVIDIA H200"
 
 
-@pytest.mark.skipif(torch.cuda.is_available(),
-                    reason="checks the message on a machine without CUDA")
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message on a machine without CUDA")
 def test_measuring_without_cuda_says_what_to_do(tmp_path, capsys):
     code, out, err = lab(capsys, "--out", tmp_path)
     assert code == 2 and "CUDA" in err and "--reference" in err and "--from" in err, err
@@ -213,8 +239,7 @@ def pretend_cuda(monkeypatch):
 def test_measuring_fits_exercise_2_results_with_exercise_1(tmp_path, capsys, monkeypatch):
     pretend_cuda(monkeypatch)
     submission = measuring_submission(tmp_path, launch_model="solutions")
-    code, out, err = lab(capsys, "--impl", submission, "--sizes", 40, 10, 20, "--iters", 3,
-                         "--out", tmp_path / "out")
+    code, out, err = lab(capsys, "--impl", submission, "--sizes", 40, 10, 20, "--iters", 3, "--out", tmp_path / "out")
     assert code == 0, err
     record = json.loads((tmp_path / "out/launch-tax.json").read_text(encoding="utf-8"))
     assert record["gpu"] == "Fake GPU" and list(record["sweep_ms"]) == ["10", "20", "40"]
@@ -235,8 +260,7 @@ UNFITTED = "The fitted lines appear once exercise 1's fit_launch_model is done."
 
 
 @pytest.mark.parametrize("source", ["--reference", "--from"])
-def test_unfinished_exercise_1_shows_the_points_and_the_lesson_without_fits(tmp_path, capsys,
-                                                                              source):
+def test_unfinished_exercise_1_shows_the_points_and_the_lesson_without_fits(tmp_path, capsys, source):
     args = ["--reference"] if source == "--reference" else ["--from", ANCHOR]
     code, out, err = lab(capsys, *args, "--impl", "exercises", "--out", tmp_path)
     assert code == 0 and err == "", out + err
@@ -247,39 +271,42 @@ def test_unfinished_exercise_1_shows_the_points_and_the_lesson_without_fits(tmp_
     # The measured sweep beside the lesson's model (τ = 5 µs, a graph one launch): no fit of the
     # lab's own, so no fitted slope and no model column.
     assert "τ, eager" not in out and "ν, graph" not in out and "eager model" not in out, out
-    assert re.search(r"^\s+200 \|\s+1585\.4 \|\s+1000\.0 \|\s+220\.5 \|\s+5\.0 \|\s+7\.2x \|"
-                     r"\s+200\.0x$", out, re.MULTILINE), out
+    assert re.search(
+        r"^\s+200 \|\s+1585\.4 \|\s+1000\.0 \|\s+220\.5 \|\s+5\.0 \|\s+7\.2x \|"
+        r"\s+200\.0x$",
+        out,
+        re.MULTILINE,
+    ), out
     record = json.loads((tmp_path / "launch-tax.json").read_text(encoding="utf-8"))
     assert set(record) == {"gpu", "torch", "partA", "sweep_ms"}
     root, panels, series = svg_parts(tmp_path / "launch-tax.svg")
     check_panels_and_marks(panels, series)
-    assert set(series[STEP]) == {"eager, measured", "graph, measured"} | LESSON_SERIES \
-        | MARKED_SERIES
-    assert set(series[SPEEDUP]) == {"eager ÷ graph, measured",
-                                    "Part A, N = 200 (separate run): 10.0x",
-                                    "7B decode step (H200, batch 1): 4.5x"}
+    assert set(series[STEP]) == {"eager, measured", "graph, measured"} | LESSON_SERIES | MARKED_SERIES
+    assert set(series[SPEEDUP]) == {
+        "eager ÷ graph, measured",
+        "Part A, N = 200 (separate run): 10.0x",
+        "7B decode step (H200, batch 1): 4.5x",
+    }
     texts = " ".join(t.text or "" for t in root.iter(f"{SVG}text"))
     assert "Not fitted yet" in texts and "fit_launch_model is done" in texts, texts
 
 
 def test_an_unfitted_file_is_fitted_once_exercise_1_is_done(tmp_path, capsys):
     assert lab(capsys, "--reference", "--out", tmp_path / "stubs")[0] == 0
-    code, again, err = lab(capsys, "--from", tmp_path / "stubs/launch-tax.json", "--impl",
-                           "solutions", "--out", tmp_path / "b")
+    code, again, err = lab(
+        capsys, "--from", tmp_path / "stubs/launch-tax.json", "--impl", "solutions", "--out", tmp_path / "b"
+    )
     assert code == 0, err
-    code, reference, err = lab(capsys, "--from", ANCHOR, "--impl", "solutions",
-                               "--out", tmp_path / "c")
+    code, reference, err = lab(capsys, "--from", ANCHOR, "--impl", "solutions", "--out", tmp_path / "c")
     assert code == 0, err
     assert report_part(again) == report_part(reference)
     assert "DecodeStep(gpu_node_us=1.10)" in again and UNFITTED not in again
 
 
-def test_measuring_with_exercise_1_unfinished_reports_without_fits(tmp_path, capsys,
-                                                                   monkeypatch):
+def test_measuring_with_exercise_1_unfinished_reports_without_fits(tmp_path, capsys, monkeypatch):
     pretend_cuda(monkeypatch)
     submission = measuring_submission(tmp_path, launch_model="exercises")
-    code, out, err = lab(capsys, "--impl", submission, "--sizes", 40, 10, 20, "--iters", 3,
-                         "--out", tmp_path / "out")
+    code, out, err = lab(capsys, "--impl", submission, "--sizes", 40, 10, 20, "--iters", 3, "--out", tmp_path / "out")
     assert code == 0, err
     assert UNFITTED in out and "GPU: Fake GPU" in out, out
     record = json.loads((tmp_path / "out/launch-tax.json").read_text(encoding="utf-8"))
@@ -292,18 +319,21 @@ def test_measuring_with_exercise_1_unfinished_reports_without_fits(tmp_path, cap
 def test_part_a_against_the_sweep_at_200_is_explained(tmp_path, capsys, impl):
     code, out, err = lab(capsys, "--reference", "--impl", impl, "--out", tmp_path)
     assert code == 0, err
-    assert "Why Part A says 10.0x and the sweep's N = 200 says 7.2x: they are two separate " \
-        "measurements of the" in out, out
+    assert (
+        "Why Part A says 10.0x and the sweep's N = 200 says 7.2x: they are two separate measurements of the" in out
+    ), out
     assert "same chain of 200 tiny kernels, made one after the other in one run" in out
     assert re.search(r"Part A\s+eager\s+1852 µs, graph\s+185 µs -> 10\.0x", out), out
     assert re.search(r"sweep, N = 200\s+eager\s+1585 µs, graph\s+221 µs ->\s+7\.2x", out), out
-    assert "Eager differs by 14 %, graph by 19 %, and their ratio by 28 %: a ratio of two noisy " \
-        "times moves" in out, out
+    assert "Eager differs by 14 %, graph by 19 %, and their ratio by 28 %: a ratio of two noisy times moves" in out, out
     assert "Repeat each measurement and take the median before you quote a speedup." in out
     # The 7B step against what the tiny-kernel lines say at its N.
     assert "7B decode step (batch 1, 1579 kernels) took eager 29.7 ms" in out, out
-    assert ("extrapolated to N = 1579: eager 12.64 ms" if impl == "solutions"
-            else "The lesson's model at N = 1579: eager 7.89 ms") in out, out
+    assert (
+        "extrapolated to N = 1579: eager 12.64 ms"
+        if impl == "solutions"
+        else "The lesson's model at N = 1579: eager 7.89 ms"
+    ) in out, out
 
 
 def test_the_lessons_model_constants_are_the_lessons():
@@ -324,13 +354,16 @@ def test_missing_module_is_reported(tmp_path, capsys):
     assert code == 1 and "module 'launch_model' not in submission" in err, err
 
 
-@pytest.mark.parametrize("args, named", [
-    (["--reference", "--iters", "0"], "--iters"),
-    (["--reference", "--sizes", "100", "100"], "--sizes"),
-    (["--reference", "--impl", "no/such/dir"], "--impl"),
-    (["--from", "no/such/file.json"], "--from"),
-    (["--reference", "--from", "x.json"], "--from"),
-])
+@pytest.mark.parametrize(
+    "args, named",
+    [
+        (["--reference", "--iters", "0"], "--iters"),
+        (["--reference", "--sizes", "100", "100"], "--sizes"),
+        (["--reference", "--impl", "no/such/dir"], "--impl"),
+        (["--from", "no/such/file.json"], "--from"),
+        (["--reference", "--from", "x.json"], "--from"),
+    ],
+)
 def test_bad_arguments_exit_2_naming_the_argument(tmp_path, capsys, args, named):
     code, _, err = lab(capsys, *args, "--out", tmp_path)
     assert code == 2 and named in err, err
@@ -344,33 +377,58 @@ def test_from_rejects_a_file_of_another_shape(tmp_path, capsys):
 
 
 def test_svgplot_ticks_and_rules(tmp_path):
-    path = line_chart(tmp_path / "c.svg", [
-        {"name": "a & b", "colour": "red", "style": "line", "points": [(0, -0.3), (2.5, 0.7)]},
-    ], title="<t>", x_label="x", y_label="y")
+    path = line_chart(
+        tmp_path / "c.svg",
+        [
+            {"name": "a & b", "colour": "red", "style": "line", "points": [(0, -0.3), (2.5, 0.7)]},
+        ],
+        title="<t>",
+        x_label="x",
+        y_label="y",
+    )
     root = ET.parse(path).getroot()  # '&' and '<' are escaped
     labels = [t.text for t in root.iter(f"{SVG}text")]
     assert "-0.4" in labels and "0.8" in labels and "a & b" in labels and "<t>" in labels, labels
     with pytest.raises(ValueError, match=r"series\[0\]\.style"):
-        line_chart(tmp_path / "d.svg", [{"name": "a", "colour": "red", "style": "bars",
-                                         "points": [(0, 1)]}], "t", "x", "y")
+        line_chart(
+            tmp_path / "d.svg", [{"name": "a", "colour": "red", "style": "bars", "points": [(0, 1)]}], "t", "x", "y"
+        )
 
 
 def test_svgplot_figure_panels_log_axis_marks_and_legend(tmp_path):
     panels = [
-        {"name": "times", "y_label": "µs", "y_scale": "log",
-         "marks": [{"x": 30, "label": "N = 30"}],
-         "series": [{"name": "a", "colour": "red", "style": "points", "marker": "diamond",
-                     "points": [(10, 3.0), (40, 2500.0)]},
-                    {"name": "b", "colour": "blue", "style": "line", "dashed_after": 20,
-                     "points": [(10, 5.0), (20, 6.0), (40, 8.0)]}],
-         "notes": ["a note"]},
-        {"name": "ratio", "y_label": "x", "series": [
-            {"name": "c", "colour": "green", "style": "points", "points": [(10, 10.0)]}]},
+        {
+            "name": "times",
+            "y_label": "µs",
+            "y_scale": "log",
+            "marks": [{"x": 30, "label": "N = 30"}],
+            "series": [
+                {
+                    "name": "a",
+                    "colour": "red",
+                    "style": "points",
+                    "marker": "diamond",
+                    "points": [(10, 3.0), (40, 2500.0)],
+                },
+                {
+                    "name": "b",
+                    "colour": "blue",
+                    "style": "line",
+                    "dashed_after": 20,
+                    "points": [(10, 5.0), (20, 6.0), (40, 8.0)],
+                },
+            ],
+            "notes": ["a note"],
+        },
+        {
+            "name": "ratio",
+            "y_label": "x",
+            "series": [{"name": "c", "colour": "green", "style": "points", "points": [(10, 10.0)]}],
+        },
     ]
     root = ET.parse(figure(tmp_path / "f.svg", panels, "t", "N", caption=["cap"])).getroot()
     groups = [g for g in root.iter(f"{SVG}g") if g.get("class") == "panel"]
-    assert [(g.get("data-name"), g.get("data-y-scale")) for g in groups] == [
-        ("times", "log"), ("ratio", "linear")]
+    assert [(g.get("data-name"), g.get("data-y-scale")) for g in groups] == [("times", "log"), ("ratio", "linear")]
     texts = [t.text for t in root.iter(f"{SVG}text")]
     # Decades 1 ... 10 000 (2500 needs 10 000), the linear axis past 10 with headroom.
     assert {"1", "10", "100", "1 000", "10 000"} <= set(texts) and "100 000" not in texts, texts
@@ -383,8 +441,7 @@ def test_svgplot_figure_panels_log_axis_marks_and_legend(tmp_path):
     frames = [r for g in groups for r in g.findall(f"{SVG}rect") if r.get("fill") == "none"]
     right = max(float(r.get("x")) + float(r.get("width")) for r in frames)
     legends = [g for g in root.iter(f"{SVG}g") if g.get("class") == "legend"]
-    assert len(legends) == 2 and all(float(t.get("x")) > right for g in legends
-                                     for t in g.iter(f"{SVG}text"))
+    assert len(legends) == 2 and all(float(t.get("x")) > right for g in legends for t in g.iter(f"{SVG}text"))
     bad = [{**panels[0], "series": [{**panels[0]["series"][0], "points": [(1, 0.0)]}]}]
     with pytest.raises(ValueError, match=r"panels\[0\]\.series\[0\]\.points: a log axis"):
         figure(tmp_path / "g.svg", bad, "t", "N")
@@ -394,9 +451,22 @@ def test_svgplot_figure_panels_log_axis_marks_and_legend(tmp_path):
 
 def test_module_entry_point(tmp_path):
     run = subprocess.run(
-        [sys.executable, "-m", "coursekit.lab", "launch-tax", "--reference", "--impl", "solutions",
-         "--out", str(tmp_path)],
-        cwd=REPO_ROOT, capture_output=True, text=True, encoding="utf-8", timeout=300,
+        [
+            sys.executable,
+            "-m",
+            "coursekit.lab",
+            "launch-tax",
+            "--reference",
+            "--impl",
+            "solutions",
+            "--out",
+            str(tmp_path),
+        ],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        encoding="utf-8",
+        timeout=300,
     )
     assert run.returncode == 0, run.stderr
     assert "7.99 µs" in run.stdout and (tmp_path / "launch-tax.svg").is_file()
@@ -438,10 +508,8 @@ def test_the_lessons_speedups_are_the_seed_reports(steps):
     from coursekit.lab import speedup as lab_module
     from coursekit.impl import Implementation
 
-    step = (lab_module.lesson_step if steps == "arithmetic" else
-            lab_module.student_step(Implementation("solutions")))
-    record = lab_module.speedup_record(lab_module.pipeline_eager_ms_equal, "closed form", step,
-                                       steps)
+    step = lab_module.lesson_step if steps == "arithmetic" else lab_module.student_step(Implementation("solutions"))
+    record = lab_module.speedup_record(lab_module.pipeline_eager_ms_equal, "closed form", step, steps)
     printed = [float(x) for x in re.findall(r"加速比 ([\d.]+)x", lesson.SEED_REPORT)]
     assert printed == [1.36, 1.14]
     points = record["points"]
@@ -451,9 +519,11 @@ def test_the_lessons_speedups_are_the_seed_reports(steps):
 
 
 def speedup_lines():
-    return [f"{name} ({gib:g} GiB at 1 TB/s, T = {gib * 1024**3 / 1e9:.2f} ms): additive "
-            f"{lesson_speedups()[name][0]:.2f}x, pipeline {lesson_speedups()[name][1]:.2f}x"
-            for name, gib in (("AWQ", 5.5), ("BF16", 14.2))]
+    return [
+        f"{name} ({gib:g} GiB at 1 TB/s, T = {gib * 1024**3 / 1e9:.2f} ms): additive "
+        f"{lesson_speedups()[name][0]:.2f}x, pipeline {lesson_speedups()[name][1]:.2f}x"
+        for name, gib in (("AWQ", 5.5), ("BF16", 14.2))
+    ]
 
 
 @pytest.mark.parametrize("impl", ["exercises", "solutions"])
@@ -467,8 +537,12 @@ def test_speedup_reference_works_on_any_implementation(tmp_path, capsys, impl):
     assert "BF16 (14.2 GiB at 1 TB/s, T = 15.25 ms): additive 1.14x, pipeline 1.00x" in out
     assert "turns CPU-bound below T = N·τ = 2.15 ms" in out
     # A row of the table, below the turn: the two models part (3.13x against 2.14x).
-    assert re.search(r"^\s+1\.00 ms \|\s+2\.33 µs \|\s+3\.15 ms \|\s+2\.15 ms \|\s+1\.00 ms \|"
-                     r"\s+3\.13x \|\s+2\.14x$", out, re.MULTILINE), out
+    assert re.search(
+        r"^\s+1\.00 ms \|\s+2\.33 µs \|\s+3\.15 ms \|\s+2\.15 ms \|\s+1\.00 ms \|"
+        r"\s+3\.13x \|\s+2\.14x$",
+        out,
+        re.MULTILINE,
+    ), out
     for name in ("speedup.json", "speedup.svg"):
         assert f"wrote {tmp_path / name}" in out
     record = json.loads((tmp_path / "speedup.json").read_text(encoding="utf-8"))
@@ -477,8 +551,7 @@ def test_speedup_reference_works_on_any_implementation(tmp_path, capsys, impl):
         assert point["speedup_additive"] == pytest.approx(additive, rel=1e-12), name
         assert point["speedup_pipeline"] == pytest.approx(pipeline, rel=1e-12), name
     for row in record["curve"][::7]:  # the closed form is the walked pipeline, everywhere
-        assert row["eager_pipeline_ms"] == pytest.approx(simulate_equal(row["compute_ms"]),
-                                                         rel=1e-9), row
+        assert row["eager_pipeline_ms"] == pytest.approx(simulate_equal(row["compute_ms"]), rel=1e-9), row
 
 
 def test_speedup_svg_marks_both_models_and_the_turn(tmp_path, capsys):
@@ -487,14 +560,17 @@ def test_speedup_svg_marks_both_models_and_the_turn(tmp_path, capsys):
     step, speed = "(a) step time (log scale)", "(b) speedup of the CUDA graph, eager ÷ graph"
     assert list(panels) == [step, speed]
     assert panels[step].get("data-y-scale") == "log"
-    assert {"AWQ, additive: 1.36x", "AWQ, pipeline: 1.00x", "BF16, additive: 1.14x",
-            "BF16, pipeline: 1.00x"} <= set(series[speed]), set(series[speed])
-    assert {"eager, additive: T + N·τ", "graph: T + τ (both models)",
-            "eager, pipeline, equal kernels: max(N·τ + t, τ + N·t)"} <= set(series[step])
+    assert {"AWQ, additive: 1.36x", "AWQ, pipeline: 1.00x", "BF16, additive: 1.14x", "BF16, pipeline: 1.00x"} <= set(
+        series[speed]
+    ), set(series[speed])
+    assert {
+        "eager, additive: T + N·τ",
+        "graph: T + τ (both models)",
+        "eager, pipeline, equal kernels: max(N·τ + t, τ + N·t)",
+    } <= set(series[step])
     for panel in panels.values():
         marks = [g for g in panel.iter(f"{SVG}g") if g.get("class") == "mark"]
-        assert [g.get("data-name") for g in marks] == [
-            "CPU-bound below N·τ = 2.15 ms", "AWQ 5.91 ms", "BF16 15.25 ms"]
+        assert [g.get("data-name") for g in marks] == ["CPU-bound below N·τ = 2.15 ms", "AWQ 5.91 ms", "BF16 15.25 ms"]
         # Readable: close marks' labels are stacked, not drawn over each other.
         ys = [float(g.find(f"{SVG}text").get("y")) for g in marks]
         assert len(set(ys)) == 3, ys
@@ -548,8 +624,9 @@ def submission_with(tmp_path, old, new):
 def test_speedup_points_come_from_the_students_decode_step(tmp_path, capsys):
     """Without --reference the AWQ and BF16 points are exercise 1's DecodeStep: a wrong eager_ms
     (the launches counted twice) moves the printed additive speedup, and the lab says so."""
-    submission = submission_with(tmp_path, "return self.compute_ms + self.launch_ms",
-                                 "return self.compute_ms + 2 * self.launch_ms")
+    submission = submission_with(
+        tmp_path, "return self.compute_ms + self.launch_ms", "return self.compute_ms + 2 * self.launch_ms"
+    )
     code, out, err = run_lab(capsys, "speedup", "--impl", submission, "--out", tmp_path / "o")
     assert code == 0, err
     compute = 5.5 * 1024**3 / 1e9
@@ -566,9 +643,11 @@ def test_speedup_points_come_from_the_students_decode_step(tmp_path, capsys):
 def test_speedup_says_which_decode_step_method_is_unfinished(tmp_path, capsys):
     """A NotImplementedError from a DecodeStep method (not a module function) is an unfinished
     exercise 1, said as such, not a traceback."""
-    submission = submission_with(tmp_path, "return self.compute_ms + self.launch_ms + self.n_kernels "
-                                 "* self.gpu_node_us / 1e3",
-                                 'raise NotImplementedError("exercise 1: DecodeStep.eager_ms")')
+    submission = submission_with(
+        tmp_path,
+        "return self.compute_ms + self.launch_ms + self.n_kernels * self.gpu_node_us / 1e3",
+        'raise NotImplementedError("exercise 1: DecodeStep.eager_ms")',
+    )
     code, out, err = run_lab(capsys, "speedup", "--impl", submission, "--out", tmp_path / "o")
     assert code == 1 and out == "", out
     assert "exercise 1 is not finished: DecodeStep.eager_ms" in err, err
@@ -577,8 +656,9 @@ def test_speedup_says_which_decode_step_method_is_unfinished(tmp_path, capsys):
 
 def test_speedup_says_when_simulate_eager_ms_misses_the_closed_form(tmp_path, capsys):
     # Wrong on purpose: the additive model, not the pipeline.
-    submission = submission_with(tmp_path, "    return end_us / 1e3\n", "    return (len(kernel_us) "
-                                 "* launch_us + sum(kernel_us)) / 1e3\n")
+    submission = submission_with(
+        tmp_path, "    return end_us / 1e3\n", "    return (len(kernel_us) * launch_us + sum(kernel_us)) / 1e3\n"
+    )
     code, out, err = run_lab(capsys, "speedup", "--impl", submission, "--out", tmp_path / "o")
     assert code == 0, err
     assert "Your simulate_eager_ms differs from the equal-kernel closed form at" in out, out
@@ -588,18 +668,28 @@ def test_speedup_says_when_simulate_eager_ms_misses_the_closed_form(tmp_path, ca
 def timeline_boxes(path):
     """{scenario: {lane: [(kind, start, end)]}} of a timeline SVG."""
     root = ET.parse(path).getroot()
-    return {s.get("data-name"): {
-        lane.get("data-name"): [(r.get("data-kind"), float(r.get("data-start")),
-                                 float(r.get("data-end"))) for r in lane.iter(f"{SVG}rect")
-                                if r.get("class") == "box"]
-        for lane in s.iter(f"{SVG}g") if lane.get("class") == "lane"}
-        for s in root.iter(f"{SVG}g") if s.get("class") == "scenario"}
+    return {
+        s.get("data-name"): {
+            lane.get("data-name"): [
+                (r.get("data-kind"), float(r.get("data-start")), float(r.get("data-end")))
+                for r in lane.iter(f"{SVG}rect")
+                if r.get("class") == "box"
+            ]
+            for lane in s.iter(f"{SVG}g")
+            if lane.get("class") == "lane"
+        }
+        for s in root.iter(f"{SVG}g")
+        if s.get("class") == "scenario"
+    }
 
 
 def scenario_texts(path, name):
     """The <text> elements of one scenario of a timeline SVG."""
-    (scenario,) = [s for s in ET.parse(path).getroot().iter(f"{SVG}g")
-                   if s.get("class") == "scenario" and s.get("data-name") == name]
+    (scenario,) = [
+        s
+        for s in ET.parse(path).getroot().iter(f"{SVG}g")
+        if s.get("class") == "scenario" and s.get("data-name") == name
+    ]
     return list(scenario.iter(f"{SVG}text"))
 
 
@@ -618,10 +708,10 @@ def test_timeline_draws_exercise_9_against_a_graph_replay(tmp_path, capsys):
         # every kernel costs the GPU its bytes' time plus nu, eager and in the graph alike
         times = [t + nu for _, t in kernels]
         lanes = boxes[name]
-        assert list(lanes) == ["eager: CPU launches", "eager: GPU kernels",
-                               "graph: launch + replay"]
+        assert list(lanes) == ["eager: CPU launches", "eager: GPU kernels", "graph: launch + replay"]
         assert [(s, e) for _, s, e in lanes["eager: CPU launches"]] == [
-            (pytest.approx(5.0 * k), pytest.approx(5.0 * (k + 1))) for k in range(len(times))]
+            (pytest.approx(5.0 * k), pytest.approx(5.0 * (k + 1))) for k in range(len(times))
+        ]
         gpu = [b for b in lanes["eager: GPU kernels"] if b[0] in ("kernel", "node")]
         assert [k for k, _, _ in gpu] == ["kernel", "node"] * len(times)
         eager_end = simulate_eager_ms(times, 5.0) * 1e3
@@ -638,10 +728,13 @@ def test_timeline_draws_exercise_9_against_a_graph_replay(tmp_path, capsys):
         graph_end = 5.0 + sum(times)
         assert replay[-1][2] == pytest.approx(graph_end, abs=1e-3)
         assert eager_end >= graph_end - 1e-9, "a graph never adds GPU work"
-        assert re.search(rf"^{re.escape(name)}\s+\|\s+{len(times)} \|\s+{sum(times):.1f} µs \|"
-                         rf"\s+{eager_end:.1f} µs \|\s+{idle:.1f} µs \|\s+{additive:.1f} µs \|"
-                         rf"\s+{graph_end:.1f} µs \|\s+{eager_end / graph_end:.2f}x$", out,
-                         re.MULTILINE), (name, out)
+        assert re.search(
+            rf"^{re.escape(name)}\s+\|\s+{len(times)} \|\s+{sum(times):.1f} µs \|"
+            rf"\s+{eager_end:.1f} µs \|\s+{idle:.1f} µs \|\s+{additive:.1f} µs \|"
+            rf"\s+{graph_end:.1f} µs \|\s+{eager_end / graph_end:.2f}x$",
+            out,
+            re.MULTILINE,
+        ), (name, out)
         notes = [t.text for t in scenario_texts(tmp_path / "timeline.svg", name)]
         assert f"eager ends at {eager_end:.1f} µs (GPU idle {idle:.1f} µs)" in notes, notes
         assert f"additive model: {additive:.1f} µs" in notes, notes
@@ -663,8 +756,7 @@ def test_timeline_7b_layer_is_its_bytes_over_the_bandwidth():
     sizes = dict(lab_module.LAYER_7B_BYTES)
     assert sum(sizes[k] for k in ("qkv", "o_proj", "gate_up", "down")) == pytest.approx(weights, rel=1e-3)
     bandwidth = lesson.h200_anchor()["copy_TBps"] * 1e12
-    assert sum(t for _, t in layer) == pytest.approx(
-        sum(b for _, b in lab_module.LAYER_7B_BYTES) / bandwidth * 1e6)
+    assert sum(t for _, t in layer) == pytest.approx(sum(b for _, b in lab_module.LAYER_7B_BYTES) / bandwidth * 1e6)
     assert 105 < sum(t for _, t in layer) < 115
     assert sum(t < 1.0 for _, t in layer) == 11  # everything but the four projections is tiny
 
@@ -679,8 +771,7 @@ def test_timeline_needs_exercise_9(tmp_path, capsys):
 def test_timeline_refuses_a_malformed_eager_timeline(tmp_path, capsys):
     submission = tmp_path / "submission"
     submission.mkdir()
-    (submission / "tradeoffs.py").write_text("def eager_timeline(kernel_us, launch_us):\n"
-                                             "    return [(0.0, 1.0)]\n")
+    (submission / "tradeoffs.py").write_text("def eager_timeline(kernel_us, launch_us):\n    return [(0.0, 1.0)]\n")
     code, out, err = run_lab(capsys, "timeline", "--impl", submission, "--out", tmp_path / "o")
     assert code == 1 and "eager_timeline" in err and "(launched, start, end) per kernel" in err
     assert "Traceback" not in err
@@ -695,8 +786,7 @@ def fusion_bytes(rows, hidden=3584):
 
 
 def test_fusion_reference_is_modelled_and_says_so(tmp_path, capsys):
-    code, out, err = run_lab(capsys, "fusion", "--reference", "--impl", "exercises",
-                             "--out", tmp_path)
+    code, out, err = run_lab(capsys, "fusion", "--reference", "--impl", "exercises", "--out", tmp_path)
     assert code == 0 and err == "", err
     assert "modelled, not measured" in out.splitlines()[0]
     assert "no bundled fused measurement exists" in out
@@ -735,8 +825,13 @@ def test_fusion_chart_draws_measured_points_when_there_are_some(tmp_path):
     from coursekit.lab import fusion as lab_module
 
     record = lab_module.fusion_record(lab_module._chain_bytes_rule, [1, 64, 4096], 3584, "x")
-    record["measured"] = {"gpu": "Fake GPU", "torch": "0", "iters": 5,
-                          "unfused_us": [70.0, 72.0, 150.0], "fused_us": [9.0, 9.5, 30.0]}
+    record["measured"] = {
+        "gpu": "Fake GPU",
+        "torch": "0",
+        "iters": 5,
+        "unfused_us": [70.0, 72.0, 150.0],
+        "fused_us": [9.0, 9.5, 30.0],
+    }
     _, svg = lab_module.write_fusion(record, tmp_path)
     root, panels, series = svg_parts(svg)
     assert "measured on Fake GPU" in [t.text for t in root.iter(f"{SVG}text")][0]
@@ -763,9 +858,14 @@ def test_fusion_checks_the_fused_result_before_drawing_its_time(tmp_path):
     assert "tuple (out, new_residual)" in lab_module.fused_mismatch(out, want)
 
     record = lab_module.fusion_record(lab_module._chain_bytes_rule, [1, 64, 4096], 3584, "x")
-    record["measured"] = {"gpu": "Fake GPU", "torch": "0", "iters": 5,
-                          "unfused_us": [70.0, 72.0, 150.0], "fused_us": None,
-                          "fused_mismatch": "at 1 x 3584: out: wrong"}
+    record["measured"] = {
+        "gpu": "Fake GPU",
+        "torch": "0",
+        "iters": 5,
+        "unfused_us": [70.0, 72.0, 150.0],
+        "fused_us": None,
+        "fused_mismatch": "at 1 x 3584: out: wrong",
+    }
     text = lab_module.fusion_report(record)
     assert "does not match add_rms_norm_reference" in text and "at 1 x 3584: out: wrong" in text
     assert "| fused meas" not in text and "meas ratio" not in text, text
@@ -777,43 +877,59 @@ def test_fusion_checks_the_fused_result_before_drawing_its_time(tmp_path):
     assert "fused (yours), measured" not in series[time_panel]
 
 
-@pytest.mark.parametrize("lab_name, args, named", [
-    ("timeline", ["--launch-us", "0"], "--launch-us"),
-    ("fusion", ["--reference", "--rows", "8", "8"], "--rows"),
-    ("fusion", ["--reference", "--rows", "0", "8"], "--rows"),
-    ("speedup", ["--impl", "no/such/dir"], "--impl"),
-])
+@pytest.mark.parametrize(
+    "lab_name, args, named",
+    [
+        ("timeline", ["--launch-us", "0"], "--launch-us"),
+        ("fusion", ["--reference", "--rows", "8", "8"], "--rows"),
+        ("fusion", ["--reference", "--rows", "0", "8"], "--rows"),
+        ("speedup", ["--impl", "no/such/dir"], "--impl"),
+    ],
+)
 def test_model_labs_bad_arguments_exit_2(tmp_path, capsys, lab_name, args, named):
     code, _, err = run_lab(capsys, lab_name, *args, "--out", tmp_path)
     assert code == 2 and named in err, err
 
 
 def test_svgplot_log_x_axis_and_stacked_mark_labels(tmp_path):
-    panels = [{"name": "p", "y_label": "y", "series": [
-        {"name": "a", "colour": "red", "style": "line", "points": [(0.2, 1.0), (40.0, 2.0)]}],
-        "marks": [{"x": 2.0, "label": "a long label at two"}, {"x": 2.5, "label": "close by"}]}]
+    panels = [
+        {
+            "name": "p",
+            "y_label": "y",
+            "series": [{"name": "a", "colour": "red", "style": "line", "points": [(0.2, 1.0), (40.0, 2.0)]}],
+            "marks": [{"x": 2.0, "label": "a long label at two"}, {"x": 2.5, "label": "close by"}],
+        }
+    ]
     root = ET.parse(figure(tmp_path / "f.svg", panels, "t", "x", x_scale="log")).getroot()
     texts = [t.text for t in root.iter(f"{SVG}text")]
     assert {"0.1", "1", "10", "100"} <= set(texts), texts
     marks = [g for g in root.iter(f"{SVG}g") if g.get("class") == "mark"]
     assert len({g.find(f"{SVG}text").get("y") for g in marks}) == 2
     with pytest.raises(ValueError, match="x_scale: a log x axis needs every x > 0"):
-        figure(tmp_path / "g.svg", [{**panels[0], "marks": [{"x": 0, "label": "0"}]}], "t", "x",
-               x_scale="log")
+        figure(tmp_path / "g.svg", [{**panels[0], "marks": [{"x": 0, "label": "0"}]}], "t", "x", x_scale="log")
     with pytest.raises(ValueError, match="x_scale: expected one of"):
         figure(tmp_path / "h.svg", panels, "t", "x", x_scale="symlog")
-    with pytest.raises(ValueError, match=r"panels\[0\]\.mark_labels: expected 'bottom' or 'top', "
-                       r"got 'middle'"):
+    with pytest.raises(
+        ValueError,
+        match=r"panels\[0\]\.mark_labels: expected 'bottom' or 'top', "
+        r"got 'middle'",
+    ):
         figure(tmp_path / "i.svg", [{**panels[0], "mark_labels": "middle"}], "t", "x")
 
 
 def test_svgplot_timeline_lanes_and_rules(tmp_path):
     from coursekit.svgplot import timeline
 
-    scenarios = [{"name": "s", "lanes": [
-        {"name": "cpu", "boxes": [{"start": 0, "end": 5, "colour": "orange", "kind": "launch"}]},
-        {"name": "gpu", "boxes": [{"start": 5, "end": 25, "colour": "blue", "label": "gemm"}]}],
-        "notes": ["a note"]}]
+    scenarios = [
+        {
+            "name": "s",
+            "lanes": [
+                {"name": "cpu", "boxes": [{"start": 0, "end": 5, "colour": "orange", "kind": "launch"}]},
+                {"name": "gpu", "boxes": [{"start": 5, "end": 25, "colour": "blue", "label": "gemm"}]},
+            ],
+            "notes": ["a note"],
+        }
+    ]
     boxes = timeline_boxes(timeline(tmp_path / "t.svg", scenarios, "t", legend=[("red", "x")]))
     assert boxes == {"s": {"cpu": [("launch", 0.0, 5.0)], "gpu": [(None, 5.0, 25.0)]}}
     bad = [{"name": "s", "lanes": [{"name": "l", "boxes": [{"start": 3, "end": 1}]}]}]
@@ -827,8 +943,7 @@ def test_svgplot_timeline_lanes_and_rules(tmp_path):
 def test_prefill_models_decode_paying_the_tax_and_prefill_hiding_it(tmp_path, capsys):
     """Through exercise 1's models: at N = 200 the graph wins about N·τ ÷ N·ν on decode-sized
     kernels and nothing once each kernel (its bytes plus ν) outlasts a launch: exercise 9's τ*."""
-    code, out, err = run_lab(capsys, "prefill", "--impl", "solutions", "--model-only",
-                             "--out", tmp_path)
+    code, out, err = run_lab(capsys, "prefill", "--impl", "solutions", "--model-only", "--out", tmp_path)
     assert code == 0 and err == "", err
     assert "modelled, not measured: --model-only" in out.splitlines()[0], out
     record = json.loads((tmp_path / "prefill.json").read_text(encoding="utf-8"))
@@ -855,18 +970,15 @@ def test_prefill_models_decode_paying_the_tax_and_prefill_hiding_it(tmp_path, ca
 
 
 def test_prefill_needs_exercises_1_and_9(tmp_path, capsys):
-    code, out, err = run_lab(capsys, "prefill", "--impl", "exercises", "--model-only",
-                             "--out", tmp_path)
+    code, out, err = run_lab(capsys, "prefill", "--impl", "exercises", "--model-only", "--out", tmp_path)
     assert code == 1 and "exercise 1 is not finished: DecodeStep" in err, err
     assert "Traceback" not in err and not (tmp_path / "prefill.svg").exists()
 
 
-def test_prefill_measures_every_size_with_exercise_2_where_there_is_cuda(tmp_path, capsys,
-                                                                         monkeypatch):
+def test_prefill_measures_every_size_with_exercise_2_where_there_is_cuda(tmp_path, capsys, monkeypatch):
     pretend_cuda(monkeypatch)
     submission = measuring_submission(tmp_path, launch_model="solutions", tradeoffs="solutions")
-    code, out, err = run_lab(capsys, "prefill", "--impl", submission, "--iters", 2,
-                             "--out", tmp_path / "out")
+    code, out, err = run_lab(capsys, "prefill", "--impl", submission, "--iters", 2, "--out", tmp_path / "out")
     assert code == 0, err
     assert out.startswith("prefill lab: measured on Fake GPU with your measure_launch_tax"), out
     record = json.loads((tmp_path / "out/prefill.json").read_text(encoding="utf-8"))
@@ -882,12 +994,13 @@ def test_prefill_says_when_a_measured_replay_did_not_match_eager():
 
     from coursekit.lab import prefill as lab_module
 
-    record = lab_module.prefill_record(DecodeStep, simulate_eager_ms, cpu_bound_launch_us, 8.0, 1.1,
-                                       4e12, numels=(1024, 4096))
-    record["measured"] = [{"numel": 1024, "eager_us": 1600.0, "graph_us": 230.0, "gpu": "Fake GPU",
-                           "replay_matches_eager": True},
-                          {"numel": 4096, "eager_us": 1600.0, "graph_us": 230.0, "gpu": "Fake GPU",
-                           "replay_matches_eager": False}]
+    record = lab_module.prefill_record(
+        DecodeStep, simulate_eager_ms, cpu_bound_launch_us, 8.0, 1.1, 4e12, numels=(1024, 4096)
+    )
+    record["measured"] = [
+        {"numel": 1024, "eager_us": 1600.0, "graph_us": 230.0, "gpu": "Fake GPU", "replay_matches_eager": True},
+        {"numel": 4096, "eager_us": 1600.0, "graph_us": 230.0, "gpu": "Fake GPU", "replay_matches_eager": False},
+    ]
     text = lab_module.prefill_report(record)
     assert "Measured at 4,096 values: the replay did not match eager" in text, text
     assert "1,024 values: the replay" not in text

@@ -1,8 +1,8 @@
-"""The lint: ``ruff check .`` passes (configured in pyproject.toml's ``[tool.ruff]``; CI runs it
-in .ci/run too), and every ``# noqa`` in the repository's Python files says what it silences and
-why, in the house format ``# noqa: CODE[, CODE] - reason`` (``# noqa: BLE001 - reported, not
-raised``). A bare ``# noqa`` silences every rule on its line, and one without a reason leaves the
-next reader to guess whether it still holds.
+"""The lint: ``ruff check .`` and ``ruff format --check .`` pass (configured in pyproject.toml's
+``[tool.ruff]``; CI runs them in .ci/run too), and every ``# noqa`` in the repository's Python
+files says what it silences and why, in the house format ``# noqa: CODE[, CODE] - reason``
+(``# noqa: BLE001 - reported, not raised``). A bare ``# noqa`` silences every rule on its line,
+and one without a reason leaves the next reader to guess whether it still holds.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ def noqa_problems(source: str, name: str) -> list[str]:
         if token.type != tokenize.COMMENT:
             continue
         found = NOQA.search(token.string)
-        if found and not HOUSE.fullmatch(token.string[found.start():]):
+        if found and not HOUSE.fullmatch(token.string[found.start() :]):
             problems.append(f"{name}:{token.start[0]}: {token.string}")
     return problems
 
@@ -42,8 +42,9 @@ def noqa_problems(source: str, name: str) -> list[str]:
 def tracked_python_files() -> list[str]:
     """The repository's Python files, as git tracks them (relative paths)."""
     try:
-        done = subprocess.run(["git", "ls-files", "-z", "*.py"], cwd=REPO_ROOT, capture_output=True,
-                              text=True, timeout=60)
+        done = subprocess.run(
+            ["git", "ls-files", "-z", "*.py"], cwd=REPO_ROOT, capture_output=True, text=True, timeout=60
+        )
     except FileNotFoundError:
         pytest.skip("git is not installed: the tracked files are not known")
     if done.returncode != 0:
@@ -54,10 +55,13 @@ def tracked_python_files() -> list[str]:
 def test_every_noqa_names_its_rules_and_says_why():
     files = tracked_python_files()
     assert files, "git ls-files found no Python file"
-    problems = [problem for name in files
-                for problem in noqa_problems((REPO_ROOT / name).read_text(encoding="utf-8"), name)]
-    assert not problems, ("write each `# noqa` as `# noqa: CODE[, CODE] - reason` (the rules it "
-                          "silences, and why they cannot hold there):\n" + "\n".join(problems))
+    problems = [
+        problem for name in files for problem in noqa_problems((REPO_ROOT / name).read_text(encoding="utf-8"), name)
+    ]
+    assert not problems, (
+        "write each `# noqa` as `# noqa: CODE[, CODE] - reason` (the rules it "
+        "silences, and why they cannot hold there):\n" + "\n".join(problems)
+    )
 
 
 def test_the_noqa_check_can_fail(tmp_path):
@@ -72,7 +76,8 @@ def test_the_noqa_check_can_fail(tmp_path):
         "x = 1  # the comment first  # noqa: E501, W291 - a long line, kept whole\n"
         "y = lambda: 0  # noqa - a reason, but no code\n"
         "TEXT = 'import os  # noqa'\n",
-        encoding="utf-8")
+        encoding="utf-8",
+    )
     problems = noqa_problems(planted.read_text(encoding="utf-8"), str(planted))
     assert [p.split(": ", 1)[0] for p in problems] == [f"{planted}:{n}" for n in (1, 2, 4, 6)], problems
     assert problems[0] == f"{planted}:1: # noqa"
@@ -86,15 +91,30 @@ def _pinned_ruff() -> str:
     return pins[0].split("==", 1)[1].strip()
 
 
-def test_ruff_check_passes():
+@pytest.mark.parametrize("command", [["check"], ["format", "--check", "--diff"]], ids=["check", "format"])
+def test_ruff_passes(command):
+    """``ruff check .`` and ``ruff format --check .`` (pyproject.toml's ``[tool.ruff]``; CI runs
+    both in .ci/run): run here too, so that the suite alone says what CI will say."""
     if importlib.util.find_spec("ruff") is None:
         pytest.skip("ruff is not installed (the dev extra installs it: pip install -e \".[dev]\")")
-    version = subprocess.run([sys.executable, "-m", "ruff", "--version"], capture_output=True, text=True,
-                             timeout=60).stdout.split()
+    version = subprocess.run(
+        [sys.executable, "-m", "ruff", "--version"], capture_output=True, text=True, timeout=60
+    ).stdout.split()
     pinned = _pinned_ruff()
     if version[-1:] != [pinned]:
-        pytest.skip(f"ruff {' '.join(version[1:]) or '?'} is installed, the dev extra pins {pinned}: "
-                    "another release checks other things")
-    done = subprocess.run([sys.executable, "-m", "ruff", "check", "--no-cache", "."], cwd=REPO_ROOT,
-                          capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, f"ruff check . (pyproject.toml's [tool.ruff]):\n{done.stdout}{done.stderr}"
+        pytest.skip(
+            f"ruff {' '.join(version[1:]) or '?'} is installed, the dev extra pins {pinned}: "
+            "another release checks other things"
+        )
+    done = subprocess.run(
+        [sys.executable, "-m", "ruff", *command, "--no-cache", "."],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    fix = "ruff format ." if command[0] == "format" else "the findings above"
+    assert done.returncode == 0, (
+        f"ruff {' '.join(command)} . (pyproject.toml's [tool.ruff]); fix with {fix}:\n"
+        f"{done.stdout[-4000:]}{done.stderr}"
+    )

@@ -31,8 +31,16 @@ from grader import notebook as nb
 from grader.judge import Judge, all_checks, load_rubric, runtime_files
 from grader.submission import load
 from tests import mutants, warm_worker
-from tests.nbcourse import (built, cell_scores, make_course, nbgrader, per_exercise,
-                            release_notebook, shared_folder, submit)
+from tests.nbcourse import (
+    built,
+    cell_scores,
+    make_course,
+    nbgrader,
+    per_exercise,
+    release_notebook,
+    shared_folder,
+    submit,
+)
 
 CHECK_TIMEOUT_S = 8  # per exercise worker: well above a normal exercise (~2 s), to catch a loop
 CPU_CHECKS = [c for c in all_checks() if not c.gpu]
@@ -84,8 +92,17 @@ def edit_cells(notebook: dict, source: str, *ids: str) -> dict:
 def add_cell(notebook: dict, after_id: str, source: str) -> dict:
     notebook = json.loads(json.dumps(notebook))
     at = next(i for i, c in enumerate(notebook["cells"]) if c.get("id") == after_id) + 1
-    notebook["cells"].insert(at, {"cell_type": "code", "id": f"added{at}", "metadata": {},
-                                  "execution_count": None, "outputs": [], "source": source})
+    notebook["cells"].insert(
+        at,
+        {
+            "cell_type": "code",
+            "id": f"added{at}",
+            "metadata": {},
+            "execution_count": None,
+            "outputs": [],
+            "source": source,
+        },
+    )
     return notebook
 
 
@@ -119,37 +136,63 @@ def build(root: Path) -> None:
     nbgrader(root, "generate_assignment", nb.ASSIGNMENT)
     release = release_notebook(root)
     solutions = REPO_ROOT / "solutions"
-    looping = (solutions / "launch_model.py").read_text().replace(
-        '    xs, ys = [float(x) for x in n_kernels], [float(y) for y in step_ms]',
-        # Never returns. It sleeps rather than spins: the timeout is what is tested, and spinning
-        # would only take the other tests' CPU for the 3 x 8 s it runs.
-        '    while True:\n        __import__("time").sleep(1)\n'
-        '    xs, ys = [float(x) for x in n_kernels], [float(y) for y in step_ms]')
+    looping = (
+        (solutions / "launch_model.py")
+        .read_text()
+        .replace(
+            '    xs, ys = [float(x) for x in n_kernels], [float(y) for y in step_ms]',
+            # Never returns. It sleeps rather than spins: the timeout is what is tested, and spinning
+            # would only take the other tests' CPU for the 3 x 8 s it runs.
+            '    while True:\n        __import__("time").sleep(1)\n'
+            '    xs, ys = [float(x) for x in n_kernels], [float(y) for y in step_ms]',
+        )
+    )
     assert looping != (solutions / "launch_model.py").read_text()
-    wrong = dict([mutant_source("buckets:runner-off-by-one-bucket"),
-                  mutant_source("dispatch:dispatch-off-by-one")])
+    wrong = dict([mutant_source("buckets:runner-off-by-one-bucket"), mutant_source("dispatch:dispatch-off-by-one")])
     cheat = "import grader.notebook_checks as g\ng.check = lambda *a, **k: print('passed')\ncheck = g.check"
     students = {
         "reference": (nb.fill(release, modules_from(solutions)), None),
         "untouched": (release, None),
         # Stub code; edited and deleted test cells, a cell redefining check(), forged modules.
-        "tampered": (add_cell(edit_cells(without_cells(release, "test_ex6_dispatch", "test_ex1_hidden_1"),
-                                         "pass", "test_ex5_padded_size", "test_ex4_hidden_1", "setup"),
-                              "setup", cheat),
-                     {"grader/__init__.py": "", "grader/notebook_checks.py": FORGED_CHECKS,
-                      "torch.py": FORGED_TORCH}),
+        "tampered": (
+            add_cell(
+                edit_cells(
+                    without_cells(release, "test_ex6_dispatch", "test_ex1_hidden_1"),
+                    "pass",
+                    "test_ex5_padded_size",
+                    "test_ex4_hidden_1",
+                    "setup",
+                ),
+                "setup",
+                cheat,
+            ),
+            {"grader/__init__.py": "", "grader/notebook_checks.py": FORGED_CHECKS, "torch.py": FORGED_TORCH},
+        ),
         # Right code; edited and deleted test cells: restored, and their points kept.
-        "restored": (edit_cells(without_cells(nb.fill(release, modules_from(solutions)),
-                                              "test_ex6_dispatch", "test_ex1_hidden_1"),
-                                "raise SystemExit", "test_ex5_padded_size"), None),
+        "restored": (
+            edit_cells(
+                without_cells(nb.fill(release, modules_from(solutions)), "test_ex6_dispatch", "test_ex1_hidden_1"),
+                "raise SystemExit",
+                "test_ex5_padded_size",
+            ),
+            None,
+        ),
         # Right code, but the set-up cell, an answer cell and its test cells deleted: nbgrader
         # alone fails on this notebook; the set-up cell comes back, the module stays missing.
-        "deleted": (without_cells(nb.fill(release, modules_from(solutions)), "setup", "answer_fusion",
-                                  *[c["id"] for c in release["cells"] if c["id"].startswith("test_ex7")]),
-                    None),
+        "deleted": (
+            without_cells(
+                nb.fill(release, modules_from(solutions)),
+                "setup",
+                "answer_fusion",
+                *[c["id"] for c in release["cells"] if c["id"].startswith("test_ex7")],
+            ),
+            None,
+        ),
         # Exercise 1 loops forever; a cell the student added loops too (it is not run).
-        "looping": (add_cell(nb.fill(release, modules_from(solutions, launch_model=looping)),
-                             "setup", "while True:\n    pass"), None),
+        "looping": (
+            add_cell(nb.fill(release, modules_from(solutions, launch_model=looping)), "setup", "while True:\n    pass"),
+            None,
+        ),
         "wrong": (nb.fill(release, modules_from(solutions, **wrong)), None),
     }
     for student, (notebook, extra) in students.items():
@@ -160,8 +203,7 @@ def build(root: Path) -> None:
 
 
 def auto_total(root: Path, student: str) -> float:
-    return sum(auto or 0.0 for name, (auto, _) in cell_scores(root, student).items()
-               if name.startswith("test_"))
+    return sum(auto or 0.0 for name, (auto, _) in cell_scores(root, student).items() if name.startswith("test_"))
 
 
 # ----------------------------------------------------------------------------- the release
@@ -176,8 +218,7 @@ def test_release_has_no_solutions_and_no_hidden_tests(course):
     source = json.loads(nb.SOURCE_NOTEBOOK.read_text())
     for module, cell in nb.answer_cells(source).items():
         stub = set((REPO_ROOT / "exercises" / f"{module}.py").read_text().splitlines())
-        solution_only = [line for line in _solution_lines(text(cell))
-                         if line not in stub and len(line.strip()) > 24]
+        solution_only = [line for line in _solution_lines(text(cell)) if line not in stub and len(line.strip()) > 24]
         assert solution_only, module
         leaked = [line for line in solution_only if line in text(nb.answer_cells(course.release)[module])]
         assert not leaked, (module, leaked[:3])
@@ -205,8 +246,11 @@ def test_released_answer_cells_are_the_stub_modules(course, module):
 
 
 def test_release_test_cells_carry_the_rubric_points(course):
-    points = {c["id"]: c["metadata"]["nbgrader"]["points"] for c in course.release["cells"]
-              if c["metadata"].get("nbgrader", {}).get("grade") and c["cell_type"] == "code"}
+    points = {
+        c["id"]: c["metadata"]["nbgrader"]["points"]
+        for c in course.release["cells"]
+        if c["metadata"].get("nbgrader", {}).get("grade") and c["cell_type"] == "code"
+    }
     assert sum(points.values()) == sum(FULL.values())
     assert len(points) == len(CPU_CHECKS)
 
@@ -233,8 +277,9 @@ def test_edited_or_deleted_test_cells_are_restored_and_earn_nothing(course):
     for cell in ("test_ex6_dispatch", "test_ex1_hidden_1", "test_ex5_padded_size", "test_ex4_hidden_1"):
         assert cell in scores and scores[cell][1] > 0, cell
     assert auto_total(course.root, "tampered") == 0, {n: s for n, s in scores.items() if s[0]}
-    graded = json.loads((course.root / "autograded" / "tampered" / nb.ASSIGNMENT /
-                         f"{nb.ASSIGNMENT}.ipynb").read_text())
+    graded = json.loads(
+        (course.root / "autograded" / "tampered" / nb.ASSIGNMENT / f"{nb.ASSIGNMENT}.ipynb").read_text()
+    )
     sources = {c.get("id"): text(c) for c in graded["cells"]}
     assert "check('ex5.padded_size')" in sources["test_ex5_padded_size"]
     added = [s for s in sources.values() if "g.check = lambda" in s]
@@ -275,8 +320,11 @@ def test_our_grader_gives_the_same_per_exercise_scores(course):
         for student in course.students:
             path = course.root / "submitted" / student / nb.ASSIGNMENT / f"{nb.ASSIGNMENT}.ipynb"
             # an exercise of GPU checks only (3) has no CPU cell in the notebook: left out here
-            ours = {e.exercise: (e.score, e.max_score) for e in judge.grade(load(path)).exercises
-                    if e.max_score or not e.pending}
+            ours = {
+                e.exercise: (e.score, e.max_score)
+                for e in judge.grade(load(path)).exercises
+                if e.max_score or not e.pending
+            }
             assert ours == per_exercise(cell_scores(course.root, student)), student
 
 
@@ -299,8 +347,9 @@ def test_autograde_grades_ahead_and_feedback_leaves_that_cell_out(course):
     """Each autograded notebook has the cell that grades every exercise at once right after the
     set-up cell; the feedback does not show it."""
     for student in course.students:
-        graded = json.loads((course.root / "autograded" / student / nb.ASSIGNMENT /
-                             f"{nb.ASSIGNMENT}.ipynb").read_text())
+        graded = json.loads(
+            (course.root / "autograded" / student / nb.ASSIGNMENT / f"{nb.ASSIGNMENT}.ipynb").read_text()
+        )
         ids = [c["metadata"].get("nbgrader", {}).get("grade_id") for c in graded["cells"]]
         ahead = [i for i, c in enumerate(graded["cells"]) if c["metadata"].get("launch_tax")]
         assert ahead == [ids.index("setup") + 1], (student, ahead)
@@ -321,15 +370,17 @@ def test_autograde_refuses_without_the_secret_and_grades_officially_with_it(tmp_
     nbgrader(root, "generate_assignment", nb.ASSIGNMENT)
     submit(root, "alice", nb.fill(release_notebook(root), modules_from(REPO_ROOT / "solutions")))
     env = {k: v for k, v in os.environ.items() if k not in ("LAUNCH_TAX_SECRET_FILE", "LAUNCH_TAX_PRACTICE")}
-    refused = subprocess.run(["nbgrader", "autograde", nb.ASSIGNMENT], cwd=root, env=env,
-                             capture_output=True, text=True, timeout=300)
+    refused = subprocess.run(
+        ["nbgrader", "autograde", nb.ASSIGNMENT], cwd=root, env=env, capture_output=True, text=True, timeout=300
+    )
     lines = refused.stderr.strip().splitlines()
     assert refused.returncode == 2 and len(lines) == 1, refused.stderr
     assert "secret new" in lines[0] and "LAUNCH_TAX_SECRET_FILE" in lines[0] and "LAUNCH_TAX_PRACTICE=1" in lines[0]
     assert not (root / "autograded").exists(), "nothing may be graded"
     secret = tmp_path / "secret"
-    subprocess.run([sys.executable, "-m", "grader", "secret", "new", str(secret)], cwd=REPO_ROOT,
-                   check=True, capture_output=True)
+    subprocess.run(
+        [sys.executable, "-m", "grader", "secret", "new", str(secret)], cwd=REPO_ROOT, check=True, capture_output=True
+    )
     nbgrader(root, "autograde", nb.ASSIGNMENT, env={"LAUNCH_TAX_SECRET_FILE": str(secret), "LAUNCH_TAX_PRACTICE": "0"})
     assert auto_total(root, "alice") == sum(FULL.values())
     graded = (root / "autograded" / "alice" / nb.ASSIGNMENT / f"{nb.ASSIGNMENT}.ipynb").read_text()

@@ -49,7 +49,8 @@ def test_committed_notebook_is_the_generated_one(built):
     committed = nb.SOURCE_NOTEBOOK.read_text(encoding="utf-8")
     assert committed == nb.dumps(built), (
         f"{nb.SOURCE_NOTEBOOK.relative_to(REPO_ROOT)} is out of date with exercises/, solutions/, "
-        "the checks or the rubric: run `python -m grader notebook build` and commit it")
+        "the checks or the rubric: run `python -m grader notebook build` and commit it"
+    )
 
 
 def test_drift_in_a_module_changes_the_notebook(tmp_path, built):
@@ -61,8 +62,7 @@ def test_drift_in_a_module_changes_the_notebook(tmp_path, built):
     assert nb.dumps(nb.build_notebook(tmp_path)) != nb.dumps(built)
 
 
-@pytest.mark.parametrize("module", [m for m in course.MODULES
-                                    if (REPO_ROOT / "exercises" / f"{m}.py").exists()])
+@pytest.mark.parametrize("module", [m for m in course.MODULES if (REPO_ROOT / "exercises" / f"{m}.py").exists()])
 def test_released_answer_cell_is_the_stub_module(built, module):
     """What nbgrader releases (solution regions -> '# YOUR CODE HERE') is exercises/<module>.py."""
     cell = nb.answer_cells(built)[module]
@@ -80,15 +80,29 @@ def test_source_notebook_holds_the_reference(judge):
     assert not lost and report.score == sum(load_rubric()[c.id] for c in CPU_CHECKS), lost
 
 
-@pytest.mark.parametrize("edit, complaint", [
-    (lambda stub, ref: (stub, ref.replace("def padded_size(n: int, capture_sizes", "def padded_size(n: int, sizes")),
-     "signature"),
-    (lambda stub, ref: (stub + '\n\ndef extra():\n    """New."""\n'
-                        '    raise NotImplementedError("exercise 5: extra")\n', ref),
-     "only in the stub"),
-    (lambda stub, ref: (stub.replace("class BucketedGraphRunner:", "class BucketedGraphRunner(object):"), ref),
-     "bases"),
-])
+@pytest.mark.parametrize(
+    "edit, complaint",
+    [
+        (
+            lambda stub, ref: (
+                stub,
+                ref.replace("def padded_size(n: int, capture_sizes", "def padded_size(n: int, sizes"),
+            ),
+            "signature",
+        ),
+        (
+            lambda stub, ref: (
+                stub + '\n\ndef extra():\n    """New."""\n    raise NotImplementedError("exercise 5: extra")\n',
+                ref,
+            ),
+            "only in the stub",
+        ),
+        (
+            lambda stub, ref: (stub.replace("class BucketedGraphRunner:", "class BucketedGraphRunner(object):"), ref),
+            "bases",
+        ),
+    ],
+)
 def test_merge_refuses_modules_that_no_longer_line_up(edit, complaint):
     stub = (REPO_ROOT / "exercises" / "buckets.py").read_text()
     ref = (REPO_ROOT / "solutions" / "buckets.py").read_text()
@@ -113,8 +127,7 @@ def test_merge_never_falls_through_to_the_stub_raise():
 
 def test_one_test_cell_per_cpu_check_worth_its_rubric_points(built):
     points = load_rubric()
-    tests = [c for c in built["cells"] if c["metadata"].get("nbgrader", {}).get("grade")
-             and c["cell_type"] == "code"]
+    tests = [c for c in built["cells"] if c["metadata"].get("nbgrader", {}).get("grade") and c["cell_type"] == "code"]
     called = {}
     for cell in tests:
         meta = cell["metadata"]["nbgrader"]
@@ -136,8 +149,7 @@ def test_one_test_cell_per_cpu_check_worth_its_rubric_points(built):
 
 
 def test_self_test_questions_are_graded_by_hand(built):
-    answers = [c for c in built["cells"] if c["id"].startswith("self_test_")
-               and c["metadata"].get("nbgrader")]
+    answers = [c for c in built["cells"] if c["id"].startswith("self_test_") and c["metadata"].get("nbgrader")]
     assert [c["id"] for c in answers] == [f"self_test_{q.id}" for q in nb.SELF_TEST]
     points = nb.self_test_points()
     for cell, q in zip(answers, nb.SELF_TEST):
@@ -168,8 +180,12 @@ SUBMISSIONS = {
     "stubs": REPO_ROOT / "exercises",
     "alternatives": REPO_ROOT / "tests" / "alternatives",
 }
-SOME_MUTANTS = ["buckets:runner-off-by-one-bucket", "launch_model:1000-cubed",
-                "dispatch:dispatch-off-by-one", "static_runner:rebinds-buffers"]
+SOME_MUTANTS = [
+    "buckets:runner-off-by-one-bucket",
+    "launch_model:1000-cubed",
+    "dispatch:dispatch-off-by-one",
+    "static_runner:rebinds-buffers",
+]
 
 
 @pytest.mark.parametrize("name", [*SUBMISSIONS, *SOME_MUTANTS])
@@ -200,15 +216,17 @@ def test_unreadable_notebook_is_a_clear_error(tmp_path, judge):
             assert all(c.status == "pending" for c in exercise.checks), exercise.exercise
             continue
         reasons = [c.reason for c in exercise.checks if c.status == "failed" and not c.check.hidden]
-        assert reasons and all("broken.ipynb is not a readable notebook (JSONDecodeError" in r
-                               for r in reasons), reasons
+        assert reasons and all("broken.ipynb is not a readable notebook (JSONDecodeError" in r for r in reasons), (
+            reasons
+        )
         hidden = [c.reason for c in exercise.checks if c.status == "failed" and c.check.hidden]
-        assert all(r == f"rule: {c.check.rule}" for r, c in zip(hidden, [c for c in exercise.checks
-                   if c.status == "failed" and c.check.hidden])), hidden  # the rule, nothing more
+        assert all(
+            r == f"rule: {c.check.rule}"
+            for r, c in zip(hidden, [c for c in exercise.checks if c.status == "failed" and c.check.hidden])
+        ), hidden  # the rule, nothing more
     other = tmp_path / "other.ipynb"
     other.write_text(json.dumps({"cells": [{"cell_type": "code", "source": "print(1)"}]}))
-    reason = next(c.reason for c in judge.grade_exercise(load(other), "ex5").checks
-                  if c.status == "failed")
+    reason = next(c.reason for c in judge.grade_exercise(load(other), "ex5").checks if c.status == "failed")
     assert "other.ipynb has no answer cell for it" in reason
     assert "%%writefile student/buckets.py" in reason
 
@@ -217,9 +235,14 @@ def test_writefile_rule():
     assert writefile_module("%%writefile student/buckets.py\nx = 1") == "buckets"
     assert writefile_module("%%writefile buckets.py") == "buckets"
     assert writefile_module("%%writefile  student/buckets.py  \n") == "buckets"
-    for text in ("\n%%writefile student/buckets.py", "%%writefile -a student/buckets.py",
-                 "%%writefile student/buckets.txt", "%%writefile student/other.py", "buckets.py",
-                 "%%writefile"):
+    for text in (
+        "\n%%writefile student/buckets.py",
+        "%%writefile -a student/buckets.py",
+        "%%writefile student/buckets.txt",
+        "%%writefile student/other.py",
+        "buckets.py",
+        "%%writefile",
+    ):
         assert writefile_module(text) is None, text
 
 
@@ -227,22 +250,21 @@ def test_writefile_rule():
 
 
 def run(*args, cwd=REPO_ROOT):
-    return subprocess.run([sys.executable, "-m", "grader", *args], cwd=cwd, capture_output=True,
-                          text=True, timeout=600)
+    return subprocess.run([sys.executable, "-m", "grader", *args], cwd=cwd, capture_output=True, text=True, timeout=600)
 
 
 def test_cli_build_check_and_fill(tmp_path):
     done = run("notebook", "build", "--check")
     assert done.returncode == 0, done.stderr
     out = tmp_path / "filled.ipynb"
-    done = run("notebook", "fill", str(nb.SOURCE_NOTEBOOK), str(REPO_ROOT / "exercises"), "--out", str(out),
-               cwd=tmp_path)
+    done = run(
+        "notebook", "fill", str(nb.SOURCE_NOTEBOOK), str(REPO_ROOT / "exercises"), "--out", str(out), cwd=tmp_path
+    )
     assert done.returncode == 0, done.stderr
     cells = nb.answer_cells(json.loads(out.read_text()))
     stub = (REPO_ROOT / "exercises" / "buckets.py").read_text()
     assert source(cells["buckets"]).partition("\n")[2] == stub.rstrip("\n")
-    done = run("notebook", "fill", str(tmp_path / "missing.ipynb"), str(REPO_ROOT / "exercises"),
-               "--out", str(out))
+    done = run("notebook", "fill", str(tmp_path / "missing.ipynb"), str(REPO_ROOT / "exercises"), "--out", str(out))
     assert done.returncode == 2 and "NOTEBOOK: no such notebook" in done.stderr
     done = run("notebook", "fill", str(nb.SOURCE_NOTEBOOK), str(tmp_path / "nowhere"), "--out", str(out))
     assert done.returncode == 2 and "FOLDER" in done.stderr
@@ -251,8 +273,7 @@ def test_cli_build_check_and_fill(tmp_path):
 def test_grade_a_notebook_from_another_folder(tmp_path):
     """The reference is found wherever the grader is started (the repository root is not on
     sys.path there), as nbgrader's kernels and instructors need."""
-    done = run("grade", str(nb.SOURCE_NOTEBOOK), "--gpu", "off", "--json", str(tmp_path / "r.json"),
-               cwd=tmp_path)
+    done = run("grade", str(nb.SOURCE_NOTEBOOK), "--gpu", "off", "--json", str(tmp_path / "r.json"), cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     result = json.loads((tmp_path / "r.json").read_text())
     assert result["score"] == sum(load_rubric()[c.id] for c in CPU_CHECKS), done.stdout
@@ -276,7 +297,8 @@ def test_every_self_test_answer_has_a_marking_guide_and_q3_takes_either_denomina
         guide = q.model_answer.split("Marking guide", 1)
         assert len(guide) == 2, f"{q.id}: its model answer has no marking guide"
         assert guide[1].count("- 1 point") == points[q.id], (
-            f"{q.id}: the guide must say what earns each of its {points[q.id]:g} points")
+            f"{q.id}: the guide must say what earns each of its {points[q.id]:g} points"
+        )
     q3 = next(q for q in nb.SELF_TEST if q.id == "quantized_model").model_answer
     for figure in ("2.15 / 15 = 14%", "2.15 / 6 = 36%", "2.15 / 17.15 = 13%", "2.15 / 8.15 = 26%"):
         assert figure in q3, f"Q3's key lacks {figure!r}"

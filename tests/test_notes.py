@@ -50,8 +50,7 @@ ANCHOR = ROOT / "coursekit" / "data" / "h200-anchor-2026-11-30.json"
 LESSON = Path(os.environ.get("LAUNCH_TAX_LESSON", "")) if os.environ.get("LAUNCH_TAX_LESSON") else None
 
 #: The sections of a chapter, in order: a ``## `` heading containing each word.
-SECTIONS = ("The idea", "Predict", "What to observe", "Pitfalls", "Where it lives in vLLM",
-            "Hints", "Answers")
+SECTIONS = ("The idea", "Predict", "What to observe", "Pitfalls", "Where it lives in vLLM", "Hints", "Answers")
 
 #: Figures a chapter may state without printing them, and why. Keep it short: a figure that code
 #: or data can produce belongs in a doctest.
@@ -63,21 +62,46 @@ ALLOWLIST = {
 #: the JSON rounds them; read from the file, so a new measurement makes an old quote stale. The
 #: chapters print these in doctests too; the index (notes/README.md) has no doctests and quotes them.
 JSON_FIGURES = {
-    "tau_eager_us": 2,          # the eager slope of the N-sweep: CPU cost of one launch
-    "tau_graph_us": 1,          # the graph slope: GPU cost of one kernel node
-    "decode7b.1.eager_ms": 1,   # the 7B-shaped decode step at batch 1, eager
-    "decode7b.1.graph_ms": 2,   # ... as one graph
+    "tau_eager_us": 2,  # the eager slope of the N-sweep: CPU cost of one launch
+    "tau_graph_us": 1,  # the graph slope: GPU cost of one kernel node
+    "decode7b.1.eager_ms": 1,  # the 7B-shaped decode step at batch 1, eager
+    "decode7b.1.graph_ms": 2,  # ... as one graph
     "decode7b.1.speedup": 1,
 }
 
-UNITS = ("tok/s", "TB/s", "GB/s", "GiB", "MiB", "KiB", "GB", "MB", "KB", "µs", "μs", "us", "ms",
-         "ns", "s", "x", "×", "%", "倍", "bytes", "字节", "毫秒", "微秒", "秒")
+UNITS = (
+    "tok/s",
+    "TB/s",
+    "GB/s",
+    "GiB",
+    "MiB",
+    "KiB",
+    "GB",
+    "MB",
+    "KB",
+    "µs",
+    "μs",
+    "us",
+    "ms",
+    "ns",
+    "s",
+    "x",
+    "×",
+    "%",
+    "倍",
+    "bytes",
+    "字节",
+    "毫秒",
+    "微秒",
+    "秒",
+)
 #: A number not glued to a Latin name, a path, a version's dot or a section sign (``§3.1``,
 #: ``H200``, ``Qwen2.5``, ``ex1`` and ``fp32`` are names, not figures), with the unit after it if
 #: any. A number right after a Chinese character (``约1.1 µs``) is a figure: only ASCII counts as
 #: a name's letters.
-FIGURE = re.compile(r"(?<![A-Za-z0-9_.§/\\\-])(\d+(?:\.\d+)*)(\s*(?:" + "|".join(map(re.escape, UNITS))
-                    + r")(?![A-Za-z0-9/]))?")
+FIGURE = re.compile(
+    r"(?<![A-Za-z0-9_.§/\\\-])(\d+(?:\.\d+)*)(\s*(?:" + "|".join(map(re.escape, UNITS)) + r")(?![A-Za-z0-9/]))?"
+)
 NUMBER = re.compile(r"\d+(?:\.\d+)*")
 FENCE = re.compile(r"^[ \t]*```[^\n]*\n.*?^[ \t]*```[ \t]*$", re.DOTALL | re.MULTILINE)
 PYTHON = re.compile(r"^[ \t]*```python[ \t]*\n(.*?)^[ \t]*```[ \t]*$", re.DOTALL | re.MULTILINE)
@@ -89,14 +113,12 @@ def chapter(lang: str, exercise) -> Path:
     return NOTES / lang / f"{exercise.number:02d}-{exercise.module}.md"
 
 
-CHAPTERS = [pytest.param(lang, e, id=f"{lang}/{e.number:02d}-{e.module}")
-            for e in EXERCISES for lang in LANGS]
+CHAPTERS = [pytest.param(lang, e, id=f"{lang}/{e.number:02d}-{e.module}") for e in EXERCISES for lang in LANGS]
 
 
 def _text(path: Path) -> str:
     if not path.is_file():
-        pytest.fail(f"{path.relative_to(ROOT)} is missing (one chapter per exercise and language)",
-                    pytrace=False)
+        pytest.fail(f"{path.relative_to(ROOT)} is missing (one chapter per exercise and language)", pytrace=False)
     return path.read_text(encoding="utf-8")
 
 
@@ -116,8 +138,7 @@ def python_blocks_only(text: str) -> str:
 
 def chapter_doctest(path: Path, text: str) -> doctest.DocTest:
     name = path.relative_to(ROOT).as_posix()
-    return doctest.DocTestParser().get_doctest(python_blocks_only(text), {"__name__": "notes"},
-                                               name, str(path), 0)
+    return doctest.DocTestParser().get_doctest(python_blocks_only(text), {"__name__": "notes"}, name, str(path), 0)
 
 
 def run_doctest(test: doctest.DocTest) -> tuple[int, str]:
@@ -207,8 +228,7 @@ def allowed_figures(test: doctest.DocTest | None) -> set:
 def stale_figures(path: Path, text: str) -> list[str]:
     """The figures of a chapter that neither its doctests' outputs nor the allowlist hold."""
     allowed = allowed_figures(chapter_doctest(path, text))
-    return [f"line {line}: {number}" for line, number in figures(text)
-            if _value(number) not in allowed]
+    return [f"line {line}: {number}" for line, number in figures(text) if _value(number) not in allowed]
 
 
 # --- the tests ----------------------------------------------------------------------------------
@@ -218,8 +238,10 @@ def sections(text: str) -> list[tuple[str, str]]:
     """The ``## `` sections of a chapter outside code blocks: (heading, body)."""
     blanked = FENCE.sub(lambda m: "\n" * m.group(0).count("\n"), text)
     found = list(HEADING.finditer(blanked))
-    return [(m.group(1), blanked[m.end():found[i + 1].start() if i + 1 < len(found) else None])
-            for i, m in enumerate(found)]
+    return [
+        (m.group(1), blanked[m.end() : found[i + 1].start() if i + 1 < len(found) else None])
+        for i, m in enumerate(found)
+    ]
 
 
 @pytest.mark.parametrize("lang, exercise", CHAPTERS)
@@ -231,18 +253,20 @@ def test_chapter_has_its_sections_in_order(lang, exercise):
     where = []
     for section in SECTIONS:
         hits = [i for i, h in enumerate(headings) if section.lower() in h.lower()]
-        assert hits, (f"{path.relative_to(ROOT)}: no '## ' heading with {section!r} "
-                      f"(headings: {headings})")
+        assert hits, f"{path.relative_to(ROOT)}: no '## ' heading with {section!r} (headings: {headings})"
         where.append(hits[0])
-    assert where == sorted(where), (f"{path.relative_to(ROOT)}: sections out of order; expected "
-                                    f"{SECTIONS}, got headings {headings}")
+    assert where == sorted(where), (
+        f"{path.relative_to(ROOT)}: sections out of order; expected {SECTIONS}, got headings {headings}"
+    )
     questions = re.findall(r"^\d+\. ", found[where[1]][1], re.MULTILINE)
-    assert 2 <= len(questions) <= 3, (f"{path.relative_to(ROOT)}: the Predict section asks "
-                                      f"{len(questions)} numbered questions, expected 2 or 3")
+    assert 2 <= len(questions) <= 3, (
+        f"{path.relative_to(ROOT)}: the Predict section asks {len(questions)} numbered questions, expected 2 or 3"
+    )
     answers = found[where[-1]][1]
     assert answers.count("<details>") == len(questions), (
         f"{path.relative_to(ROOT)}: each Predict question needs its answer in a <details> block "
-        f"of the answers section ({len(questions)} questions, {answers.count('<details>')} answers)")
+        f"of the answers section ({len(questions)} questions, {answers.count('<details>')} answers)"
+    )
 
 
 @pytest.mark.parametrize("lang, exercise", CHAPTERS)
@@ -252,16 +276,21 @@ def test_chapter_doctests_hold_against_the_reference(lang, exercise):
     assert test.examples, f"{path.relative_to(ROOT)} has no >>> examples in its ```python blocks"
     failed, report = run_doctest(test)
     if failed:
-        pytest.fail(f"{path.relative_to(ROOT)}: {failed} example(s) no longer print what the "
-                    f"chapter says (fix the chapter, or the code):\n{report}", pytrace=False)
+        pytest.fail(
+            f"{path.relative_to(ROOT)}: {failed} example(s) no longer print what the "
+            f"chapter says (fix the chapter, or the code):\n{report}",
+            pytrace=False,
+        )
 
 
 @pytest.mark.parametrize("lang, exercise", CHAPTERS)
 def test_every_figure_in_the_prose_is_printed_by_a_doctest(lang, exercise):
     path = chapter(lang, exercise)
     stale = stale_figures(path, _text(path))
-    assert not stale, (f"{path.relative_to(ROOT)} states figures that none of its doctests prints "
-                       f"(stale, or add a doctest that prints them): {stale}")
+    assert not stale, (
+        f"{path.relative_to(ROOT)} states figures that none of its doctests prints "
+        f"(stale, or add a doctest that prints them): {stale}"
+    )
 
 
 def test_the_index_links_every_chapter_and_states_no_stale_figure():
@@ -285,8 +314,10 @@ def test_english_and_chinese_chapters_agree(exercise):
     assert en_out == zh_out, f"{zh.name}: the Chinese chapter's doctests print other outputs than the English one's"
     en_fig = {_value(n) for _, n in figures(en_text)}
     zh_fig = {_value(n) for _, n in figures(zh_text)}
-    assert en_fig == zh_fig, (f"{exercise.module}: figures only in English {sorted(map(str, en_fig - zh_fig))}, "
-                              f"only in Chinese {sorted(map(str, zh_fig - en_fig))}")
+    assert en_fig == zh_fig, (
+        f"{exercise.module}: figures only in English {sorted(map(str, en_fig - zh_fig))}, "
+        f"only in Chinese {sorted(map(str, zh_fig - en_fig))}"
+    )
 
 
 #: The runner column's values: which of vLLM 0.26.0's two GPU model runners a pointer holds for
@@ -308,8 +339,7 @@ def _readme_vllm_map() -> dict[tuple[str, str], str]:
 
 
 def _vllm_section(text: str) -> str | None:
-    section = re.search(r"^## [^\n]*Where it lives in vLLM[^\n]*\n(.*?)(?=^## )", text,
-                        re.DOTALL | re.MULTILINE)
+    section = re.search(r"^## [^\n]*Where it lives in vLLM[^\n]*\n(.*?)(?=^## )", text, re.DOTALL | re.MULTILINE)
     return section.group(1) if section else None
 
 
@@ -341,10 +371,10 @@ def test_vllm_pointers_are_rows_of_the_readme_table(lang, exercise):
             runners += [(p, cells[-1], known.get(p)) for p in row_pairs if runner != known.get(p)]
     assert pairs, f"{path.relative_to(ROOT)}: no table row of (file, name) under 'Where it lives in vLLM'"
     unknown = [p for p in pairs if p not in known]
-    assert not unknown, (f"{path.relative_to(ROOT)}: vLLM pointers not in README.md's 'Where it is "
-                         f"in vLLM 0.26.0' table: {unknown}")
-    assert not runners, (f"{path.relative_to(ROOT)}: (pointer, runner here, README's runner) that "
-                         f"disagree: {runners}")
+    assert not unknown, (
+        f"{path.relative_to(ROOT)}: vLLM pointers not in README.md's 'Where it is in vLLM 0.26.0' table: {unknown}"
+    )
+    assert not runners, f"{path.relative_to(ROOT)}: (pointer, runner here, README's runner) that disagree: {runners}"
 
 
 #: Names of what only vLLM 0.26.0's V1 GPU model runner does (its dispatcher, its mode filters, its
@@ -368,7 +398,7 @@ def _readme_vllm_part() -> str:
     """README's vLLM section: the table and the paragraph after it (the rest is generated)."""
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     start = readme.index("<!-- vllm-map -->")
-    return readme[start:readme.index("\n## ", start)]
+    return readme[start : readme.index("\n## ", start)]
 
 
 def unlabelled_runner_claims(text: str) -> list[str]:
@@ -391,8 +421,7 @@ def unlabelled_runner_claims(text: str) -> list[str]:
     return bad
 
 
-@pytest.mark.parametrize("path", RUNNER_NOTES + [ROOT / "README.md"],
-                         ids=lambda p: p.relative_to(ROOT).as_posix())
+@pytest.mark.parametrize("path", RUNNER_NOTES + [ROOT / "README.md"], ids=lambda p: p.relative_to(ROOT).as_posix())
 def test_every_v1_only_claim_says_v1(path):
     """vLLM 0.26.0 has two GPU model runners and gives most dense models V2: a sentence about what
     only V1 does (``V1_ONLY``) must say V1 in its paragraph, or it reads as what vLLM does."""
@@ -424,8 +453,11 @@ def test_the_lesson_sections_named_are_the_lessons_headings(lang, exercise):
     assert named, f"{path.relative_to(ROOT)}: name the lesson's sections in 「」: {line}"
     if LESSON is None or not LESSON.is_file():
         pytest.skip("the lesson's headings: set LAUNCH_TAX_LESSON to the lesson's file (not shipped)")
-    headings = {row.rstrip().rstrip("¶").strip().replace("`", "")
-                for row in LESSON.read_text(encoding="utf-8").splitlines() if row.rstrip().endswith("¶")}
+    headings = {
+        row.rstrip().rstrip("¶").strip().replace("`", "")
+        for row in LESSON.read_text(encoding="utf-8").splitlines()
+        if row.rstrip().endswith("¶")
+    }
     missing = [h for h in named if h.replace("`", "") not in headings]
     assert not missing, f"{path.relative_to(ROOT)}: not headings of the lesson: {missing}"
 
@@ -440,7 +472,7 @@ def test_a_stale_figure_is_caught(tmp_path):
     m = next(m for m in figure_matches(text) if "." in m.group(1))
     changed = m.group(1) + "9"
     copy = tmp_path / source.name
-    copy.write_text(text[:m.start(1)] + changed + text[m.end(1):], encoding="utf-8")
+    copy.write_text(text[: m.start(1)] + changed + text[m.end(1) :], encoding="utf-8")
     stale = stale_figures(source, copy.read_text(encoding="utf-8"))
     assert any(s.endswith(f": {changed}") for s in stale), f"{changed} went unnoticed: {stale}"
     # In a doctest's output: the first decimal figure an example prints.
@@ -454,8 +486,9 @@ def test_a_stale_figure_is_caught(tmp_path):
 
 
 #: Code whose docstrings students and staff read beside the notes.
-DOCSTRING_FILES = sorted([*(ROOT / "exercises").glob("*.py"), *(ROOT / "coursekit").rglob("*.py"),
-                          *(ROOT / "benchmarks").glob("*.py")])
+DOCSTRING_FILES = sorted(
+    [*(ROOT / "exercises").glob("*.py"), *(ROOT / "coursekit").rglob("*.py"), *(ROOT / "benchmarks").glob("*.py")]
+)
 
 
 def unlabelled_docstrings(source: str) -> list[str]:

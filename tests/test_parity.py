@@ -32,9 +32,11 @@ def public_tests() -> dict[str, dict]:
         for node in tree.body:
             if isinstance(node, ast.FunctionDef) and node.name.startswith("test_"):
                 marks = {ast.unparse(d) for d in node.decorator_list}
-                found[f"{path.name}::{node.name}"] = {"exercise": e.marker,
-                                                      "gpu": any(m == "gpu" or "mark.gpu" in m for m in marks),
-                                                      "given": "pytest.mark.given" in marks}
+                found[f"{path.name}::{node.name}"] = {
+                    "exercise": e.marker,
+                    "gpu": any(m == "gpu" or "mark.gpu" in m for m in marks),
+                    "given": "pytest.mark.given" in marks,
+                }
     return found
 
 
@@ -59,8 +61,7 @@ def test_every_public_test_names_what_enforces_its_rule():
     tests = public_tests()
     missing = sorted(set(tests) - set(ENFORCED_BY))
     stale = sorted(set(ENFORCED_BY) - set(tests))
-    assert not missing, ("public tests whose rule no grader check is named for (tests/parity.py): "
-                         + ", ".join(missing))
+    assert not missing, "public tests whose rule no grader check is named for (tests/parity.py): " + ", ".join(missing)
     assert not stale, "tests/parity.py names public tests that do not exist: " + ", ".join(stale)
 
 
@@ -69,8 +70,7 @@ def test_given_tests_and_only_they_are_ungraded_as_given():
     is mapped to GIVEN, and GIVEN is for nothing else (a graded rule cannot hide there)."""
     tests = public_tests()
     wrong = sorted(t for t, about in tests.items() if about["given"] != (ENFORCED_BY.get(t) is GIVEN))
-    assert not wrong, ("tests marked given must map to GIVEN in tests/parity.py, and only they: "
-                       + ", ".join(wrong))
+    assert not wrong, "tests marked given must map to GIVEN in tests/parity.py, and only they: " + ", ".join(wrong)
 
 
 @pytest.mark.parametrize("test", sorted(ENFORCED_BY))
@@ -83,19 +83,21 @@ def test_each_named_check_is_real_and_fits_its_test(test):
     assert enforced, f"{test}: name a check, or give a Reason"
     for check_id in enforced:
         assert check_id in CHECKS, f"{test} names {check_id}, which is not a check"
-        assert CHECKS[check_id].exercise == about["exercise"], (
-            f"{test} is {about['exercise']}'s, but names {check_id}")
+        assert CHECKS[check_id].exercise == about["exercise"], f"{test} is {about['exercise']}'s, but names {check_id}"
     kinds = {CHECKS[c].gpu for c in enforced}
     assert about["gpu"] in kinds, (
         f"{test} runs on {'a GPU' if about['gpu'] else 'any machine'}, but the checks it names "
-        f"({', '.join(enforced)}) {'all run without' if about['gpu'] else 'all need'} CUDA")
+        f"({', '.join(enforced)}) {'all run without' if about['gpu'] else 'all need'} CUDA"
+    )
 
 
 def test_every_public_check_is_named_by_a_public_test():
     some = {c for test in ENFORCED_BY for c in named(test)}
     alone = sorted(c.id for c in CHECKS.values() if not c.hidden and c.id not in some)
-    assert not alone, ("public checks no public test is named for (a rule graded by the grader "
-                       "alone, which a student's own test run never shows): " + ", ".join(alone))
+    assert not alone, (
+        "public checks no public test is named for (a rule graded by the grader "
+        "alone, which a student's own test run never shows): " + ", ".join(alone)
+    )
 
 
 def disagreements(record: list[dict]) -> list[str]:
@@ -108,14 +110,15 @@ def disagreements(record: list[dict]) -> list[str]:
         for test in failed:
             enforced = named(test)
             if enforced and not lost & set(enforced):
-                problems.append(f"{row['id']} fails {test}, but keeps every point of "
-                                f"{', '.join(enforced)}")
+                problems.append(f"{row['id']} fails {test}, but keeps every point of {', '.join(enforced)}")
         for check_id in sorted(lost):
             if CHECKS.get(check_id) is None or CHECKS[check_id].hidden:
                 continue
             if not any(check_id in named(t) for t in failed):
-                problems.append(f"{row['id']} loses {check_id}, but fails no public test named for it "
-                                f"(it fails {', '.join(failed) or 'none'})")
+                problems.append(
+                    f"{row['id']} loses {check_id}, but fails no public test named for it "
+                    f"(it fails {', '.join(failed) or 'none'})"
+                )
     return problems
 
 
@@ -126,19 +129,29 @@ def test_the_kill_matrix_bears_the_map_out():
     corpus = {m.id for m in mutants.ALL if not m.gpu}
     assert {r["id"] for r in record} == corpus, (
         "tests/kill_matrix.json is not the corpus's record: re-run "
-        "`python -m tests.kill_matrix --write` (about 15 minutes)")
+        "`python -m tests.kill_matrix --write` (about 15 minutes)"
+    )
     problems = disagreements(record)
     assert not problems, "public tests and grader disagree:\n  " + "\n  ".join(problems)
 
 
 def test_a_disagreement_is_found_both_ways():
     """The two rules can fail: a mistake only the public tests see, and one only the grader sees."""
-    public_only = {"id": "x:public-only", "lost_checks": [],
-                   "failed_tests": ["test_launch_model.py::test_simulate_worked_example"]}
-    grader_only = {"id": "x:grader-only", "lost_checks": ["ex1.seed_report"],
-                   "failed_tests": ["test_launch_model.py::test_simulate_worked_example"]}
-    via_check = {"id": "x:via-test-check", "lost_checks": ["ex6.dispatch"],
-                 "failed_tests": ["test_checks.py::test_check[dispatch.dispatch]"]}
+    public_only = {
+        "id": "x:public-only",
+        "lost_checks": [],
+        "failed_tests": ["test_launch_model.py::test_simulate_worked_example"],
+    }
+    grader_only = {
+        "id": "x:grader-only",
+        "lost_checks": ["ex1.seed_report"],
+        "failed_tests": ["test_launch_model.py::test_simulate_worked_example"],
+    }
+    via_check = {
+        "id": "x:via-test-check",
+        "lost_checks": ["ex6.dispatch"],
+        "failed_tests": ["test_checks.py::test_check[dispatch.dispatch]"],
+    }
     found = disagreements([public_only, grader_only, via_check])
     assert found == [
         "x:public-only fails test_launch_model.py::test_simulate_worked_example, but keeps every "
@@ -166,8 +179,9 @@ def test_every_gpu_mutant_has_a_measured_record_and_a_gap_says_why():
     for mutant, entry in record["mutants"].items():
         assert entry["public_tests"] == "rejected", f"{mutant}: no public GPU test rejects it"
         if entry["grader"] != "loses points":
-            assert entry.get("note"), (f"{mutant}: rejected by the public tests, keeps its grader points, "
-                                       "and no note says why")
+            assert entry.get("note"), (
+                f"{mutant}: rejected by the public tests, keeps its grader points, and no note says why"
+            )
 
 
 def test_the_gpu_record_is_read_from_pytests_junit_as_the_h200_wrote_it():

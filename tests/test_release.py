@@ -34,8 +34,12 @@ def reference_bodies():
         source = path.read_text()
         for node in ast.walk(ast.parse(source)):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and len(node.body) >= 2:
-                body = node.body[1:] if isinstance(node.body[0], ast.Expr) and isinstance(
-                    getattr(node.body[0], "value", None), ast.Constant) else node.body
+                body = (
+                    node.body[1:]
+                    if isinstance(node.body[0], ast.Expr)
+                    and isinstance(getattr(node.body[0], "value", None), ast.Constant)
+                    else node.body
+                )
                 text = "".join(ast.get_source_segment(source, stmt) or "" for stmt in body)
                 if len(squash(text)) >= 40:
                     yield f"{path.name}:{node.name}", squash(text)
@@ -68,22 +72,40 @@ def test_the_leak_check_can_fail(tmp_path):
 def test_released_repository_runs_its_tests_and_grades(released, tmp_path):
     # The graded tests all fail on the stubs; those marked given test the given argument checks,
     # and pass wherever they need nothing the student writes.
-    tests = subprocess.run([sys.executable, "-m", "pytest", "exercises", "-q", "-p", "no:cacheprovider",
-                            "-m", "not given"], cwd=released, capture_output=True, text=True, timeout=300)
+    tests = subprocess.run(
+        [sys.executable, "-m", "pytest", "exercises", "-q", "-p", "no:cacheprovider", "-m", "not given"],
+        cwd=released,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     summary = tests.stdout.strip().splitlines()[-1]
-    assert tests.returncode == 1 and re.match(r"\d+ failed, \d+ skipped, \d+ deselected(, \d+ warnings?)? in",
-                                              summary), summary
+    assert tests.returncode == 1 and re.match(
+        r"\d+ failed, \d+ skipped, \d+ deselected(, \d+ warnings?)? in", summary
+    ), summary
     finished = tmp_path / "finished"
     shutil.copytree(REPO_ROOT / "solutions", finished)
-    run = subprocess.run([sys.executable, "-m", "grader", "grade", str(finished), "--json",
-                          str(tmp_path / "r.json")], cwd=released, capture_output=True, text=True,
-                         timeout=300)
+    run = subprocess.run(
+        [sys.executable, "-m", "grader", "grade", str(finished), "--json", str(tmp_path / "r.json")],
+        cwd=released,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert run.returncode == 0, run.stderr
     result = json.loads((tmp_path / "r.json").read_text())
-    assert all(t["score"] == t["max_score"] > 0 for t in result["tests"]
-               if t["extra_data"]["state"] not in ("pending", "manual")), result
-    stubs = subprocess.run([sys.executable, "-m", "grader", "grade", "--json", str(tmp_path / "s.json")],
-                           cwd=released, capture_output=True, text=True, timeout=300)
+    assert all(
+        t["score"] == t["max_score"] > 0
+        for t in result["tests"]
+        if t["extra_data"]["state"] not in ("pending", "manual")
+    ), result
+    stubs = subprocess.run(
+        [sys.executable, "-m", "grader", "grade", "--json", str(tmp_path / "s.json")],
+        cwd=released,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert stubs.returncode == 0 and json.loads((tmp_path / "s.json").read_text())["score"] == 0
 
 
@@ -100,7 +122,8 @@ def test_what_ships_of_grader_and_coursekit_is_an_allow_list(tmp_path, monkeypat
             (tmp_path / folder / p.name).mkdir() if p.is_dir() else (tmp_path / folder / p.name).touch()
     (tmp_path / "grader" / "grade_all_secretly.py").touch()
     assert release.unclassified(tmp_path) == [
-        "grader/grade_all_secretly.py: neither shipped nor withheld (grader/release.py: SHIPPED or WITHHELD)"]
+        "grader/grade_all_secretly.py: neither shipped nor withheld (grader/release.py: SHIPPED or WITHHELD)"
+    ]
     monkeypatch.setattr(release, "unclassified", lambda root=REPO_ROOT: ["grader/x.py: neither"])
     with pytest.raises(ValueError, match="grader/x.py"):
         release.release(tmp_path / "out")

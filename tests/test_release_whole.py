@@ -38,23 +38,42 @@ from grader.notebook import SELF_TEST
 from tests import harness
 
 #: Staff-repository names that are not in a release because they are local or generated.
-LOCAL = {".git", ".venv", ".hypothesis", ".pytest_cache", "__pycache__", "build", "dist", "out",
-         "lab-output", ".benchmarks", "launch_tax.egg-info"}
+LOCAL = {
+    ".git",
+    ".venv",
+    ".hypothesis",
+    ".pytest_cache",
+    "__pycache__",
+    "build",
+    "dist",
+    "out",
+    "lab-output",
+    ".benchmarks",
+    "launch_tax.egg-info",
+}
 
 #: Known dangling references in files this test's author may not edit, each with the fix that
 #: removes it (``(released file, finding)``). Fixing one makes test_pending_findings_are_pending
 #: fail: then delete its line here.
 PENDING = {
-    ("coursekit/__init__.py", "path solutions/ is not in the release"):
-        "coursekit/__init__.py's docstring: say 'Imported by the exercises, the graders and the "
-        "tests' instead of naming solutions/",
-    ("coursekit/impl.py", "--impl solutions: no solutions in the release"):
-        "coursekit/impl.py's docstring: '--impl exercises|PATH' (and 'solutions' only as the "
-        "staff repository's reference)",
-    ("grader/notebook_checks.py", "path course/ is not in the release"):
-        "grader/notebook_checks.py's docstring: 'nbgrader's cell timeout' without the path",
-    ("grader/submission.py", "path grader/nbgrader_bridge.py is not in the release"):
-        "grader/submission.py's writefile_module docstring: drop the nbgrader_bridge.py path",
+    (
+        "coursekit/__init__.py",
+        "path solutions/ is not in the release",
+    ): "coursekit/__init__.py's docstring: say 'Imported by the exercises, the graders and the "
+    "tests' instead of naming solutions/",
+    (
+        "coursekit/impl.py",
+        "--impl solutions: no solutions in the release",
+    ): "coursekit/impl.py's docstring: '--impl exercises|PATH' (and 'solutions' only as the "
+    "staff repository's reference)",
+    (
+        "grader/notebook_checks.py",
+        "path course/ is not in the release",
+    ): "grader/notebook_checks.py's docstring: 'nbgrader's cell timeout' without the path",
+    (
+        "grader/submission.py",
+        "path grader/nbgrader_bridge.py is not in the release",
+    ): "grader/submission.py's writefile_module docstring: drop the nbgrader_bridge.py path",
 }
 
 
@@ -79,8 +98,9 @@ def _python_text(source: str) -> list[str]:
             if doc:
                 texts.append(doc)
     try:
-        texts += [tok.string for tok in tokenize.generate_tokens(io.StringIO(source).readline)
-                  if tok.type == tokenize.COMMENT]
+        texts += [
+            tok.string for tok in tokenize.generate_tokens(io.StringIO(source).readline) if tok.type == tokenize.COMMENT
+        ]
     except (tokenize.TokenError, SyntaxError):
         pass
     return texts
@@ -99,8 +119,9 @@ def released_texts(root: Path) -> dict[str, list[str]]:
         elif path.suffix == ".py":
             texts[name] = _python_text(path.read_text(encoding="utf-8"))
         elif name in ("grader/rubric.toml", "pyproject.toml"):
-            texts[name] = [line for line in path.read_text(encoding="utf-8").splitlines()
-                           if line.lstrip().startswith("#")]
+            texts[name] = [
+                line for line in path.read_text(encoding="utf-8").splitlines() if line.lstrip().startswith("#")
+            ]
     return texts
 
 
@@ -110,8 +131,7 @@ def released_texts(root: Path) -> dict[str, list[str]]:
 @functools.cache
 def staff_top_level() -> frozenset[str]:
     """The staff repository's top-level names: a path starting with one names the repository."""
-    return frozenset(p.name for p in REPO_ROOT.iterdir()
-                     if p.name not in LOCAL and not p.name.endswith(".egg-info"))
+    return frozenset(p.name for p in REPO_ROOT.iterdir() if p.name not in LOCAL and not p.name.endswith(".egg-info"))
 
 
 @functools.cache
@@ -153,9 +173,9 @@ def _path_finding(root: Path, token: str, name: str = "") -> str | None:
     for i, part in enumerate(parts):  # the first missing folder or file, up to a placeholder
         if PLACEHOLDER.search(part) or not part:
             return None
-        if not _exists(root, "/".join(parts[:i + 1])):
+        if not _exists(root, "/".join(parts[: i + 1])):
             last = i == len(parts) - 1
-            return f"path {'/'.join(parts[:i + 1])}{'' if last else '/'} is not in the release"
+            return f"path {'/'.join(parts[: i + 1])}{'' if last else '/'} is not in the release"
     return None
 
 
@@ -163,8 +183,9 @@ def _path_finding(root: Path, token: str, name: str = "") -> str | None:
 def _help(root: Path, argv: tuple[str, ...]) -> str | None:
     """``argv --help``'s output in the release (None if it does not run)."""
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTEST_ADDOPTS")}
-    run = subprocess.run([sys.executable, *argv, "--help"], cwd=root, capture_output=True,
-                         text=True, timeout=300, env=env)
+    run = subprocess.run(
+        [sys.executable, *argv, "--help"], cwd=root, capture_output=True, text=True, timeout=300, env=env
+    )
     return run.stdout + run.stderr if run.returncode == 0 else None
 
 
@@ -191,8 +212,12 @@ def _impl_default(script: Path) -> str | None:
     if not script.is_file():
         return None
     for node in ast.walk(ast.parse(script.read_text(encoding="utf-8"))):
-        if (isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "add_argument"
-                and node.args and getattr(node.args[0], "value", None) == "--impl"):
+        if (
+            isinstance(node, ast.Call)
+            and getattr(node.func, "attr", "") == "add_argument"
+            and node.args
+            and getattr(node.args[0], "value", None) == "--impl"
+        ):
             for keyword in node.keywords:
                 if keyword.arg == "default" and isinstance(keyword.value, ast.Constant):
                     return keyword.value.value
@@ -234,15 +259,21 @@ def _command_findings(root: Path, command: str) -> list[str]:
             needs = _subcommand_needs(root, sub)
             if needs is None:
                 findings.append(f"python -m grader {sub}: no such command in the release")
-            findings += [f"python -m grader {sub}: needs {need}, not in the release"
-                         for need in needs or [] if not _exists(root, need)]
+            findings += [
+                f"python -m grader {sub}: needs {need}, not in the release"
+                for need in needs or []
+                if not _exists(root, need)
+            ]
         help_argv = ("-m", module, *subs)
         if module == "pip":
             for extras in re.findall(r"\.\[([\w,-]+)\]", command):
                 declared = tomllib.loads((root / "pyproject.toml").read_text(encoding="utf-8"))
                 known = declared.get("project", {}).get("optional-dependencies", {})
-                findings += [f"pip extra [{e}] is not in the release's pyproject.toml"
-                             for e in extras.split(",") if e not in known]
+                findings += [
+                    f"pip extra [{e}] is not in the release's pyproject.toml"
+                    for e in extras.split(",")
+                    if e not in known
+                ]
             return findings
         args = rest
     elif args[0].endswith(".py"):
@@ -258,25 +289,32 @@ def _command_findings(root: Path, command: str) -> list[str]:
         for piece in word.split("|") if previous == "--impl" else [word]:
             head = piece.split("/")[0]
             if head in staff_top_level() and not _exists(root, piece):
-                findings.append(f"{previous} {piece}: no {piece} in the release".strip()
-                                if previous.startswith("--") else
-                                f"{' '.join(words[:2])} ... {piece}: no {piece} in the release")
+                findings.append(
+                    f"{previous} {piece}: no {piece} in the release".strip()
+                    if previous.startswith("--")
+                    else f"{' '.join(words[:2])} ... {piece}: no {piece} in the release"
+                )
     default = None
     if help_argv and "--impl" not in args:  # a script, a module, or a package (its __init__.py)
         base = root / (help_argv[0] if len(help_argv) == 1 else help_argv[1].replace(".", "/"))
         script = base if len(help_argv) == 1 else base.with_suffix(".py")
         default = _impl_default(script if script.is_file() else base / "__init__.py")
     if default in staff_top_level() and not _exists(root, default):
-        findings.append(f"{' '.join(words[:2] if words[1] != '-m' else words[:3])}: "
-                        f"its --impl default {default} is not in the release")
+        findings.append(
+            f"{' '.join(words[:2] if words[1] != '-m' else words[:3])}: "
+            f"its --impl default {default} is not in the release"
+        )
     options = [w.split("=")[0] for w in args if w.startswith("--") and len(w) > 2]
     if options and help_argv:
         text = _help(root, help_argv)
         if text is None:
             findings.append(f"{' '.join(['python', *help_argv])} --help does not run in the release")
         else:
-            findings += [f"{' '.join(['python', *help_argv])} has no option {o}"
-                         for o in options if not re.search(re.escape(o) + r"(?![\w-])", text)]
+            findings += [
+                f"{' '.join(['python', *help_argv])} has no option {o}"
+                for o in options
+                if not re.search(re.escape(o) + r"(?![\w-])", text)
+            ]
     return findings
 
 
@@ -318,8 +356,7 @@ def found(released):
 
 def test_nothing_in_the_release_dangles(found):
     new = found - set(PENDING)
-    assert not new, "dangling references in the release:\n" + "\n".join(
-        f"  {name}: {why}" for name, why in sorted(new))
+    assert not new, "dangling references in the release:\n" + "\n".join(f"  {name}: {why}" for name, why in sorted(new))
 
 
 @pytest.mark.parametrize("entry", sorted(PENDING), ids=lambda e: f"{e[0]}: {e[1][:40]}")
@@ -331,35 +368,50 @@ def test_pending_findings_are_pending(found, entry):
 
 OUT = "../" + "shared"  # a folder beside the staff repository (spelled so git grep skips it)
 PLANTS = [
-    ("README.md", "\nSee `solutions/buckets.py` for the reference.\n",
-     "path solutions/ is not in the release"),
-    ("README.md", "\n```bash\npython -m pytest exercises --impl solutions\n```\n",
-     "--impl solutions: no solutions in the release"),
-    ("README.md", "\nRun `python benchmarks/grading_speed.py --class-size 20`.\n",
-     "python benchmarks/grading_speed.py: no such file in the release"),
-    ("README.md", "\nRun `python -m grader.hidden`.\n",
-     "python -m grader.hidden: no such module in the release"),
-    ("README.md", "\n```bash\npython -m pytest tests -n auto\n```\n",
-     "python -m ... tests: no tests in the release"),
+    ("README.md", "\nSee `solutions/buckets.py` for the reference.\n", "path solutions/ is not in the release"),
+    (
+        "README.md",
+        "\n```bash\npython -m pytest exercises --impl solutions\n```\n",
+        "--impl solutions: no solutions in the release",
+    ),
+    (
+        "README.md",
+        "\nRun `python benchmarks/grading_speed.py --class-size 20`.\n",
+        "python benchmarks/grading_speed.py: no such file in the release",
+    ),
+    ("README.md", "\nRun `python -m grader.hidden`.\n", "python -m grader.hidden: no such module in the release"),
+    ("README.md", "\n```bash\npython -m pytest tests -n auto\n```\n", "python -m ... tests: no tests in the release"),
     ("README.md", "\nThe suite is in `tests/`.\n", "path tests/ is not in the release"),
     ("AGENTS.md", "\nRead [the notes](notes/hints.md).\n", "link notes/hints.md is not in the release"),
-    ("answers.md", f"\nSee {OUT}/seed/ for the lesson.\n",
-     f"path {OUT}/seed/ leads out of the repository"),
-    ("answers.md", "\n`python -m coursekit.lab launch-tax --no-such-option`\n",
-     "python -m coursekit.lab launch-tax has no option --no-such-option"),
-    ("answers.md", "\n`python -m grader release OUT`\n",
-     "python -m grader release: no such command in the release"),
-    ("README.md", '\n`python -m pip install -e ".[dev,cuda]"`\n',
-     "pip extra [cuda] is not in the release's pyproject.toml"),
-    ("coursekit/lesson.py", f"\n# The measurement: see {OUT}/reference/.\n",
-     f"path {OUT}/reference/ leads out of the repository"),
-    ("exercises/buckets.py", "\n# the wrong answers are in kill_matrix.py\n",
-     "file kill_matrix.py is not in the release"),
-    ("grader/rubric.toml", "\n# hidden checks: grader/hidden.py\n",
-     "path grader/hidden.py is not in the release"),
-    ("benchmarks/planted.py", 'import argparse\n\n# Run: python benchmarks/planted.py\n'
-     'argparse.ArgumentParser().add_argument("--impl", default="solutions")\n',
-     "python benchmarks/planted.py: its --impl default solutions is not in the release"),
+    ("answers.md", f"\nSee {OUT}/seed/ for the lesson.\n", f"path {OUT}/seed/ leads out of the repository"),
+    (
+        "answers.md",
+        "\n`python -m coursekit.lab launch-tax --no-such-option`\n",
+        "python -m coursekit.lab launch-tax has no option --no-such-option",
+    ),
+    ("answers.md", "\n`python -m grader release OUT`\n", "python -m grader release: no such command in the release"),
+    (
+        "README.md",
+        '\n`python -m pip install -e ".[dev,cuda]"`\n',
+        "pip extra [cuda] is not in the release's pyproject.toml",
+    ),
+    (
+        "coursekit/lesson.py",
+        f"\n# The measurement: see {OUT}/reference/.\n",
+        f"path {OUT}/reference/ leads out of the repository",
+    ),
+    (
+        "exercises/buckets.py",
+        "\n# the wrong answers are in kill_matrix.py\n",
+        "file kill_matrix.py is not in the release",
+    ),
+    ("grader/rubric.toml", "\n# hidden checks: grader/hidden.py\n", "path grader/hidden.py is not in the release"),
+    (
+        "benchmarks/planted.py",
+        'import argparse\n\n# Run: python benchmarks/planted.py\n'
+        'argparse.ArgumentParser().add_argument("--impl", default="solutions")\n',
+        "python benchmarks/planted.py: its --impl default solutions is not in the release",
+    ),
 ]
 
 
@@ -377,9 +429,12 @@ def test_planted_dangling_references_are_caught(released, found, tmp_path):
 def _readme_points(readme: str) -> dict[str, float]:
     paragraph = re.search(r"\*\*Points\.\*\*(.*?)\n\n", readme + "\n\n", re.DOTALL).group(1)
     paragraph = " ".join(paragraph.split())
-    m = re.search(r"hold (\d+) points.*?: (\d+) in public checks.*?\((\d+) on any machine, (\d+) "
-                  r"only on a CUDA GPU\), and (\d+) in hidden checks.*?The (\d+) self-test "
-                  r"questions.*?: (\d+) points on top of the (\d+)", paragraph)
+    m = re.search(
+        r"hold (\d+) points.*?: (\d+) in public checks.*?\((\d+) on any machine, (\d+) "
+        r"only on a CUDA GPU\), and (\d+) in hidden checks.*?The (\d+) self-test "
+        r"questions.*?: (\d+) points on top of the (\d+)",
+        paragraph,
+    )
     assert m, paragraph
     keys = ("total", "public", "cpu", "gpu", "hidden", "questions", "manual", "total_again")
     return dict(zip(keys, map(float, m.groups())))
@@ -389,26 +444,41 @@ def test_readme_rubric_and_grade_agree_on_the_points(released):
     staff = rubric.parse((REPO_ROOT / "grader/rubric.toml").read_text(encoding="utf-8"))
     assert staff.total == 100, "the spec's rubric totals 100"
     readme = _readme_points((released / "README.md").read_text(encoding="utf-8"))
-    assert readme == {"total": staff.total, "public": staff.public,
-                      "cpu": staff.public - staff.public_gpu, "gpu": staff.public_gpu,
-                      "hidden": staff.hidden, "questions": len(staff.questions),
-                      "manual": staff.manual, "total_again": staff.total}
+    assert readme == {
+        "total": staff.total,
+        "public": staff.public,
+        "cpu": staff.public - staff.public_gpu,
+        "gpu": staff.public_gpu,
+        "hidden": staff.hidden,
+        "questions": len(staff.questions),
+        "manual": staff.manual,
+        "total_again": staff.total,
+    }
     rubric_text = (released / "grader/rubric.toml").read_text(encoding="utf-8")
     shipped = rubric.parse(rubric_text, checks=public_checks())  # a release has no hidden check
     assert (shipped.public, shipped.public_gpu, shipped.hidden, shipped.total, shipped.questions) == (
-        staff.public, staff.public_gpu, staff.hidden, staff.total, staff.questions)
+        staff.public,
+        staff.public_gpu,
+        staff.hidden,
+        staff.total,
+        staff.questions,
+    )
     assert not shipped.hidden_ids and shipped.validate(), "no hidden check, and it still adds up"
     header = "\n".join(line for line in rubric_text.splitlines() if line.startswith("#"))
-    for number in (f"{staff.total:g} points in all", f"{staff.public:g} in the public checks",
-                   f"{staff.hidden:g} in hidden checks", f"{staff.manual:g} points graded by hand"):
+    for number in (
+        f"{staff.total:g} points in all",
+        f"{staff.public:g} in the public checks",
+        f"{staff.hidden:g} in hidden checks",
+        f"{staff.manual:g} points graded by hand",
+    ):
         assert number in header, header
     # What `python -m grader grade` accounts for in the release: the public points, those of
     # the GPU checks shown as pending when there is no CUDA.
-    run = subprocess.run([sys.executable, "-m", "grader", "grade"], cwd=released,
-                         capture_output=True, text=True, timeout=600)
+    run = subprocess.run(
+        [sys.executable, "-m", "grader", "grade"], cwd=released, capture_output=True, text=True, timeout=600
+    )
     assert run.returncode == 0, run.stdout + run.stderr
-    total = re.search(r"^total\s+[\d.]+/([\d.]+)(?:\s+\(\+([\d.]+) pending)?", run.stdout,
-                      re.MULTILINE)
+    total = re.search(r"^total\s+[\d.]+/([\d.]+)(?:\s+\(\+([\d.]+) pending)?", run.stdout, re.MULTILINE)
     assert total, run.stdout
     graded = float(total.group(1)) + float(total.group(2) or 0)
     assert graded == staff.public, run.stdout
@@ -420,7 +490,8 @@ def test_readme_points_paragraph_is_up_to_date():
     paragraphs = [m.group(2) for m in rubric.POINTS.finditer(readme)]
     assert paragraphs == [rubric.points_paragraph(staff)], (
         "README.md's <!-- points --> paragraph differs from grader/rubric.toml; run "
-        "`python -m grader build`, which writes:\n" + rubric.points_paragraph(staff))
+        "`python -m grader build`, which writes:\n" + rubric.points_paragraph(staff)
+    )
 
 
 def test_threat_model_counts_the_points_that_rest_on_facts():
@@ -428,8 +499,11 @@ def test_threat_model_counts_the_points_that_rest_on_facts():
     worker (checks judged on yes/no facts alone) and names those checks: the figure must be
     their sum in the rubric."""
     readme = " ".join((REPO_ROOT / "README.md").read_text(encoding="utf-8").split())
-    found = re.search(r"facts alone are worth (\d+) of the (\d+) CPU points \((.*?)\) and (\d+) of "
-                      r"the (\d+) GPU points", readme)
+    found = re.search(
+        r"facts alone are worth (\d+) of the (\d+) CPU points \((.*?)\) and (\d+) of "
+        r"the (\d+) GPU points",
+        readme,
+    )
     assert found, "the README's threat model no longer states the points that rest on facts"
     points = load_rubric()
     cpu = sum(p for c, p in points.items() if not c.split(".")[1].startswith("gpu_"))
@@ -441,21 +515,22 @@ def test_threat_model_counts_the_points_that_rest_on_facts():
     fact_points = sum(points[c] for c in listed)
     assert fact_points == int(found.group(1)), (
         f"the README says {found.group(1)} CPU points rest on facts alone; the checks it names "
-        f"({', '.join(listed)}) are worth {fact_points:g} in grader/rubric.toml")
+        f"({', '.join(listed)}) are worth {fact_points:g} in grader/rubric.toml"
+    )
 
 
 def test_answers_md_asks_the_self_test_questions_without_answers(released):
     expected = rel.answers_markdown()
     committed = (REPO_ROOT / "answers.md").read_text(encoding="utf-8")
-    assert committed == expected, ("answers.md is out of date with grader/notebook.py's SELF_TEST "
-                                   "or the rubric: run `python -m grader build`")
+    assert committed == expected, (
+        "answers.md is out of date with grader/notebook.py's SELF_TEST or the rubric: run `python -m grader build`"
+    )
     shipped = (released / "answers.md").read_text(encoding="utf-8")
     assert shipped == expected
     flat = " ".join(shipped.split())
     for question in SELF_TEST:
         assert " ".join(question.question.split()) in flat and question.id in flat
-    everything = " ".join(" ".join(p.read_text(errors="replace").split())
-                          for p in released.rglob("*") if p.is_file())
+    everything = " ".join(" ".join(p.read_text(errors="replace").split()) for p in released.rglob("*") if p.is_file())
     for question in SELF_TEST:
         answer = " ".join(question.model_answer.split())
         assert answer[:60] not in everything, f"the model answer to {question.id} is in the release"
@@ -472,7 +547,8 @@ def test_agents_md_is_short_and_shipped(released):
 
 def test_the_lab_reference_and_its_data_ship(released):
     assert (released / "coursekit/data/h200-anchor-2026-11-30.json").read_bytes() == (
-        REPO_ROOT / "coursekit/data/h200-anchor-2026-11-30.json").read_bytes()
+        REPO_ROOT / "coursekit/data/h200-anchor-2026-11-30.json"
+    ).read_bytes()
     assert (released / "benchmarks/decode_engine.py").is_file()
     assert not (released / "benchmarks/grading_speed.py").exists()
 
@@ -480,8 +556,14 @@ def test_the_lab_reference_and_its_data_ship(released):
 def test_no_file_of_the_staff_repository_leads_out_of_it():
     """The staff repository stands alone as well (CI scripts, the GPU stages, the notebook): no
     tracked file names the folder beside it, which nobody who clones the repository has."""
-    files = subprocess.run(["git", "ls-files", "-z"], cwd=REPO_ROOT, capture_output=True,
-                           check=True).stdout.decode().split("\0")
-    named = [rel for rel in filter(None, files) if (REPO_ROOT / rel).is_file()
-             and OUT.encode() in (REPO_ROOT / rel).read_bytes()]
+    files = (
+        subprocess.run(["git", "ls-files", "-z"], cwd=REPO_ROOT, capture_output=True, check=True)
+        .stdout.decode()
+        .split("\0")
+    )
+    named = [
+        rel
+        for rel in filter(None, files)
+        if (REPO_ROOT / rel).is_file() and OUT.encode() in (REPO_ROOT / rel).read_bytes()
+    ]
     assert not named, f"these files name {OUT}, outside the repository: {named}"

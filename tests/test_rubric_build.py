@@ -25,8 +25,13 @@ BY_HAND = sum(rubric.load().questions.values())
 @pytest.fixture
 def repo(tmp_path) -> Path:
     root = tmp_path / "repo"
-    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=REPO_ROOT,
-                           capture_output=True, check=True).stdout.decode().split("\0")
+    files = (
+        subprocess.run(
+            ["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=REPO_ROOT, capture_output=True, check=True
+        )
+        .stdout.decode()
+        .split("\0")
+    )
     for rel in filter(None, files):
         source = REPO_ROOT / rel
         if rel.startswith(("tests/", ".ci/")) or not source.is_file() or source.is_symlink():
@@ -37,8 +42,9 @@ def repo(tmp_path) -> Path:
 
 
 def run(root: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "grader", *args], cwd=root, capture_output=True,
-                          text=True, timeout=600)
+    return subprocess.run(
+        [sys.executable, "-m", "grader", *args], cwd=root, capture_output=True, text=True, timeout=600
+    )
 
 
 def set_rubric(root: Path, old: str, new: str) -> None:
@@ -54,17 +60,21 @@ def reweight_seed_report(root: Path, points: int) -> None:
     text = path.read_text(encoding="utf-8")
     found = re.findall(r'Check\("ex1", "seed_report".*?points=(\d+)\)', text, re.DOTALL)
     assert found == ["2"], found
-    path.write_text(re.sub(r'(Check\("ex1", "seed_report".*?points=)2\)', rf"\g<1>{points})", text,
-                           count=1, flags=re.DOTALL), encoding="utf-8")
+    path.write_text(
+        re.sub(r'(Check\("ex1", "seed_report".*?points=)2\)', rf"\g<1>{points})", text, count=1, flags=re.DOTALL),
+        encoding="utf-8",
+    )
 
 
 def test_a_changed_weight_is_refused_until_it_is_a_decision(repo, tmp_path):
     reweight_seed_report(repo, 3)
     secret = tmp_path / "secret"
     assert run(repo, "secret", "new", str(secret)).returncode == 0
-    for args in (["grade", "--brief", "--only", "ex1"],
-                 ["gradescope", str(tmp_path / "a.zip"), "--secret-file", str(secret)],
-                 ["release", str(tmp_path / "student")]):
+    for args in (
+        ["grade", "--brief", "--only", "ex1"],
+        ["gradescope", str(tmp_path / "a.zip"), "--secret-file", str(secret)],
+        ["release", str(tmp_path / "student")],
+    ):
         done = run(repo, *args)
         assert done.returncode == 2, (args, done.stdout, done.stderr)
         assert f"add up to {TOTAL + 1}" in done.stderr and f"total says {TOTAL}" in done.stderr, done.stderr
@@ -88,11 +98,13 @@ def test_build_rewrites_what_the_rubric_derives_and_says_what_to_redo(repo):
         assert redo in done.stdout, f"build must say to redo {redo!r}:\n{done.stdout}"
     assert run(repo, "build", "--check").returncode == 0
     readme = (repo / "README.md").read_text(encoding="utf-8")
-    assert re.search(rf"hold {TOTAL + 1}\s+points", readme) and \
-        re.search(rf"{TOTAL + 1 + BY_HAND:g}\s+in\s+all", readme), readme[:3000]
+    assert re.search(rf"hold {TOTAL + 1}\s+points", readme) and re.search(
+        rf"{TOTAL + 1 + BY_HAND:g}\s+in\s+all", readme
+    ), readme[:3000]
     notebook = json.loads((repo / "course" / "source" / "launch_tax" / "launch_tax.ipynb").read_text(encoding="utf-8"))
-    cell = next(c for c in notebook["cells"]
-                if c["metadata"].get("nbgrader", {}).get("grade_id") == "test_ex1_seed_report")
+    cell = next(
+        c for c in notebook["cells"] if c["metadata"].get("nbgrader", {}).get("grade_id") == "test_ex1_seed_report"
+    )
     assert cell["metadata"]["nbgrader"]["points"] == 3
     graded = run(repo, "grade", "solutions", "--brief", "--only", "ex1")
     assert graded.returncode == 0 and "14/14" in graded.stdout, graded.stdout + graded.stderr

@@ -26,8 +26,12 @@ raise ImportError("ENV " + repr(sorted(os.environ.items())))
 def run_module(source: bytes, limits: sandbox.Limits, gpu: bool = False, repeat: int = 1) -> sandbox.Run:
     files = {"submission/__init__.py": b"", "submission/launch_model.py": source}
     box = sandbox.make_box(runtime_files(), files)
-    request = {"package": "submission", "module": "launch_model",
-               "submission_dir": str(box / "submission"), "probes": []}
+    request = {
+        "package": "submission",
+        "module": "launch_model",
+        "submission_dir": str(box / "submission"),
+        "probes": [],
+    }
     try:
         return sandbox.run(box, limits, [wire.dumps(request).encode()] * repeat, gpu=gpu)
     finally:
@@ -51,9 +55,23 @@ def test_the_worker_environment_holds_only_what_it_needs():
     run = run_module(ENVIRONMENT, sandbox.Limits(timeout_s=30))
     message = wire.loads(run.answers[0])["import_error"]["message"]
     names = {name for name, _ in eval(message.removeprefix("ENV "))}  # noqa: S307 - our own output
-    assert names <= {"PATH", "LANG", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "PYTHONHASHSEED",
-                     "LAUNCH_TAX_BOX", "HOME", "TMPDIR", "USER", "LOGNAME", "CUDA_VISIBLE_DEVICES",
-                     "TORCHINDUCTOR_COMPILE_THREADS", "PWD", "SHLVL", "_"}, names
+    assert names <= {
+        "PATH",
+        "LANG",
+        "OMP_NUM_THREADS",
+        "MKL_NUM_THREADS",
+        "PYTHONHASHSEED",
+        "LAUNCH_TAX_BOX",
+        "HOME",
+        "TMPDIR",
+        "USER",
+        "LOGNAME",
+        "CUDA_VISIBLE_DEVICES",
+        "TORCHINDUCTOR_COMPILE_THREADS",
+        "PWD",
+        "SHLVL",
+        "_",
+    }, names
     from coursekit.impl import REPO_ROOT
 
     assert str(REPO_ROOT) not in message, message
@@ -91,8 +109,7 @@ def test_the_judge_asks_its_gpu_canary_whether_it_sees_cuda(monkeypatch):
     from grader.workers import EnvironmentProblem, Workers
 
     def worker_without_cuda(box, limits, requests, *, gpu=False, hide=(), slot=0, device=None):
-        return sandbox.Run(answers=[wire.dumps({"cuda": False, "vm_peak_bytes": 0}).encode()],
-                           returncode=0, wall_s=1.0)
+        return sandbox.Run(answers=[wire.dumps({"cuda": False, "vm_peak_bytes": 0}).encode()], returncode=0, wall_s=1.0)
 
     monkeypatch.setattr(sandbox, "run", worker_without_cuda)
     workers = Workers(60.0, (), devices.DevicePool([]))
@@ -114,8 +131,7 @@ def test_every_thread_sees_the_same_answer_about_namespaces(monkeypatch):
 def canary(request: dict) -> dict:
     box = sandbox.make_box(runtime_files(), {})
     try:
-        run = sandbox.run(box, sandbox.Limits(timeout_s=120, memory_bytes=None),
-                          [wire.dumps(request).encode()])
+        run = sandbox.run(box, sandbox.Limits(timeout_s=120, memory_bytes=None), [wire.dumps(request).encode()])
     finally:
         sandbox.remove_box(box)
     assert run.answers, run
@@ -175,8 +191,10 @@ def test_gpu_memory_is_watched_from_the_judge(tmp_path, monkeypatch):
     judge, which asks nvidia-smi (here a stand-in reporting 8000 MiB for every worker process)."""
     fake_nvidia_smi(tmp_path, "0, 24564, 300\n1, 24564, 300\n", "worker, 8000\n")
     monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
-    assert nvidia_smi.gpu_memory() == {"0": {"total": 24564 << 20, "used": 300 << 20},
-                                    "1": {"total": 24564 << 20, "used": 300 << 20}}
+    assert nvidia_smi.gpu_memory() == {
+        "0": {"total": 24564 << 20, "used": 300 << 20},
+        "1": {"total": 24564 << 20, "used": 300 << 20},
+    }
     run = run_module(SLEEPER, sandbox.Limits(timeout_s=30, gpu_bytes=4 << 30), gpu=True)
     assert run.out_of_gpu_memory and "GPU memory" in run.failure(), run
     assert run.wall_s < 15, run.wall_s
@@ -203,8 +221,10 @@ def test_gpu_workers_are_spread_over_the_devices_one_at_a_time(monkeypatch):
         return sandbox.Run(answers=[], returncode=0)
 
     monkeypatch.setattr(sandbox, "run", fake_run)
-    threads = [threading.Thread(target=pool.run, args=(None, sandbox.Limits(), []), kwargs={"hide": (), "slot": i})
-               for i in range(4)]
+    threads = [
+        threading.Thread(target=pool.run, args=(None, sandbox.Limits(), []), kwargs={"hide": (), "slot": i})
+        for i in range(4)
+    ]
     for t in threads:
         t.start()
     for t in threads:
@@ -221,12 +241,14 @@ def test_fresh_state_never_kills_or_removes_as_root_or_unleased(tmp_path, monkey
     import importlib.util
     import signal
 
-    spec = importlib.util.spec_from_file_location("worker_under_test",
-                                                  sandbox.Path(__file__).parents[1] / "grader" / "worker.py")
+    spec = importlib.util.spec_from_file_location(
+        "worker_under_test", sandbox.Path(__file__).parents[1] / "grader" / "worker.py"
+    )
     worker = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(worker)
     killed, removed = [], []
     monkeypatch.setattr(worker.os, "kill", lambda pid, sig: killed.append((pid, sig)))
+
     def remove_owned(folder, uid, depth, keep=""):
         removed.append((folder, uid, depth))
         return 0
@@ -243,8 +265,6 @@ def test_fresh_state_never_kills_or_removes_as_root_or_unleased(tmp_path, monkey
     monkeypatch.setattr(worker.os, "getuid", lambda: 61003)
     worker._fresh_state(str(work), ["/nonexistent"], isolated=True)
     assert killed == [(-1, signal.SIGKILL)] and removed
-
-
 
 
 def test_memory_a_workers_own_process_still_holds_is_reported(tmp_path):

@@ -22,8 +22,13 @@ MARK = f"ex{NEW}"
 
 
 def _copy(dest):
-    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-                            cwd=REPO_ROOT, capture_output=True, text=True, check=True).stdout
+    listed = subprocess.run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     for rel in filter(None, listed.split("\0")):
         source = REPO_ROOT / rel
         if source.is_file():
@@ -46,8 +51,14 @@ def scaffolded(tmp_path_factory):
 
 def test_it_writes_every_file_and_says_what_next(scaffolded):
     root, out = scaffolded
-    for rel in ("exercises/kv_cache.py", "solutions/kv_cache.py", "grader/exercises/kv_cache.py",
-                "grader/hidden/kv_cache.py", "tests/alternatives/kv_cache.py", "tests/mutants/kv_cache.py"):
+    for rel in (
+        "exercises/kv_cache.py",
+        "solutions/kv_cache.py",
+        "grader/exercises/kv_cache.py",
+        "grader/hidden/kv_cache.py",
+        "tests/alternatives/kv_cache.py",
+        "tests/mutants/kv_cache.py",
+    ):
         assert (root / rel).is_file(), rel
         assert rel in out
     assert '"kv_cache", "a toy KV cache"' in (root / "coursekit/course.py").read_text()
@@ -67,8 +78,15 @@ def test_its_tests_pass_on_the_reference_and_fail_on_the_stub(scaffolded):
 def test_its_declaration_and_files_agree(scaffolded):
     """(The README's table of exercises follows at `grader build`, in the next test.)"""
     root, _ = scaffolded
-    run = _run(root, "-m", "pytest", "tests/test_course.py", "-q", "-k",
-               "each_declaration or numbered or every_module_file or undeclared")
+    run = _run(
+        root,
+        "-m",
+        "pytest",
+        "tests/test_course.py",
+        "-q",
+        "-k",
+        "each_declaration or numbered or every_module_file or undeclared",
+    )
     assert run.returncode == 0, run.stdout[-3000:]
 
 
@@ -92,11 +110,14 @@ def test_the_grader_grades_it_once_the_total_is_decided(scaffolded, tmp_path):
     assert scores == {"solutions": 1, "exercises": 0}
 
 
-@pytest.mark.parametrize("module, title, why", [
-    ("buckets", "again", "exists already"),
-    ("Bad-Name", "x", "lower-case Python name"),
-    ("kv", "   ", "title"),
-])
+@pytest.mark.parametrize(
+    "module, title, why",
+    [
+        ("buckets", "again", "exists already"),
+        ("Bad-Name", "x", "lower-case Python name"),
+        ("kv", "   ", "title"),
+    ],
+)
 def test_it_refuses_what_it_cannot_write(module, title, why):
     run = _run(REPO_ROOT, "-m", "grader", "new-exercise", module, "--title", title)
     assert run.returncode == 2 and why in run.stderr, run.stderr

@@ -61,10 +61,13 @@ def test_shapes_are_fixed_at_capture():
         g.replay()
 
 
-@pytest.mark.parametrize("bad, error, name", [
-    (dict(warmup_iters=0), ValueError, "warmup_iters"),
-    (dict(warmup_iters=True), ValueError, "warmup_iters"),
-])
+@pytest.mark.parametrize(
+    "bad, error, name",
+    [
+        (dict(warmup_iters=0), ValueError, "warmup_iters"),
+        (dict(warmup_iters=True), ValueError, "warmup_iters"),
+    ],
+)
 def test_rejects_bad_warmup(bad, error, name):
     with pytest.raises(error, match=name):
         capture_on_cpu(torch.neg, torch.ones(1), **bad)

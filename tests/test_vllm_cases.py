@@ -10,8 +10,15 @@ from __future__ import annotations
 import ast
 
 from coursekit.impl import REPO_ROOT, Implementation
-from coursekit.vllm_recorded import (CASES, VLLM_VERSION, dispatch_configs, engine_cases,
-                                     explicit_max_cases, mode_table, recorded)
+from coursekit.vllm_recorded import (
+    CASES,
+    VLLM_VERSION,
+    dispatch_configs,
+    engine_cases,
+    explicit_max_cases,
+    mode_table,
+    recorded,
+)
 
 buckets = Implementation("solutions").module("buckets")
 dispatch = Implementation("solutions").module("dispatch")
@@ -21,17 +28,26 @@ def test_the_data_is_vllms_and_says_how_to_re_record():
     assert recorded()["vllm_version"].split("+")[0] == VLLM_VERSION
     script = REPO_ROOT / "tests" / "platforms" / "record_vllm_cases.py"
     assert "record_vllm_cases.py" in recorded()["by"]
-    version = next(n.value.value for n in ast.parse(script.read_text()).body
-                   if isinstance(n, ast.Assign) and getattr(n.targets[0], "id", "") == "VERSION")
+    version = next(
+        n.value.value
+        for n in ast.parse(script.read_text()).body
+        if isinstance(n, ast.Assign) and getattr(n.targets[0], "id", "") == "VERSION"
+    )
     assert version == VLLM_VERSION and CASES.name == f"vllm-{version}-cases.json"
     assert len(engine_cases()) > 1000 and len(explicit_max_cases()) == 600 and len(dispatch_configs()) == 180
 
 
 def test_capture_sizes_agree_with_vllm():
-    wrong = [(c[:3], c[3], buckets.engine_capture_sizes(*c[:3])) for c in engine_cases()
-             if buckets.engine_capture_sizes(*c[:3]) != c[3]]
-    wrong += [(m, sizes, buckets.default_capture_sizes(m)) for m, sizes in explicit_max_cases()
-              if buckets.default_capture_sizes(m) != sizes]
+    wrong = [
+        (c[:3], c[3], buckets.engine_capture_sizes(*c[:3]))
+        for c in engine_cases()
+        if buckets.engine_capture_sizes(*c[:3]) != c[3]
+    ]
+    wrong += [
+        (m, sizes, buckets.default_capture_sizes(m))
+        for m, sizes in explicit_max_cases()
+        if buckets.default_capture_sizes(m) != sizes
+    ]
     assert not wrong, wrong[:3]
 
 
@@ -40,23 +56,31 @@ def test_modes_agree_with_vllm():
         mode = dispatch.CUDAGraphMode[name]
         assert (list(mode.value) if isinstance(mode.value, tuple) else mode.value) == want["value"]
         assert bool(mode) is want["bool"]
-        for helper in ("separate_routine", "decode_mode", "mixed_mode", "has_full_cudagraphs",
-                       "has_piecewise_cudagraphs"):
+        for helper in (
+            "separate_routine",
+            "decode_mode",
+            "mixed_mode",
+            "has_full_cudagraphs",
+            "has_piecewise_cudagraphs",
+        ):
             got = getattr(mode, helper)()
             assert getattr(got, "name", got) == want[helper], (name, helper)
 
 
 def test_dispatcher_agrees_with_vllm_on_every_recorded_answer():
     M, BD = dispatch.CUDAGraphMode, dispatch.BatchDescriptor
-    limits = {k: tuple(None if v is None else {M[m] for m in v} for v in pair)
-              for k, pair in recorded()["dispatch"]["restrictions"].items()}
+    limits = {
+        k: tuple(None if v is None else {M[m] for m in v} for v in pair)
+        for k, pair in recorded()["dispatch"]["restrictions"].items()
+    }
     answers = 0
     for c in dispatch_configs():
         d = dispatch.CudagraphDispatcher(M[c["mode"]], c["capture_sizes"], c["max_num_seqs"], c["q"])
         if c["mode"] != "NONE":
             assert d.capture_sizes == c["sizes_after_adjustment"], c
-        assert {m.name: sorted([k.num_tokens, k.num_reqs, k.uniform] for k in ks)
-                for m, ks in d.keys().items()} == c["keys"], c
+        assert {m.name: sorted([k.num_tokens, k.num_reqs, k.uniform] for k in ks) for m, ks in d.keys().items()} == c[
+            "keys"
+        ], c
         for name, want in c["dispatch"].items():
             limit, uniform = name.rsplit(" uniform=", 1)
             for n, expected in enumerate(want, start=1):
@@ -90,8 +114,11 @@ def test_every_name_the_readme_cites_is_in_vllm():
         if path not in files:
             missing.append(f"ex{ex.strip()} {idea.strip()}: no file {path} in vLLM {VLLM_VERSION}")
             continue
-        missing += [f"ex{ex.strip()}: {path} has no {name}" for name in re.findall(r"`([^`]+)`", names)
-                    if name not in files[path]]
+        missing += [
+            f"ex{ex.strip()}: {path} has no {name}"
+            for name in re.findall(r"`([^`]+)`", names)
+            if name not in files[path]
+        ]
     assert {int(r[0]) for r in rows} >= {3, 4, 5, 6, 7, 8}, "every exercise from 3 to 8 has a row"
     assert not missing, "\n".join(missing)
 
@@ -112,8 +139,15 @@ def _readme_rows() -> list[dict]:
     rows = []
     for line in lines[2:]:
         ex, idea, path, names, runner = (c.strip() for c in line.split("|")[1:-1])
-        rows.append({"ex": int(ex), "idea": idea, "path": path.strip("`"), "runner": runner,
-                     "names": re.findall(r"`([^`]+)`", names)})
+        rows.append(
+            {
+                "ex": int(ex),
+                "idea": idea,
+                "path": path.strip("`"),
+                "runner": runner,
+                "names": re.findall(r"`([^`]+)`", names),
+            }
+        )
     return rows
 
 
@@ -128,18 +162,26 @@ def test_every_readme_row_says_which_runner():
     listing = json.loads((REPO_ROOT / "tests" / "platforms" / f"vllm-{VLLM_VERSION}-source.json").read_text())
     files = listing["files"]
     rows = _readme_rows()
-    wrong = [f"ex{r['ex']} {r['idea']}: runner {r['runner']!r}, not one of {RUNNERS}"
-             for r in rows if r["runner"] not in RUNNERS]
-    wrong += [f"ex{r['ex']} {r['idea']}: a V2 row outside {V2_TREE}: {r['path']}"
-              for r in rows if r["runner"] == "V2" and not r["path"].startswith(V2_TREE)]
-    wrong += [f"ex{r['ex']} {r['idea']}: a {r['runner']} row inside V2's tree: {r['path']}"
-              for r in rows if r["runner"] != "V2" and r["path"].startswith(V2_TREE)]
+    wrong = [
+        f"ex{r['ex']} {r['idea']}: runner {r['runner']!r}, not one of {RUNNERS}"
+        for r in rows
+        if r["runner"] not in RUNNERS
+    ]
+    wrong += [
+        f"ex{r['ex']} {r['idea']}: a V2 row outside {V2_TREE}: {r['path']}"
+        for r in rows
+        if r["runner"] == "V2" and not r["path"].startswith(V2_TREE)
+    ]
+    wrong += [
+        f"ex{r['ex']} {r['idea']}: a {r['runner']} row inside V2's tree: {r['path']}"
+        for r in rows
+        if r["runner"] != "V2" and r["path"].startswith(V2_TREE)
+    ]
     runner_of: dict[tuple[str, str], set[str]] = {}
     for r in rows:
         for name in r["names"]:
             runner_of.setdefault((r["path"], name), set()).add(r["runner"])
-    wrong += [f"{path} {name}: rows say {sorted(rs)}" for (path, name), rs in runner_of.items()
-              if len(rs) > 1]
+    wrong += [f"{path} {name}: rows say {sorted(rs)}" for (path, name), rs in runner_of.items() if len(rs) > 1]
     v2_names = {name for r in rows if r["runner"] == "V2" for name in r["names"]}
     for r in rows:
         if r["runner"] != "V1":
@@ -172,8 +214,7 @@ def _vllm_source():
     candidates += sorted(glob.glob("/tmp/vllm-venv/lib/python3*/site-packages/vllm"))
     for c in filter(None, candidates):
         version = Path(c) / "_version.py"
-        if version.is_file() and re.search(rf"version = '{re.escape(VLLM_VERSION)}[+']",
-                                           version.read_text()):
+        if version.is_file() and re.search(rf"version = '{re.escape(VLLM_VERSION)}[+']", version.read_text()):
             return Path(c)
     return None
 
@@ -201,30 +242,49 @@ def test_no_v1_row_is_reached_by_the_v2_runner():
         for name in r["names"]:
             head, _, leaf = name.partition(".")
             for f, tree in trees.items():
-                aliases = {a.asname or a.name for n in pyast.walk(tree)
-                           if isinstance(n, pyast.ImportFrom) and n.module == module
-                           for a in n.names if a.name == head}
-                aliases |= {f"{a.asname or a.name}.{head}" for n in pyast.walk(tree)
-                            if isinstance(n, pyast.Import) for a in n.names if a.name == module}
-                used = aliases if not leaf else {
-                    alias for alias in aliases for n in pyast.walk(tree)
-                    if isinstance(n, pyast.Attribute) and n.attr == leaf
-                    and pyast.unparse(n.value) == alias}
+                aliases = {
+                    a.asname or a.name
+                    for n in pyast.walk(tree)
+                    if isinstance(n, pyast.ImportFrom) and n.module == module
+                    for a in n.names
+                    if a.name == head
+                }
+                aliases |= {
+                    f"{a.asname or a.name}.{head}"
+                    for n in pyast.walk(tree)
+                    if isinstance(n, pyast.Import)
+                    for a in n.names
+                    if a.name == module
+                }
+                used = (
+                    aliases
+                    if not leaf
+                    else {
+                        alias
+                        for alias in aliases
+                        for n in pyast.walk(tree)
+                        if isinstance(n, pyast.Attribute) and n.attr == leaf and pyast.unparse(n.value) == alias
+                    }
+                )
                 if used:
                     reached.append(f"{f.relative_to(src.parent)} reaches V1's {r['path']} {name}")
     assert not reached, "\n".join(reached)
 
     compilation = pyast.parse((src / "config" / "compilation.py").read_text(encoding="utf-8"))
-    guards = [pyast.unparse(n.test) for n in pyast.walk(compilation) if isinstance(n, pyast.If)
-              for c in pyast.walk(n) if isinstance(c, pyast.Call)
-              and getattr(c.func, "attr", "") == "adjust_cudagraph_sizes_for_spec_decode"]
+    guards = [
+        pyast.unparse(n.test)
+        for n in pyast.walk(compilation)
+        if isinstance(n, pyast.If)
+        for c in pyast.walk(n)
+        if isinstance(c, pyast.Call) and getattr(c.func, "attr", "") == "adjust_cudagraph_sizes_for_spec_decode"
+    ]
     assert guards and all("not use_v2_model_runner" in g for g in guards), guards
 
     runner = trees[src / "v1" / "worker" / "gpu" / "model_runner.py"]
-    profile = [n for n in pyast.walk(runner) if isinstance(n, pyast.FunctionDef)
-               and n.name == "profile_cudagraph_memory"]
-    returns = [pyast.unparse(n.value) for f in profile for n in pyast.walk(f)
-               if isinstance(n, pyast.Return)]
+    profile = [
+        n for n in pyast.walk(runner) if isinstance(n, pyast.FunctionDef) and n.name == "profile_cudagraph_memory"
+    ]
+    returns = [pyast.unparse(n.value) for f in profile for n in pyast.walk(f) if isinstance(n, pyast.Return)]
     assert len(profile) == 1 and returns == ["0"], returns
 
 

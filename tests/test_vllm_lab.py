@@ -26,13 +26,17 @@ from coursekit.lab import vllm_analysis, vllm_runs
 
 RECORDED = json.loads(vllm_runs.FORMATS.read_text(encoding="ascii"))
 FMT = RECORDED["formats"]
-PREFIX_FIELDS = {"levelname": "INFO", "asctime": "12-04 08:00:00",
-                 "fileinfo": "gpu_model_runner.py", "lineno": 1234}
+PREFIX_FIELDS = {"levelname": "INFO", "asctime": "12-04 08:00:00", "fileinfo": "gpu_model_runner.py", "lineno": 1234}
 ENGINE = "(EngineCore pid=4242) "  # what vLLM 0.26.0 puts before its engine process's lines
 
 # Qwen2.5-0.5B's config.json, the fields the lab reads: 24 layers, 2 KV heads of 896/14 = 64.
-QWEN05 = {"num_hidden_layers": 24, "num_attention_heads": 14, "num_key_value_heads": 2,
-          "hidden_size": 896, "torch_dtype": "bfloat16"}
+QWEN05 = {
+    "num_hidden_layers": 24,
+    "num_attention_heads": 14,
+    "num_key_value_heads": 2,
+    "hidden_size": 896,
+    "torch_dtype": "bfloat16",
+}
 PER_TOKEN = 2 * 24 * 2 * 64 * 2  # 12288 bytes
 K_ESTIMATE = 12 * 24 + 40
 
@@ -55,9 +59,14 @@ def fill_fstring(text: str, values: dict) -> str:
 
 
 def engine_config(dtype="torch.bfloat16", kv="auto") -> str:
-    fields = fill_fstring(FMT["engine_config_fields"]["text"],
-                          {"self.model_config.dtype": dtype, "self.cache_config.cache_dtype": kv,
-                           "self.model_config.enforce_eager": "False"})
+    fields = fill_fstring(
+        FMT["engine_config_fields"]["text"],
+        {
+            "self.model_config.dtype": dtype,
+            "self.cache_config.cache_dtype": kv,
+            "self.model_config.enforce_eager": "False",
+        },
+    )
     return FMT["engine_config"]["text"] % ("0.26.0", fields)
 
 
@@ -83,8 +92,10 @@ def test_commands_use_only_recorded_flags(variant, tmp_path):
     assert words[:3] == RECORDED["cli"]["command"]
     flags = [w for w in words if w.startswith("-")]
     unknown = [f for f in flags if f not in RECORDED["flags"]]
-    assert not unknown, (f"{variant}: flags not recorded from vLLM 0.26.0's source: {unknown}; "
-                         "re-record with python -m coursekit.record_vllm_formats")
+    assert not unknown, (
+        f"{variant}: flags not recorded from vLLM 0.26.0's source: {unknown}; "
+        "re-record with python -m coursekit.record_vllm_formats"
+    )
     if "--compilation-config" in words:
         config = json.loads(words[words.index("--compilation-config") + 1])
         assert set(config) == {RECORDED["cudagraph_modes"]["json_key"]}
@@ -98,13 +109,11 @@ def test_commands_use_only_recorded_flags(variant, tmp_path):
 
 
 def test_dry_run_prints_every_command_with_recorded_flags_only(capsys, tmp_path):
-    assert main(["vllm", "run", "--dry-run", "--out", str(tmp_path), "--batch-sizes", "1",
-                 "4"]) == 0
+    assert main(["vllm", "run", "--dry-run", "--out", str(tmp_path), "--batch-sizes", "1", "4"]) == 0
     lines = capsys.readouterr().out.splitlines()
     commands = [line for line in lines if not line.startswith("#")]
     variants = lab.PRESETS["modes"]["variants"]
-    assert len(commands) == (len(variants) * 2 * len(lab.DEFAULT_OUTPUT_LENS)
-                             * len(vllm_runs.RUNNERS))
+    assert len(commands) == (len(variants) * 2 * len(lab.DEFAULT_OUTPUT_LENS) * len(vllm_runs.RUNNERS))
     for line in commands:
         words = shlex.split(line.split(" > ")[0])
         assert {w for w in words if w.startswith("--")} <= set(RECORDED["flags"])
@@ -114,7 +123,7 @@ def test_dry_run_prints_every_command_with_recorded_flags_only(capsys, tmp_path)
 
 def _runner_of(line: str) -> str:
     words = shlex.split(line.split(" > ")[0])
-    env = words[:words.index("vllm")]
+    env = words[: words.index("vllm")]
     if "VLLM_USE_V2_MODEL_RUNNER=0" in env:
         assert "-u" not in env
         return "v1"
@@ -124,8 +133,7 @@ def _runner_of(line: str) -> str:
 
 
 def test_both_runners_are_planned_beside_each_other_by_default(capsys, tmp_path):
-    assert main(["vllm", "run", "--dry-run", "--out", str(tmp_path), "--variants", "eager",
-                 "--batch-sizes", "1"]) == 0
+    assert main(["vllm", "run", "--dry-run", "--out", str(tmp_path), "--variants", "eager", "--batch-sizes", "1"]) == 0
     commands = [c for c in capsys.readouterr().out.splitlines() if not c.startswith("#")]
     # each configuration's two runs one after the other: default (vLLM's choice), then V1
     assert [_runner_of(c) for c in commands] == ["default", "v1"] * len(lab.DEFAULT_OUTPUT_LENS)
@@ -154,8 +162,7 @@ def test_presets_plan_their_models_and_variants_with_a_budget(preset, capsys, tm
     want = lab.PRESETS[preset]
     models = [shlex.split(c)[shlex.split(c).index("--model") + 1] for c in commands]
     assert list(dict.fromkeys(models)) == want["models"]
-    runs = lab.plan(want["variants"], want["batch_sizes"], want["output_lens"], want["runners"],
-                    want["models"])
+    runs = lab.plan(want["variants"], want["batch_sizes"], want["output_lens"], want["runners"], want["models"])
     assert len(commands) == len(runs)
     assert lines[-1] == "# " + lab.budget_line(runs)
     assert f"about {lab.estimate_seconds(runs) / 60:.0f} min" in lines[-1]
@@ -165,10 +172,25 @@ def test_the_lesson_preset_is_the_lessons_command_and_options_win_over_a_preset(
     assert lab.PRESETS["lesson"]["models"] == ["Qwen/Qwen2.5-7B-Instruct-AWQ"]
     assert lab.PRESETS["lesson"]["variants"] == ["default", "eager"]
     assert vllm_runs.VARIANTS["default"][1] == []  # the lesson's plain command: no graph flag
-    assert lab.PRESETS["small-vs-large"]["models"] == ["Qwen/Qwen2.5-0.5B-Instruct",
-                                                       "Qwen/Qwen2.5-7B-Instruct-AWQ"]
-    assert main(["vllm", "run", "--dry-run", "--preset", "lesson", "--out", str(tmp_path),
-                 "--model", "m/small", "--runners", "default"]) == 0
+    assert lab.PRESETS["small-vs-large"]["models"] == ["Qwen/Qwen2.5-0.5B-Instruct", "Qwen/Qwen2.5-7B-Instruct-AWQ"]
+    assert (
+        main(
+            [
+                "vllm",
+                "run",
+                "--dry-run",
+                "--preset",
+                "lesson",
+                "--out",
+                str(tmp_path),
+                "--model",
+                "m/small",
+                "--runners",
+                "default",
+            ]
+        )
+        == 0
+    )
     commands = [c for c in capsys.readouterr().out.splitlines() if not c.startswith("#")]
     assert len(commands) == 2 * len(lab.DEFAULT_OUTPUT_LENS)
     assert all("--model m/small " in c and "--enforce-eager" in c for c in commands[2:])
@@ -177,12 +199,15 @@ def test_the_lesson_preset_is_the_lessons_command_and_options_win_over_a_preset(
 def test_the_budget_is_an_estimate_that_grows_with_the_plan():
     one = lab.plan(["eager"], [1], [32, 160], ["v1"])
     assert lab.estimate_seconds(one) == pytest.approx(
-        2 * lab.START_S + 13 * (2 * lab.PREFILL_S + lab.STEP_S * (32 + 160)))
+        2 * lab.START_S + 13 * (2 * lab.PREFILL_S + lab.STEP_S * (32 + 160))
+    )
     graphs = lab.plan(["default"], [1], [32, 160], ["v1"])
     assert lab.estimate_seconds(graphs) - lab.estimate_seconds(one) == pytest.approx(
-        2 * (lab.COMPILE_S + lab.CAPTURE_S))
-    assert lab.estimate_seconds(lab.plan(["eager"], [1], [32, 160], list(vllm_runs.RUNNERS))) == \
-        pytest.approx(2 * lab.estimate_seconds(one))
+        2 * (lab.COMPILE_S + lab.CAPTURE_S)
+    )
+    assert lab.estimate_seconds(lab.plan(["eager"], [1], [32, 160], list(vllm_runs.RUNNERS))) == pytest.approx(
+        2 * lab.estimate_seconds(one)
+    )
 
 
 # --- the parser on format-derived text ---------------------------------------------------------
@@ -198,13 +223,11 @@ CASES = [
     ("model_loading_v2", ("0.93", 3.25), "model_loading", {"gib": 0.93, "secs": 3.25}),
     ("kv_cache_memory", ("17.25",), "kv_cache_memory", {"gib": 17.25}),
     ("kv_cache_tokens", (f"{1507328:,}",), "kv_cache_tokens", 1507328),
-    ("max_concurrency", (f"{2048:,}", 736.0), "max_concurrency",
-     {"tokens_per_request": 2048, "times": 736.0}),
+    ("max_concurrency", (f"{2048:,}", 736.0), "max_concurrency", {"tokens_per_request": 2048, "times": 736.0}),
     ("graph_memory_estimate", (0.31,), "graph_memory_estimate", {"gib": 0.31}),
     ("graph_capture", (12.4, 0.3), "graph_capture", {"secs": 12.0, "gib": 0.3}),
     ("graph_capture_v2", (7, 0.25), "graph_capture", {"secs": 7.0, "gib": 0.25}),
-    ("graph_pool_memory", (0.3, 0.31, 0.01, 3.3), "graph_pool_memory",
-     {"actual": 0.3, "estimated": 0.31}),
+    ("graph_pool_memory", (0.3, 0.31, 0.01, 3.3), "graph_pool_memory", {"actual": 0.3, "estimated": 0.31}),
     ("graph_capture_skipped", (), "graph_capture_skipped", True),
     ("enforce_eager", (), "enforce_eager", True),
 ]
@@ -215,8 +238,7 @@ def test_parser_reads_each_recorded_format(key, values, parsed, expected):
     message = FMT[key]["text"] % values if values else FMT[key]["text"]
     for line in (prefix(message), ENGINE + prefix(message)):
         facts = vllm_runs.parse_log(f"{prefix('something else')}\n{line}\n")
-        assert facts.get(parsed) == expected, (f"{key}: from {line!r} expected {expected!r}, "
-                                               f"got {facts.get(parsed)!r}")
+        assert facts.get(parsed) == expected, f"{key}: from {line!r} expected {expected!r}, got {facts.get(parsed)!r}"
 
 
 @pytest.mark.parametrize("key", [k for k in FMT if k.startswith("mode_changed_")])
@@ -233,9 +255,10 @@ def test_parser_reads_the_engine_config_line():
 
 def test_parser_reads_the_benchmark_printout():
     avg = fill_fstring(FMT["bench_avg_latency"]["text"], {"np.mean(latencies)": 0.7})
-    lines = [fill_fstring(FMT["bench_percentile"]["text"],
-                          {"percentage": p, "percentile": p / 100})
-             for p in RECORDED["latency_json"]["percentiles"]]
+    lines = [
+        fill_fstring(FMT["bench_percentile"]["text"], {"percentage": p, "percentile": p / 100})
+        for p in RECORDED["latency_json"]["percentiles"]
+    ]
     facts = vllm_runs.parse_log("\n".join(["Warming up...", avg, *lines]))
     assert facts["bench_avg_latency"] == {"secs": 0.7}
     assert facts["bench_percentiles"][50] == 0.5
@@ -252,8 +275,7 @@ def test_latency_json_keys_are_the_recorded_ones():
 
 
 def test_ansi_colour_and_progress_bars_do_not_hide_a_line():
-    line = "\x1b[32mINFO\x1b[0m \x1b[90m12-04 08:00:00\x1b[0m " + FMT["kv_cache_tokens"]["text"] % (
-        "1,000",)
+    line = "\x1b[32mINFO\x1b[0m \x1b[90m12-04 08:00:00\x1b[0m " + FMT["kv_cache_tokens"]["text"] % ("1,000",)
     facts = vllm_runs.parse_log("Capturing CUDA graphs: 50%|#####\r" + line)
     assert facts["kv_cache_tokens"] == 1000
 
@@ -262,13 +284,14 @@ def test_ansi_colour_and_progress_bars_do_not_hide_a_line():
 
 
 def v1_lines() -> list[str]:
-    return [ENGINE + prefix(FMT["model_loading"]["text"] % ("0.93", 3.2)),
-            ENGINE + prefix(FMT["graph_memory_estimate"]["text"] % (0.31,))]
+    return [
+        ENGINE + prefix(FMT["model_loading"]["text"] % ("0.93", 3.2)),
+        ENGINE + prefix(FMT["graph_memory_estimate"]["text"] % (0.31,)),
+    ]
 
 
 def v2_lines() -> list[str]:
-    return [ENGINE + prefix(FMT["runner_v2"]["text"]),
-            ENGINE + prefix(FMT["model_loading_v2"]["text"] % ("0.93", 3.2))]
+    return [ENGINE + prefix(FMT["runner_v2"]["text"]), ENGINE + prefix(FMT["model_loading_v2"]["text"] % ("0.93", 3.2))]
 
 
 def test_the_log_tells_v1_from_v2():
@@ -279,34 +302,49 @@ def test_the_log_tells_v1_from_v2():
     assert "graph_memory_estimate" not in v2
     # each message alone is enough
     assert vllm_runs.parse_log(prefix(FMT["runner_v2"]["text"]))["runner"] == "V2"
-    assert vllm_runs.parse_log(prefix(FMT["model_loading_v2"]["text"] % ("1", 2.0)))["runner"] \
-        == "V2"
+    assert vllm_runs.parse_log(prefix(FMT["model_loading_v2"]["text"] % ("1", 2.0)))["runner"] == "V2"
     assert vllm_runs.parse_log(prefix(FMT["model_loading"]["text"] % ("1", 2.0)))["runner"] == "V1"
-    for key, values in (("graph_estimate_applied_enabled", (0.9, 0.8875, 0.9125)),
-                        ("graph_estimate_applied_disabled", (0.9, 0.9125))):
+    for key, values in (
+        ("graph_estimate_applied_enabled", (0.9, 0.8875, 0.9125)),
+        ("graph_estimate_applied_disabled", (0.9, 0.9125)),
+    ):
         assert vllm_runs.parse_log(prefix(FMT[key]["text"] % values))["runner"] == "V1", key
     assert "runner" not in vllm_runs.parse_log(prefix(FMT["kv_cache_memory"]["text"] % ("17.6",)))
     both = vllm_runs.parse_log("\n".join(v1_lines() + v2_lines()))
     assert both["runner"] == "V1 and V2"
 
 
-@pytest.mark.parametrize("line, why", [
-    (FMT["runner_v2_declined_triton"]["text"], "requires Triton"),
-    (FMT["runner_v2_declined_unsupported"]["text"] % "prompt embeds", "does not yet support prompt embeds")])
+@pytest.mark.parametrize(
+    "line, why",
+    [
+        (FMT["runner_v2_declined_triton"]["text"], "requires Triton"),
+        (FMT["runner_v2_declined_unsupported"]["text"] % "prompt embeds", "does not yet support prompt embeds"),
+    ],
+)
 def test_the_log_says_when_vllm_declines_v2(line, why):
-    facts = vllm_runs.parse_log(prefix(line) + "\n"
-                                + prefix(FMT["model_loading"]["text"] % ("1", 2.0)))
+    facts = vllm_runs.parse_log(prefix(line) + "\n" + prefix(FMT["model_loading"]["text"] % ("1", 2.0)))
     assert facts["runner"] == "V1" and facts["runner_v2_declined"] == {"why": why}
 
 
 # --- a whole synthetic run ---------------------------------------------------------------------
 
 #: ms per decode step by variant and batch size; prefill 20 ms; KV tokens and graph GiB.
-STEP_MS = {"default": {1: 3.1, 8: 4.05}, "eager": {1: 12.0, 8: 14.0}, "none": {1: 8.0, 8: 9.5},
-           "piecewise": {1: 5.0, 8: 6.0}, "full_decode_only": {1: 3.0, 8: 4.0},
-           "full_and_piecewise": {1: 3.2, 8: 4.1}}
-KV_TOKENS = {"default": 1_505_000, "eager": 1_540_000, "none": 1_539_000, "piecewise": 1_515_000,
-             "full_decode_only": 1_510_000, "full_and_piecewise": 1_500_000}
+STEP_MS = {
+    "default": {1: 3.1, 8: 4.05},
+    "eager": {1: 12.0, 8: 14.0},
+    "none": {1: 8.0, 8: 9.5},
+    "piecewise": {1: 5.0, 8: 6.0},
+    "full_decode_only": {1: 3.0, 8: 4.0},
+    "full_and_piecewise": {1: 3.2, 8: 4.1},
+}
+KV_TOKENS = {
+    "default": 1_505_000,
+    "eager": 1_540_000,
+    "none": 1_539_000,
+    "piecewise": 1_515_000,
+    "full_decode_only": 1_510_000,
+    "full_and_piecewise": 1_500_000,
+}
 GRAPH_GIB = {"default": 0.40, "piecewise": 0.25, "full_decode_only": 0.30, "full_and_piecewise": 0.45}
 
 
@@ -321,12 +359,12 @@ BIG_EXTRA_MS = 8.0
 
 
 def step_ms(variant, batch, runner="v1", model=None) -> float:
-    return (STEP_MS[variant][batch] * (V2_FACTOR if runner == "default" else 1.0)
-            + (BIG_EXTRA_MS if model == "m/big" else 0.0))
+    return STEP_MS[variant][batch] * (V2_FACTOR if runner == "default" else 1.0) + (
+        BIG_EXTRA_MS if model == "m/big" else 0.0
+    )
 
 
-def synthetic_log(variant: str, latency_s: float, runner: str = "v1",
-                  with_estimate: bool = True) -> str:
+def synthetic_log(variant: str, latency_s: float, runner: str = "v1", with_estimate: bool = True) -> str:
     v2 = runner == "default"
     kv_tokens = KV_TOKENS["none"] if v2 and variant in GRAPH_GIB else KV_TOKENS[variant]
     lines = [prefix(engine_config())]
@@ -334,42 +372,57 @@ def synthetic_log(variant: str, latency_s: float, runner: str = "v1",
         lines.append(prefix(FMT["enforce_eager"]["text"]))
     if v2:
         lines.append(ENGINE + prefix(FMT["runner_v2"]["text"]))
-    lines += [ENGINE + prefix(FMT["model_loading_v2" if v2 else "model_loading"]["text"]
-                              % ("0.93", 3.2)),
-              ENGINE + prefix(FMT["kv_cache_memory"]["text"] % ("17.6",)),
-              prefix(FMT["kv_cache_tokens"]["text"] % (f"{kv_tokens:,}",)),
-              prefix(FMT["max_concurrency"]["text"] % ("2,048", kv_tokens / 2048))]
+    lines += [
+        ENGINE + prefix(FMT["model_loading_v2" if v2 else "model_loading"]["text"] % ("0.93", 3.2)),
+        ENGINE + prefix(FMT["kv_cache_memory"]["text"] % ("17.6",)),
+        prefix(FMT["kv_cache_tokens"]["text"] % (f"{kv_tokens:,}",)),
+        prefix(FMT["max_concurrency"]["text"] % ("2,048", kv_tokens / 2048)),
+    ]
     if variant in GRAPH_GIB:
         if not v2 and with_estimate:  # V1 only: V2's profile_cudagraph_memory returns 0
-            lines.append(ENGINE + prefix(FMT["graph_memory_estimate"]["text"]
-                                         % (GRAPH_GIB[variant],)))
-        lines += ["Capturing CUDA graphs (decode, FULL): 100%|##########| 67/67\r",
-                  ENGINE + prefix(graph_line(9, GRAPH_GIB[variant],
-                                             "graph_capture_v2" if v2 else "graph_capture"))]
+            lines.append(ENGINE + prefix(FMT["graph_memory_estimate"]["text"] % (GRAPH_GIB[variant],)))
+        lines += [
+            "Capturing CUDA graphs (decode, FULL): 100%|##########| 67/67\r",
+            ENGINE + prefix(graph_line(9, GRAPH_GIB[variant], "graph_capture_v2" if v2 else "graph_capture")),
+        ]
     elif variant == "none":
         lines.append(ENGINE + prefix(FMT["graph_capture_skipped"]["text"]))
-    lines += ["Warming up...", fill_fstring(FMT["bench_avg_latency"]["text"],
-                                            {"np.mean(latencies)": latency_s})]
+    lines += ["Warming up...", fill_fstring(FMT["bench_avg_latency"]["text"], {"np.mean(latencies)": latency_s})]
     return "\n".join(lines) + "\n"
 
 
-def write_folder(folder, variants=tuple(STEP_MS), with_config=True, with_json=True,
-                 runners=("v1",), models=(None,), with_estimate=True):
+def write_folder(
+    folder,
+    variants=tuple(STEP_MS),
+    with_config=True,
+    with_json=True,
+    runners=("v1",),
+    models=(None,),
+    with_estimate=True,
+):
     runs = lab.plan(list(variants), [1, 8], [32, 160], list(runners), list(models))
     (folder / "runs").mkdir(parents=True)
     keys = RECORDED["latency_json"]["keys"]
     for run in runs:
         ms = step_ms(run["variant"], run["batch_size"], run["runner"], run.get("model"))
         latency = (20.0 + (run["output_len"] - 1) * ms) / 1e3
-        (folder / run["log"]).write_text(synthetic_log(run["variant"], latency, run["runner"],
-                                                       with_estimate), encoding="utf-8")
+        (folder / run["log"]).write_text(
+            synthetic_log(run["variant"], latency, run["runner"], with_estimate), encoding="utf-8"
+        )
         if with_json:
-            (folder / run["json"]).write_text(json.dumps(
-                {keys[0]: latency, keys[1]: [latency], keys[2]: {"50": latency}}))
+            (folder / run["json"]).write_text(
+                json.dumps({keys[0]: latency, keys[1]: [latency], keys[2]: {"50": latency}})
+            )
         run["returncode"] = 0
-    manifest = {"lab": "vllm_lab", "vllm": "0.26.0", "gpu": "NVIDIA GeForce RTX 4090 (synthetic)",
-                "input_len": 32, "variants": list(variants), "runners": list(runners),
-                "runs": runs}
+    manifest = {
+        "lab": "vllm_lab",
+        "vllm": "0.26.0",
+        "gpu": "NVIDIA GeForce RTX 4090 (synthetic)",
+        "input_len": 32,
+        "variants": list(variants),
+        "runners": list(runners),
+        "runs": runs,
+    }
     if models == (None,):
         manifest["model"] = "Qwen/Qwen2.5-0.5B-Instruct"
     else:
@@ -385,7 +438,8 @@ def write_folder(folder, variants=tuple(STEP_MS), with_config=True, with_json=Tr
 def test_analyze_recovers_the_decode_times_tau_eff_and_kv_tokens(tmp_path, solutions):
     record = vllm_analysis.analyze(write_folder(tmp_path / "run"), solutions)
     assert [(g["model"], g["runner"], g["runner_ran"]) for g in record["groups"]] == [
-        ("Qwen/Qwen2.5-0.5B-Instruct", "v1", "V1")]
+        ("Qwen/Qwen2.5-0.5B-Instruct", "v1", "V1")
+    ]
     group = vllm_analysis.group_of(record)
     for variant, steps in STEP_MS.items():
         got = group["variants"][variant]["decode_ms"]
@@ -401,7 +455,7 @@ def test_analyze_recovers_the_decode_times_tau_eff_and_kv_tokens(tmp_path, solut
     assert group["kv_bytes_per_token"] == PER_TOKEN
     for variant, gib in GRAPH_GIB.items():
         row = group["kv_tokens_forgone"][variant]
-        assert row["from_graph_memory"] == round(gib * 1024 ** 3) // PER_TOKEN
+        assert row["from_graph_memory"] == round(gib * 1024**3) // PER_TOKEN
         assert row["measured"] == KV_TOKENS["none"] - KV_TOKENS[variant]  # tau_eff's baseline
     assert group["variants"]["piecewise"]["graph_capture_s"] == 9
     assert group["variants"]["none"]["graph_skipped"] is True
@@ -409,16 +463,18 @@ def test_analyze_recovers_the_decode_times_tau_eff_and_kv_tokens(tmp_path, solut
 
 def test_analyze_writes_json_and_svg(tmp_path, capsys):
     folder = write_folder(tmp_path / "run")
-    assert main(["vllm", "analyze", str(folder), "--impl", "solutions",
-                 "--kernels-per-step", "300"]) == 0
+    assert main(["vllm", "analyze", str(folder), "--impl", "solutions", "--kernels-per-step", "300"]) == 0
     out = capsys.readouterr().out
     assert "given (--kernels-per-step)" in out and "wrote" in out
     record = json.loads((folder / vllm_runs.RESULT_JSON).read_text())
     assert vllm_analysis.group_of(record)["kernels_per_step"] == 300
     svg = ET.parse(folder / vllm_runs.RESULT_SVG).getroot()
     names = {g.get("data-name") for g in svg.iter("{http://www.w3.org/2000/svg}g")}
-    assert {"(a) decode step time", "(b) speedup over --enforce-eager",
-            "(c) tau_eff: µs per launch the graphs removed"} <= names
+    assert {
+        "(a) decode step time",
+        "(b) speedup over --enforce-eager",
+        "(c) tau_eff: µs per launch the graphs removed",
+    } <= names
 
 
 def test_without_the_json_the_log_s_printout_is_used(tmp_path, solutions):
@@ -492,20 +548,23 @@ def test_refusal_names_what_is_missing(monkeypatch):
     assert "no CUDA device" in lab.refusal()
 
 
-@pytest.mark.parametrize("argv, named", [
-    (["run", "--batch-sizes", "0"], "--batch-sizes"),
-    (["run", "--output-lens", "32"], "--output-lens"),
-    (["run", "--output-lens", "32", "64", "--max-model-len", "64"], "--max-model-len"),
-    (["run", "--gpu-memory-utilization", "1.5"], "--gpu-memory-utilization"),
-    (["run", "--gpu-memory-utilization", "0"], "--gpu-memory-utilization"),
-    (["run", "--gpu-memory-utilization", "nan"], "--gpu-memory-utilization"),
-    (["run", "--variants", "full"], "--variants"),
-    (["run", "--runners", "v2"], "--runners"),
-    (["run", "--preset", "quick"], "--preset"),
-    (["run", "--model", "-x"], "--model"),
-    (["analyze", "FOLDER", "--kv-shape", "24,2,64"], "--kv-shape"),
-    (["analyze", "FOLDER", "--kernels-per-step", "-3"], "--kernels-per-step"),
-])
+@pytest.mark.parametrize(
+    "argv, named",
+    [
+        (["run", "--batch-sizes", "0"], "--batch-sizes"),
+        (["run", "--output-lens", "32"], "--output-lens"),
+        (["run", "--output-lens", "32", "64", "--max-model-len", "64"], "--max-model-len"),
+        (["run", "--gpu-memory-utilization", "1.5"], "--gpu-memory-utilization"),
+        (["run", "--gpu-memory-utilization", "0"], "--gpu-memory-utilization"),
+        (["run", "--gpu-memory-utilization", "nan"], "--gpu-memory-utilization"),
+        (["run", "--variants", "full"], "--variants"),
+        (["run", "--runners", "v2"], "--runners"),
+        (["run", "--preset", "quick"], "--preset"),
+        (["run", "--model", "-x"], "--model"),
+        (["analyze", "FOLDER", "--kv-shape", "24,2,64"], "--kv-shape"),
+        (["analyze", "FOLDER", "--kernels-per-step", "-3"], "--kernels-per-step"),
+    ],
+)
 def test_bad_input_names_the_argument(argv, named, capsys):
     assert main(["vllm", *argv, "--dry-run"] if argv[0] == "run" else ["vllm", *argv]) == 2
     assert named in capsys.readouterr().err
@@ -521,8 +580,9 @@ def test_without_a_model_config_kv_shape_is_asked_for(tmp_path, capsys, solution
     folder = write_folder(tmp_path / "run", with_config=False)
     assert main(["vllm", "analyze", str(folder), "--impl", "solutions"]) == 2
     assert "--kv-shape" in capsys.readouterr().err
-    record = vllm_analysis.analyze(folder, solutions, kernels=300,
-                         shape={"n_layers": 24, "n_kv_heads": 2, "head_dim": 64, "dtype_bytes": 2})
+    record = vllm_analysis.analyze(
+        folder, solutions, kernels=300, shape={"n_layers": 24, "n_kv_heads": 2, "head_dim": 64, "dtype_bytes": 2}
+    )
     assert vllm_analysis.group_of(record)["kv_bytes_per_token"] == PER_TOKEN
 
 
@@ -540,9 +600,11 @@ def test_run_wiring_with_a_stand_in_for_vllm(tmp_path, monkeypatch, capsys):
     import torch
 
     def fake_run(command, stdout, stderr, env, timeout):
-        variant = next(v for v, (_, flags) in vllm_runs.VARIANTS.items()
-                       if flags and flags[-1] == command[-1]) if command[-1].startswith(
-            ("--enforce", "{")) else "default"
+        variant = (
+            next(v for v, (_, flags) in vllm_runs.VARIANTS.items() if flags and flags[-1] == command[-1])
+            if command[-1].startswith(("--enforce", "{"))
+            else "default"
+        )
         runner = "v1" if env.get("VLLM_USE_V2_MODEL_RUNNER") == "0" else "default"
         assert runner == "v1" or "VLLM_USE_V2_MODEL_RUNNER" not in env
         batch = int(command[command.index("--batch-size") + 1])
@@ -562,8 +624,25 @@ def test_run_wiring_with_a_stand_in_for_vllm(tmp_path, monkeypatch, capsys):
     folder.mkdir()
     (folder / vllm_runs.MODEL_CONFIG).write_text(json.dumps(QWEN05))  # as if saved by transformers
     monkeypatch.setitem(__import__("sys").modules, "transformers", None)  # config not refetched
-    assert main(["vllm", "run", "--out", str(folder), "--batch-sizes", "1", "8", "--variants",
-                 "eager", "full_decode_only", "--impl", "solutions"]) == 0
+    assert (
+        main(
+            [
+                "vllm",
+                "run",
+                "--out",
+                str(folder),
+                "--batch-sizes",
+                "1",
+                "8",
+                "--variants",
+                "eager",
+                "full_decode_only",
+                "--impl",
+                "solutions",
+            ]
+        )
+        == 0
+    )
     record = json.loads((folder / vllm_runs.RESULT_JSON).read_text())
     assert record["gpu"] == "stand-in GPU"
     manifest = json.loads((folder / vllm_runs.MANIFEST).read_text())
@@ -575,7 +654,8 @@ def test_run_wiring_with_a_stand_in_for_vllm(tmp_path, monkeypatch, capsys):
         group = vllm_analysis.group_of(record, runner=runner)
         assert group["runner_ran"] == ran
         assert group["variants"]["full_decode_only"]["decode_ms"] == pytest.approx(
-            {"1": 3.0 * factor, "8": 4.0 * factor})
+            {"1": 3.0 * factor, "8": 4.0 * factor}
+        )
 
 
 # --- the runners kept apart ----------------------------------------------------------------------
@@ -584,14 +664,11 @@ def test_run_wiring_with_a_stand_in_for_vllm(tmp_path, monkeypatch, capsys):
 def test_analyze_keeps_the_runners_apart_and_says_which_ran(tmp_path, solutions, capsys):
     folder = write_folder(tmp_path / "run", runners=("default", "v1"))
     record = vllm_analysis.analyze(folder, solutions)
-    assert [(g["runner"], g["runner_ran"]) for g in record["groups"]] == [("default", "V2"),
-                                                                          ("v1", "V1")]
-    v2, v1 = (vllm_analysis.group_of(record, runner="default"),
-              vllm_analysis.group_of(record, runner="v1"))
+    assert [(g["runner"], g["runner_ran"]) for g in record["groups"]] == [("default", "V2"), ("v1", "V1")]
+    v2, v1 = (vllm_analysis.group_of(record, runner="default"), vllm_analysis.group_of(record, runner="v1"))
     for variant in STEP_MS:
         assert v1["variants"][variant]["decode_ms"]["1"] == pytest.approx(STEP_MS[variant][1])
-        assert v2["variants"][variant]["decode_ms"]["1"] == pytest.approx(
-            STEP_MS[variant][1] * V2_FACTOR)
+        assert v2["variants"][variant]["decode_ms"]["1"] == pytest.approx(STEP_MS[variant][1] * V2_FACTOR)
     # V2: no estimate in its log, and none expected; V1: the estimate, subtracted before the KV
     assert v2["variants"]["piecewise"]["graph_estimate_gib"] is None
     assert v1["variants"]["piecewise"]["graph_estimate_gib"] == GRAPH_GIB["piecewise"]
@@ -608,14 +685,16 @@ def test_analyze_keeps_the_runners_apart_and_says_which_ran(tmp_path, solutions,
     assert "V1: 'Estimated CUDA graph memory'" in titles[1]
     assert "V2 reserves none" in out and "vLLM's estimate -> none (V2 reserves none)" in out
     assert "Runners side by side (default | v1)" in out
-    side = next(line for line in out.splitlines() if line.strip().startswith("piecewise")
-                and "KV " in line and " | " in line)
+    side = next(
+        line for line in out.splitlines() if line.strip().startswith("piecewise") and "KV " in line and " | " in line
+    )
     assert f"KV {KV_TOKENS['none']:,} | {KV_TOKENS['piecewise']:,}" in side
 
 
 def test_a_v1_graph_run_without_its_estimate_is_named(tmp_path, solutions):
-    record = vllm_analysis.analyze(write_folder(tmp_path / "run", runners=("default", "v1"),
-                                      with_estimate=False), solutions)
+    record = vllm_analysis.analyze(
+        write_folder(tmp_path / "run", runners=("default", "v1"), with_estimate=False), solutions
+    )
     named = [n for n in record["notes"] if "Estimated CUDA graph memory" in n]
     assert named and all("runner v1" in n for n in named)
     assert len(named) == len(GRAPH_GIB)
@@ -647,11 +726,16 @@ def test_a_folder_from_before_the_runners_is_read_as_v1(tmp_path, solutions):
 
 
 def test_the_speedup_per_model_is_side_by_side(tmp_path, solutions, capsys):
-    folder = write_folder(tmp_path / "run", variants=("default", "eager"),
-                          runners=("default", "v1"), models=("m/small", "m/big"))
+    folder = write_folder(
+        tmp_path / "run", variants=("default", "eager"), runners=("default", "v1"), models=("m/small", "m/big")
+    )
     record = vllm_analysis.analyze(folder, solutions)
     assert [(g["model"], g["runner"]) for g in record["groups"]] == [
-        ("m/small", "default"), ("m/small", "v1"), ("m/big", "default"), ("m/big", "v1")]
+        ("m/small", "default"),
+        ("m/small", "v1"),
+        ("m/big", "default"),
+        ("m/big", "v1"),
+    ]
     row = record["speedup_by_model"]["v1"]["default"]["1"]
     assert row["m/small"] == pytest.approx(12.0 / 3.1)
     assert row["m/big"] == pytest.approx(20.0 / 11.1)
@@ -663,16 +747,12 @@ def test_the_speedup_per_model_is_side_by_side(tmp_path, solutions, capsys):
 
 
 def test_per_model_options_need_one_value_per_model(tmp_path, capsys, solutions):
-    folder = write_folder(tmp_path / "run", variants=("default", "eager"),
-                          models=("m/small", "m/big"))
-    assert main(["vllm", "analyze", str(folder), "--impl", "solutions", "--kernels-per-step",
-                 "300"]) == 2
+    folder = write_folder(tmp_path / "run", variants=("default", "eager"), models=("m/small", "m/big"))
+    assert main(["vllm", "analyze", str(folder), "--impl", "solutions", "--kernels-per-step", "300"]) == 2
     err = capsys.readouterr().err
     assert "--kernels-per-step" in err and "2 model(s)" in err
-    assert main(["vllm", "analyze", str(folder), "--impl", "solutions", "--kernels-per-step",
-                 "300", "400"]) == 0
+    assert main(["vllm", "analyze", str(folder), "--impl", "solutions", "--kernels-per-step", "300", "400"]) == 0
     record = json.loads((folder / vllm_runs.RESULT_JSON).read_text())
     assert [g["kernels_per_step"] for g in record["groups"]] == [300, 400]
-    assert main(["vllm", "analyze", str(folder), "--impl", "solutions", "--kv-shape",
-                 "24,2,64,2"]) == 2
+    assert main(["vllm", "analyze", str(folder), "--impl", "solutions", "--kv-shape", "24,2,64,2"]) == 2
     assert "--kv-shape" in capsys.readouterr().err

@@ -32,8 +32,9 @@ def test_the_v2_record_is_vllms_on_v1s_grid():
     assert (Path(__file__).resolve().parent / "platforms" / "record_vllm_v2_cases.py").is_file()
     assert [_key(c) for c in V2["dispatch"]["configs"]] == [_key(c) for c in V1["dispatch"]["configs"]]
     assert len(V2["dispatch"]["configs"]) == 180
-    assert {(p["max_num_seqs"], p["mode"]) for p in V2["engine_plans"]} == \
-        {(p["max_num_seqs"], p["mode"]) for p in V1["engine_plans"]}
+    assert {(p["max_num_seqs"], p["mode"]) for p in V2["engine_plans"]} == {
+        (p["max_num_seqs"], p["mode"]) for p in V1["engine_plans"]
+    }
     for c in V2["dispatch"]["configs"]:  # only V1's unrestricted calls have a V2 counterpart
         assert set(c["dispatch"]) == {"all uniform=0", "all uniform=1"}
 
@@ -46,12 +47,22 @@ Q_ABOVE_1_DIFFERENCES = 1416
 def test_at_q1_v2_agrees_with_v1_but_for_one_set():
     diffs = [d for d in differences(V1, V2) if d[3] == 1]
     # The whole set, said as a rule: FULL mode, uniform batches with more requests than max_num_seqs.
-    assert diffs and all(mode == "FULL" and part == "all uniform=1" and n > seqs and old.startswith("F")
-                         and old.endswith(f",{seqs},0") and new == "N"
-                         for mode, _, seqs, _, part, n, old, new in diffs)
-    expected = [[c["mode"], c["capture_sizes"], c["max_num_seqs"], 1, "all uniform=1", n, old, "N"]
-                for c in V1["dispatch"]["configs"] if c["mode"] == "FULL" and c["q"] == 1
-                for n, old in enumerate(c["dispatch"]["all uniform=1"], 1) if n > c["max_num_seqs"] and old != "N"]
+    assert diffs and all(
+        mode == "FULL"
+        and part == "all uniform=1"
+        and n > seqs
+        and old.startswith("F")
+        and old.endswith(f",{seqs},0")
+        and new == "N"
+        for mode, _, seqs, _, part, n, old, new in diffs
+    )
+    expected = [
+        [c["mode"], c["capture_sizes"], c["max_num_seqs"], 1, "all uniform=1", n, old, "N"]
+        for c in V1["dispatch"]["configs"]
+        if c["mode"] == "FULL" and c["q"] == 1
+        for n, old in enumerate(c["dispatch"]["all uniform=1"], 1)
+        if n > c["max_num_seqs"] and old != "N"
+    ]
     assert diffs == expected and len(diffs) == 164
     # Capture lists and engine plans: no difference at all.
     assert not [d for d in diffs if d[4] == "capture_descs"]
@@ -82,11 +93,13 @@ def test_the_notes_table_is_generated_from_the_records():
     """Notes chapter 6 (en and zh) holds ``vllm_runners.table()`` between its markers, never a
     table typed by hand: a stale one names the command that rewrites it."""
     assert not vllm_runners.stale(), (
-        f"stale V1/V2 table in {vllm_runners.stale()}: run python -m coursekit.vllm_runners --write")
+        f"stale V1/V2 table in {vllm_runners.stale()}: run python -m coursekit.vllm_runners --write"
+    )
     for path, lang in vllm_runners.chapters().items():
         block = vllm_runners.BLOCK.search(path.read_text(encoding="utf-8")).group(2)
         assert block == vllm_runners.table(lang) and block.count("\n") == 2 + len(
-            {(d[3], d[0], d[4]) for d in differences()}), path
+            {(d[3], d[0], d[4]) for d in differences()}
+        ), path
     # The q = 1 row says its batches are ones no scheduler makes; a q > 1 row does not.
     rows = {tuple(c.strip() for c in r.split("|")[1:4]): r for r in vllm_runners.table("en").splitlines()}
     assert "more requests than max_num_seqs" in rows["1", "FULL", "a uniform-decode batch"]

@@ -44,9 +44,14 @@ def test_numeric_subclasses_never_equal_anything():
 
 
 def test_tensors_round_trip_with_dtype_shape_nan_and_bfloat16():
-    for t in (torch.tensor([[1.5, math.nan], [math.inf, -2.0]]), torch.arange(6).reshape(2, 3),
-              torch.tensor([0.1, 0.2], dtype=torch.bfloat16), torch.tensor([True, False]),
-              torch.zeros(0, 3), torch.arange(12.0).reshape(3, 4).t()):
+    for t in (
+        torch.tensor([[1.5, math.nan], [math.inf, -2.0]]),
+        torch.arange(6).reshape(2, 3),
+        torch.tensor([0.1, 0.2], dtype=torch.bfloat16),
+        torch.tensor([True, False]),
+        torch.zeros(0, 3),
+        torch.arange(12.0).reshape(3, 4).t(),
+    ):
         back = roundtrip(t)
         assert back.dtype == t.dtype and back.shape == t.shape
         assert torch.equal(back.nan_to_num(7.0), t.nan_to_num(7.0))
@@ -67,14 +72,17 @@ def test_tensor_subclasses_and_unknown_objects_are_opaque():
     assert isinstance(roundtrip(object()), wire.Opaque)
 
 
-@pytest.mark.parametrize("spec", [
-    {"dtype": "float32", "shape": [3], "b64": "AAAAAA=="},  # 4 bytes for 3 floats
-    {"dtype": "float32", "shape": [-1], "b64": ""},
-    {"dtype": "evil", "shape": [1], "b64": "AAAAAA=="},
-    {"dtype": "float32", "shape": [1], "b64": "!!!!"},
-    {"dtype": "float32", "shape": "x"},
-    {"dtype": "float32", "shape": [10**12, 10**12], "b64": ""},
-])
+@pytest.mark.parametrize(
+    "spec",
+    [
+        {"dtype": "float32", "shape": [3], "b64": "AAAAAA=="},  # 4 bytes for 3 floats
+        {"dtype": "float32", "shape": [-1], "b64": ""},
+        {"dtype": "evil", "shape": [1], "b64": "AAAAAA=="},
+        {"dtype": "float32", "shape": [1], "b64": "!!!!"},
+        {"dtype": "float32", "shape": "x"},
+        {"dtype": "float32", "shape": [10**12, 10**12], "b64": ""},
+    ],
+)
 def test_malformed_tensors_are_opaque(spec):
     assert isinstance(wire.decode({wire.TENSOR: spec}), wire.Opaque)
 
@@ -93,7 +101,7 @@ def test_frames_are_split_and_bad_headers_stop_the_reader():
     data = wire.frame(b"abc") + wire.frame(b"") + wire.frame(b"hello")
     got = []
     for i in range(len(data)):  # byte by byte
-        got += reader.feed(data[i:i + 1])
+        got += reader.feed(data[i : i + 1])
     assert got == [b"abc", b"", b"hello"] and reader.error is None
     for bad in (b"12x\nabc", b"9" * 30, wire.frame(b"y" * 101)):
         reader = wire.FrameReader(cap=100)
@@ -102,16 +110,22 @@ def test_frames_are_split_and_bad_headers_stop_the_reader():
 
 
 def run_with(*frames):
-    return Run(answers=[json.dumps(f).encode() if not isinstance(f, bytes) else f for f in frames],
-               returncode=0)
+    return Run(answers=[json.dumps(f).encode() if not isinstance(f, bytes) else f for f in frames], returncode=0)
 
 
 def test_malformed_results_are_reported_not_raised():
-    bad = [b"not json", b"[1, 2]", b'{"probes": "x"}', b"[" * 50000 + b"]" * 50000,
-           json.dumps({"probes": [{"ok": True, "value": {"__tensor__": {"dtype": "float32",
-                                                                         "shape": [2], "b64": "AA=="}}}]}).encode(),
-           b'{"probes": [{"ok": false, "error": {"types": "x", "message": "\\ud800\\u001b[2J"}}]}',
-           b'{"probes": [1e400]}', b'{"probes": [' + b"9" * 5000 + b"]}"]
+    bad = [
+        b"not json",
+        b"[1, 2]",
+        b'{"probes": "x"}',
+        b"[" * 50000 + b"]" * 50000,
+        json.dumps(
+            {"probes": [{"ok": True, "value": {"__tensor__": {"dtype": "float32", "shape": [2], "b64": "AA=="}}}]}
+        ).encode(),
+        b'{"probes": [{"ok": false, "error": {"types": "x", "message": "\\ud800\\u001b[2J"}}]}',
+        b'{"probes": [1e400]}',
+        b'{"probes": [' + b"9" * 5000 + b"]}",
+    ]
     for data in bad:
         problem, answers = read_answers(run_with(data), 0, 1)
         assert problem or isinstance(answers[0].value, wire.Opaque) or not answers[0].ok, data[:40]
@@ -120,15 +134,17 @@ def test_malformed_results_are_reported_not_raised():
 
 
 def test_a_missing_phase_is_reported_with_the_run_failure():
-    problem, _ = read_answers(Run(answers=[b'{"probes": []}'], returncode=None, timed_out=True,
-                                   timeout_s=12), 1, 0)
+    problem, _ = read_answers(Run(answers=[b'{"probes": []}'], returncode=None, timed_out=True, timeout_s=12), 1, 0)
     assert problem == "worker timed out (after 12 s)"
 
 
 def _attributes_read(path, names):
     tree = ast.parse(path.read_text(encoding="utf-8"))
-    return {node.attr for node in ast.walk(tree)
-            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in names}
+    return {
+        node.attr
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in names
+    }
 
 
 #: The judge's side of the requests: where they are planned, sent and orchestrated.
@@ -146,15 +162,18 @@ def test_a_request_field_exists_once_and_on_both_sides():
 
     fields = {f.name for f in dataclasses.fields(wire.Request)}
     read = _attributes_read(REPO_ROOT / "grader" / "worker.py", {"request"}) - {"payload"}
-    assert read == fields, (f"the worker reads {sorted(read - fields)} that Request lacks; "
-                            f"Request has {sorted(fields - read)} that the worker never reads")
+    assert read == fields, (
+        f"the worker reads {sorted(read - fields)} that Request lacks; "
+        f"Request has {sorted(fields - read)} that the worker never reads"
+    )
     for name in JUDGE_SIDE:
         tree = ast.parse((REPO_ROOT / "grader" / name).read_text(encoding="utf-8"))
         for node in ast.walk(tree):
             if isinstance(node, ast.Dict):
                 keys = {k.value for k in node.keys if isinstance(k, ast.Constant)}
-                assert not keys & (fields - {"probe", "args"}) or len(keys & fields) < 2, \
+                assert not keys & (fields - {"probe", "args"}) or len(keys & fields) < 2, (
                     f"{name} line {node.lineno}: a request built as a dict: {sorted(keys)}"
+                )
             if isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "Request":
                 unknown = {k.arg for k in node.keywords} - fields
                 assert not unknown, f"{name} line {node.lineno}: Request({sorted(unknown)}=...)"

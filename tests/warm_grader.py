@@ -78,8 +78,9 @@ for line in sys.stdin:
 
 class WarmGrader:
     def __init__(self):
-        self.proc = subprocess.Popen([sys.executable, "-c", SERVER], cwd=REPO_ROOT, stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, text=True)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", SERVER], cwd=REPO_ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        )
 
     def run(self, argv: list[str], cwd: str, env: dict[str, str], log: str, bound_s: float) -> dict:
         """Like ``python -m grader *argv`` with that working folder and environment, its output

@@ -73,26 +73,46 @@ class WarmPytest:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "HYPOTHESIS_"))}
         if hide_gpu:
             env["CUDA_VISIBLE_DEVICES"] = ""
-        self.proc = subprocess.Popen([sys.executable, "-c", SERVER], cwd=REPO_ROOT, env=env,
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", SERVER],
+            cwd=REPO_ROOT,
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
 
-    def run(self, impl: str | Path, marker: str = "not gpu", *extra: str, profile: str = "sweep",
-            timeout: float = 300) -> Outcome:
+    def run(
+        self, impl: str | Path, marker: str = "not gpu", *extra: str, profile: str = "sweep", timeout: float = 300
+    ) -> Outcome:
         with tempfile.TemporaryDirectory(prefix="launch-tax-warm-") as tmp:
             xml, log = Path(tmp) / "junit.xml", Path(tmp) / "log.txt"
             # --assert=plain: no assertion rewriting, which costs most of a run's time where
             # bytecode is not cached (PYTHONDONTWRITEBYTECODE); every test states its own message,
             # and a verdict does not depend on it.
-            args = ["exercises", "--impl", str(impl), "-m", marker, "-q", "--tb=line",
-                    "-p", "no:cacheprovider", "-p", "no:xdist", "--assert=plain",
-                    f"--hypothesis-profile={profile}", f"--junitxml={xml}", *extra]
+            args = [
+                "exercises",
+                "--impl",
+                str(impl),
+                "-m",
+                marker,
+                "-q",
+                "--tb=line",
+                "-p",
+                "no:cacheprovider",
+                "-p",
+                "no:xdist",
+                "--assert=plain",
+                f"--hypothesis-profile={profile}",
+                f"--junitxml={xml}",
+                *extra,
+            ]
             self.proc.stdin.write(json.dumps({"args": args, "log": str(log), "timeout": timeout}) + "\n")
             self.proc.stdin.flush()
             reply = self.proc.stdout.readline()
             if not reply:
                 raise RuntimeError(f"the warm pytest server died (exit code {self.proc.wait()})")
-            outcome = Outcome(json.loads(reply)["rc"],
-                              output=log.read_text(errors="replace") if log.exists() else "")
+            outcome = Outcome(json.loads(reply)["rc"], output=log.read_text(errors="replace") if log.exists() else "")
             if xml.exists() and xml.stat().st_size:
                 _read_junit(xml, outcome)
             return outcome

@@ -89,20 +89,35 @@ class WarmWorker:
         self.runtime_box = sandbox.make_box(runtime, {})
         ours, theirs = socket.socketpair()
         self.channel, self.replies = ours, ours.makefile("rb")
-        self.proc = subprocess.Popen([sys.executable, "-B", "-c", SERVER, str(self.runtime_box / "runtime"),
-                                      str(theirs.fileno())], pass_fds=(theirs.fileno(),),
-                                     env={**os.environ, "OMP_NUM_THREADS": "1"})
+        self.proc = subprocess.Popen(
+            [sys.executable, "-B", "-c", SERVER, str(self.runtime_box / "runtime"), str(theirs.fileno())],
+            pass_fds=(theirs.fileno(),),
+            env={**os.environ, "OMP_NUM_THREADS": "1"},
+        )
         theirs.close()
         self.lock = threading.Lock()
 
     @stands_in_for(sandbox.run)
-    def run(self, box: Path, limits: sandbox.Limits, requests: list[bytes], *, gpu: bool = False,
-            hide: tuple = (), slot: int = 0, device: str | None = None) -> sandbox.Run:
+    def run(
+        self,
+        box: Path,
+        limits: sandbox.Limits,
+        requests: list[bytes],
+        *,
+        gpu: bool = False,
+        hide: tuple = (),
+        slot: int = 0,
+        device: str | None = None,
+    ) -> sandbox.Run:
         """``grader.sandbox.run``'s answer, from a forked child of the warm process (``device``:
         the GPU a GPU worker may see, as ``sandbox.run`` pins it)."""
         log = box / "output.log"
-        job = {"work": str(box / "work"), "log": str(log), "timeout_s": limits.timeout_s,
-               "env": sandbox.worker_environment(box, gpu, device)}
+        job = {
+            "work": str(box / "work"),
+            "log": str(log),
+            "timeout_s": limits.timeout_s,
+            "env": sandbox.worker_environment(box, gpu, device),
+        }
         with self.lock:  # one child at a time: the server answers in order
             start = time.monotonic()
             command_read, command_write = os.pipe()
@@ -120,10 +135,16 @@ class WarmWorker:
             done = json.loads(reply)
         output = log.read_bytes()[-4000:].decode("utf-8", "replace") if log.exists() else ""
         stopped = done["timed_out"] or talk.over or bool(talk.reader.error)
-        return sandbox.Run(answers=[] if talk.over else list(talk.reader.frames),
-                           returncode=None if stopped else done["rc"], timed_out=done["timed_out"],
-                           result_too_big=talk.over, malformed=talk.reader.error or "", output=output,
-                           wall_s=time.monotonic() - start, timeout_s=limits.timeout_s)
+        return sandbox.Run(
+            answers=[] if talk.over else list(talk.reader.frames),
+            returncode=None if stopped else done["rc"],
+            timed_out=done["timed_out"],
+            result_too_big=talk.over,
+            malformed=talk.reader.error or "",
+            output=output,
+            wall_s=time.monotonic() - start,
+            timeout_s=limits.timeout_s,
+        )
 
     def close(self) -> None:
         self.channel.shutdown(socket.SHUT_WR)

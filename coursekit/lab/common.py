@@ -94,16 +94,14 @@ def positive_int(text: str) -> int:
 def number_in(low: float, high: float = math.inf, *, high_closed: bool = False):
     """An argparse ``type`` for a finite float above ``low`` and below ``high`` (or up to it,
     ``high_closed``); its error names the range and the text given."""
-    span = (f"> {low:g}" if high == math.inf else
-            f"in ({low:g}, {high:g}{']' if high_closed else ')'}")
+    span = f"> {low:g}" if high == math.inf else f"in ({low:g}, {high:g}{']' if high_closed else ')'}"
 
     def parse(text: str) -> float:
         try:
             value = float(text)
         except ValueError:
             value = math.nan
-        inside = math.isfinite(value) and low < value and (value <= high if high_closed
-                                                           else value < high)
+        inside = math.isfinite(value) and low < value and (value <= high if high_closed else value < high)
         if not inside:
             raise argparse.ArgumentTypeError(f"expected a finite number {span}, got {text!r}")
         return value

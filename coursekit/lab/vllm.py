@@ -95,11 +95,18 @@ from pathlib import Path
 
 from coursekit.impl import Implementation
 from coursekit.lab.common import ExerciseNotFinished, number_in, positive_int
-from coursekit.lab.vllm_analysis import (KERNELS_PER_LAYER_ESTIMATE,
-                                         KERNELS_PER_STEP_EXTRA_ESTIMATE, analyze)
+from coursekit.lab.vllm_analysis import KERNELS_PER_LAYER_ESTIMATE, KERNELS_PER_STEP_EXTRA_ESTIMATE, analyze
 from coursekit.lab.vllm_report import report, write_outputs
-from coursekit.lab.vllm_runs import (GRAPH_VARIANTS, MANIFEST, RUNNERS, VARIANTS, VLLM_VERSION,
-                                     _short, model_config_name, slug)
+from coursekit.lab.vllm_runs import (
+    GRAPH_VARIANTS,
+    MANIFEST,
+    RUNNERS,
+    VARIANTS,
+    VLLM_VERSION,
+    _short,
+    model_config_name,
+    slug,
+)
 
 DEFAULT_MODEL = "Qwen/Qwen2.5-0.5B-Instruct"  # small: its decode step is launch-bound on a 4090
 LESSON_MODEL = "Qwen/Qwen2.5-7B-Instruct-AWQ"  # the lesson's model: ~5.5 GiB of AWQ weights
@@ -111,20 +118,32 @@ RUN_ENV = {"NO_COLOR": "1", "VLLM_LOGGING_LEVEL": "INFO"}
 
 #: preset -> the run options it sets; an option given on the command line wins.
 PRESETS = {
-    "modes": {"help": "the graph modes of one small model (the default)",
-              "models": [DEFAULT_MODEL],
-              "variants": ["eager", "none", "piecewise", "full_decode_only", "full_and_piecewise"],
-              "batch_sizes": list(DEFAULT_BATCH_SIZES), "output_lens": list(DEFAULT_OUTPUT_LENS),
-              "runners": list(RUNNERS)},
-    "lesson": {"help": f"the lesson's command, quick path: {LESSON_MODEL}, default vs "
-                       "--enforce-eager, batch 1, on a 24 GB GPU",
-               "models": [LESSON_MODEL], "variants": ["default", "eager"], "batch_sizes": [1],
-               "output_lens": list(DEFAULT_OUTPUT_LENS), "runners": list(RUNNERS)},
-    "small-vs-large": {"help": f"{DEFAULT_MODEL} beside {LESSON_MODEL}, default vs eager, batch "
-                               "1: smaller compute, bigger gain from graphs",
-                       "models": [DEFAULT_MODEL, LESSON_MODEL], "variants": ["default", "eager"],
-                       "batch_sizes": [1], "output_lens": list(DEFAULT_OUTPUT_LENS),
-                       "runners": list(RUNNERS)},
+    "modes": {
+        "help": "the graph modes of one small model (the default)",
+        "models": [DEFAULT_MODEL],
+        "variants": ["eager", "none", "piecewise", "full_decode_only", "full_and_piecewise"],
+        "batch_sizes": list(DEFAULT_BATCH_SIZES),
+        "output_lens": list(DEFAULT_OUTPUT_LENS),
+        "runners": list(RUNNERS),
+    },
+    "lesson": {
+        "help": f"the lesson's command, quick path: {LESSON_MODEL}, default vs "
+        "--enforce-eager, batch 1, on a 24 GB GPU",
+        "models": [LESSON_MODEL],
+        "variants": ["default", "eager"],
+        "batch_sizes": [1],
+        "output_lens": list(DEFAULT_OUTPUT_LENS),
+        "runners": list(RUNNERS),
+    },
+    "small-vs-large": {
+        "help": f"{DEFAULT_MODEL} beside {LESSON_MODEL}, default vs eager, batch "
+        "1: smaller compute, bigger gain from graphs",
+        "models": [DEFAULT_MODEL, LESSON_MODEL],
+        "variants": ["default", "eager"],
+        "batch_sizes": [1],
+        "output_lens": list(DEFAULT_OUTPUT_LENS),
+        "runners": list(RUNNERS),
+    },
 }
 DEFAULT_PRESET = "modes"
 
@@ -141,20 +160,49 @@ START_S, COMPILE_S, CAPTURE_S, PREFILL_S, STEP_S = 60, 60, 20, 0.1, 0.02
 # --- the commands ------------------------------------------------------------------------------
 
 
-def bench_command(variant: str, model: str, batch_size: int, output_len: int, input_len: int,
-                  json_path: str, num_iters: int = 10, num_iters_warmup: int = 3,
-                  max_model_len: int = 2048, gpu_memory_utilization: float = 0.9,
-                  vllm: str = "vllm") -> list[str]:
+def bench_command(
+    variant: str,
+    model: str,
+    batch_size: int,
+    output_len: int,
+    input_len: int,
+    json_path: str,
+    num_iters: int = 10,
+    num_iters_warmup: int = 3,
+    max_model_len: int = 2048,
+    gpu_memory_utilization: float = 0.9,
+    vllm: str = "vllm",
+) -> list[str]:
     """One ``vllm bench latency`` command line (a list of words) for ``variant``."""
     if variant not in VARIANTS:
         raise ValueError(f"variant: expected one of {list(VARIANTS)}, got {variant!r}")
-    return [vllm, "bench", "latency", "--model", model, "--seed", "0",
-            "--max-model-len", str(max_model_len),
-            "--gpu-memory-utilization", str(gpu_memory_utilization),
-            "--input-len", str(input_len), "--output-len", str(output_len),
-            "--batch-size", str(batch_size), "--num-iters-warmup", str(num_iters_warmup),
-            "--num-iters", str(num_iters), "--disable-detokenize", "--output-json", json_path,
-            *VARIANTS[variant][1]]
+    return [
+        vllm,
+        "bench",
+        "latency",
+        "--model",
+        model,
+        "--seed",
+        "0",
+        "--max-model-len",
+        str(max_model_len),
+        "--gpu-memory-utilization",
+        str(gpu_memory_utilization),
+        "--input-len",
+        str(input_len),
+        "--output-len",
+        str(output_len),
+        "--batch-size",
+        str(batch_size),
+        "--num-iters-warmup",
+        str(num_iters_warmup),
+        "--num-iters",
+        str(num_iters),
+        "--disable-detokenize",
+        "--output-json",
+        json_path,
+        *VARIANTS[variant][1],
+    ]
 
 
 def runner_env(runner: str, base=None) -> dict:
@@ -170,8 +218,9 @@ def runner_env(runner: str, base=None) -> dict:
 def env_prefix(runner: str) -> str:
     """The runner's environment as the start of a shell line: ``env [-u VAR] VAR=VALUE ...``."""
     _, sets, unsets = RUNNERS[runner]
-    return shlex.join(["env", *(w for var in unsets for w in ("-u", var)),
-                       *(f"{k}={v}" for k, v in {**RUN_ENV, **sets}.items())])
+    return shlex.join(
+        ["env", *(w for var in unsets for w in ("-u", var)), *(f"{k}={v}" for k, v in {**RUN_ENV, **sets}.items())]
+    )
 
 
 def plan(variants, batch_sizes, output_lens, runners=("v1",), models=(None,)) -> list[dict]:
@@ -185,9 +234,17 @@ def plan(variants, batch_sizes, output_lens, runners=("v1",), models=(None,)) ->
                 for o in output_lens:
                     for r in runners:
                         stem = f"runs/{slug(m) + '-' if m else ''}{r}-{v}-b{b}-o{o}"
-                        runs.append({**({"model": m} if m else {}), "runner": r, "variant": v,
-                                     "batch_size": b, "output_len": o, "log": f"{stem}.log",
-                                     "json": f"{stem}.json"})
+                        runs.append(
+                            {
+                                **({"model": m} if m else {}),
+                                "runner": r,
+                                "variant": v,
+                                "batch_size": b,
+                                "output_len": o,
+                                "log": f"{stem}.log",
+                                "json": f"{stem}.json",
+                            }
+                        )
     return runs
 
 
@@ -204,9 +261,11 @@ def estimate_seconds(runs, num_iters: int = 10, num_iters_warmup: int = 3) -> fl
 
 def budget_line(runs, num_iters: int = 10, num_iters_warmup: int = 3) -> str:
     seconds = estimate_seconds(runs, num_iters, num_iters_warmup)
-    return (f"time budget: about {seconds / 60:.0f} min for {len(runs)} vLLM starts (an ESTIMATE, "
-            f"not measured: {START_S} s a start, +{COMPILE_S} s to compile, +{CAPTURE_S} s to "
-            f"capture, {STEP_S * 1e3:.0f} ms a decode step; without the first download)")
+    return (
+        f"time budget: about {seconds / 60:.0f} min for {len(runs)} vLLM starts (an ESTIMATE, "
+        f"not measured: {START_S} s a start, +{COMPILE_S} s to compile, +{CAPTURE_S} s to "
+        f"capture, {STEP_S * 1e3:.0f} ms a decode step; without the first download)"
+    )
 
 
 # --- running: the only part that needs a GPU and vLLM ------------------------------------------
@@ -227,15 +286,22 @@ def refusal() -> str | None:
 
         found = version("vllm")
         if found != VLLM_VERSION:
-            problems.append(f"vLLM {found} is installed, this lab reads vLLM {VLLM_VERSION}'s "
-                            f"logs (pip install vllm=={VLLM_VERSION})")
+            problems.append(
+                f"vLLM {found} is installed, this lab reads vLLM {VLLM_VERSION}'s "
+                f"logs (pip install vllm=={VLLM_VERSION})"
+            )
     except PackageNotFoundError:
         problems.append(f"vLLM is not installed (pip install vllm=={VLLM_VERSION})")
     if not problems:
         return None
-    return ("vllm_lab run: needs a CUDA GPU and vLLM " + VLLM_VERSION + "; here: "
-            + "; ".join(problems) + ". Saved logs are read anywhere: python -m coursekit.lab vllm "
-            "analyze FOLDER")
+    return (
+        "vllm_lab run: needs a CUDA GPU and vLLM "
+        + VLLM_VERSION
+        + "; here: "
+        + "; ".join(problems)
+        + ". Saved logs are read anywhere: python -m coursekit.lab vllm "
+        "analyze FOLDER"
+    )
 
 
 def run(args) -> Path:
@@ -248,33 +314,59 @@ def run(args) -> Path:
     print(budget_line(runs, args.num_iters, args.num_iters_warmup))
     for i, entry in enumerate(runs, 1):
         entry["command"] = bench_command(
-            entry["variant"], entry["model"], entry["batch_size"], entry["output_len"],
-            args.input_len, str(out / entry["json"]), args.num_iters, args.num_iters_warmup,
-            args.max_model_len, args.gpu_memory_utilization)
+            entry["variant"],
+            entry["model"],
+            entry["batch_size"],
+            entry["output_len"],
+            args.input_len,
+            str(out / entry["json"]),
+            args.num_iters,
+            args.num_iters_warmup,
+            args.max_model_len,
+            args.gpu_memory_utilization,
+        )
         entry["env"] = env_prefix(entry["runner"])
-        print(f"[{i}/{len(runs)}] {_short(entry['model'])}, runner {entry['runner']}, "
-              f"{entry['variant']}, batch {entry['batch_size']}, output {entry['output_len']} ...",
-              end=" ", flush=True)
+        print(
+            f"[{i}/{len(runs)}] {_short(entry['model'])}, runner {entry['runner']}, "
+            f"{entry['variant']}, batch {entry['batch_size']}, output {entry['output_len']} ...",
+            end=" ",
+            flush=True,
+        )
         start = time.perf_counter()
         with open(out / entry["log"], "w", encoding="utf-8") as log:
             try:
-                done = subprocess.run(entry["command"], stdout=log, stderr=subprocess.STDOUT,
-                                      env=runner_env(entry["runner"]), timeout=args.run_timeout)
+                done = subprocess.run(
+                    entry["command"],
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    env=runner_env(entry["runner"]),
+                    timeout=args.run_timeout,
+                )
                 entry["returncode"] = done.returncode
             except subprocess.TimeoutExpired:
                 entry["returncode"] = "timeout"
         entry["seconds"] = round(time.perf_counter() - start, 1)
-        print(f"{entry['seconds']:.0f} s, exit {entry['returncode']}"
-              + ("" if entry["returncode"] == 0 else f" (see {out / entry['log']})"))
-    manifest = {"lab": "vllm_lab", "vllm": VLLM_VERSION, "gpu": torch.cuda.get_device_name(),
-                "env": RUN_ENV, "preset": args.preset, "models": args.models,
-                "model": " vs ".join(args.models), "runners": args.runners,
-                "runner_env": {r: {"set": RUNNERS[r][1], "unset": list(RUNNERS[r][2])}
-                               for r in args.runners},
-                "input_len": args.input_len, "variants": args.variants,
-                "batch_sizes": args.batch_sizes, "output_lens": args.output_lens,
-                "budget_estimate_s": estimate_seconds(runs, args.num_iters,
-                                                      args.num_iters_warmup), "runs": runs}
+        print(
+            f"{entry['seconds']:.0f} s, exit {entry['returncode']}"
+            + ("" if entry["returncode"] == 0 else f" (see {out / entry['log']})")
+        )
+    manifest = {
+        "lab": "vllm_lab",
+        "vllm": VLLM_VERSION,
+        "gpu": torch.cuda.get_device_name(),
+        "env": RUN_ENV,
+        "preset": args.preset,
+        "models": args.models,
+        "model": " vs ".join(args.models),
+        "runners": args.runners,
+        "runner_env": {r: {"set": RUNNERS[r][1], "unset": list(RUNNERS[r][2])} for r in args.runners},
+        "input_len": args.input_len,
+        "variants": args.variants,
+        "batch_sizes": args.batch_sizes,
+        "output_lens": args.output_lens,
+        "budget_estimate_s": estimate_seconds(runs, args.num_iters, args.num_iters_warmup),
+        "runs": runs,
+    }
     (out / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n", encoding="utf-8")
     for model in args.models:  # each model's config.json, for exercise 9's KV shape
         try:  # transformers comes with vLLM
@@ -282,10 +374,13 @@ def run(args) -> Path:
 
             config = AutoConfig.from_pretrained(model).to_dict()
             (out / model_config_name(model)).write_text(
-                json.dumps(config, indent=1, default=str) + "\n", encoding="utf-8")
+                json.dumps(config, indent=1, default=str) + "\n", encoding="utf-8"
+            )
         except Exception as exc:  # noqa: BLE001 - analyze says what is missing and how to give it
-            print(f"could not save {model}'s config ({type(exc).__name__}: {exc}); give "
-                  "--kv-shape to analyze", file=sys.stderr)
+            print(
+                f"could not save {model}'s config ({type(exc).__name__}: {exc}); give --kv-shape to analyze",
+                file=sys.stderr,
+            )
     return out
 
 
@@ -299,76 +394,129 @@ def _shape(text: str) -> dict:
     except ValueError:
         values = []
     if len(values) != 4 or min(values) < 1:
-        raise argparse.ArgumentTypeError(f"expected LAYERS,KV_HEADS,HEAD_DIM,DTYPE_BYTES (four "
-                                         f"ints >= 1, e.g. 24,2,64,2), got {text!r}")
+        raise argparse.ArgumentTypeError(
+            f"expected LAYERS,KV_HEADS,HEAD_DIM,DTYPE_BYTES (four ints >= 1, e.g. 24,2,64,2), got {text!r}"
+        )
     return dict(zip(("n_layers", "n_kv_heads", "head_dim", "dtype_bytes"), values))
 
 
-RUN_STATUS = ("Runs vllm bench latency per model, variant, batch size, output length and model "
-              "runner on this GPU (vLLM 0.26.0), then analyzes the folder. Not yet run on a GPU: "
-              "the commands were checked against vLLM 0.26.0's source and the parser tested on "
-              "text built from its format strings only.")
+RUN_STATUS = (
+    "Runs vllm bench latency per model, variant, batch size, output length and model "
+    "runner on this GPU (vLLM 0.26.0), then analyzes the folder. Not yet run on a GPU: "
+    "the commands were checked against vLLM 0.26.0's source and the parser tested on "
+    "text built from its format strings only."
+)
 
 
 def _add_analysis_options(parser) -> None:
-    parser.add_argument("--impl", default="exercises",
-                        help="your exercises (default), or a folder of module files: exercise "
-                        "1's fit_launch_model and exercise 9's kv_bytes_per_token and "
-                        "kv_tokens_forgone come from it")
-    parser.add_argument("--kernels-per-step", type=positive_int, nargs="+", metavar="K",
-                        help="kernels one decode step launches without graphs, one per model in "
-                        "the folder's order; NOT in vLLM's log. Default: an ESTIMATE, "
-                        f"{KERNELS_PER_LAYER_ESTIMATE} per decoder layer + "
-                        f"{KERNELS_PER_STEP_EXTRA_ESTIMATE}")
-    parser.add_argument("--tau-from", metavar="FILE",
-                        help="your launch-tax.json (python -m coursekit.lab launch-tax) for "
-                        "exercise 2's tau; default: the bundled H200 tau")
-    parser.add_argument("--kv-shape", type=_shape, nargs="+", metavar="L,H,D,B",
-                        help="layers, KV heads, head size, dtype bytes, one per model in the "
-                        "folder's order; default: from the folder's saved model config and the "
-                        "log's dtype")
+    parser.add_argument(
+        "--impl",
+        default="exercises",
+        help="your exercises (default), or a folder of module files: exercise "
+        "1's fit_launch_model and exercise 9's kv_bytes_per_token and "
+        "kv_tokens_forgone come from it",
+    )
+    parser.add_argument(
+        "--kernels-per-step",
+        type=positive_int,
+        nargs="+",
+        metavar="K",
+        help="kernels one decode step launches without graphs, one per model in "
+        "the folder's order; NOT in vLLM's log. Default: an ESTIMATE, "
+        f"{KERNELS_PER_LAYER_ESTIMATE} per decoder layer + "
+        f"{KERNELS_PER_STEP_EXTRA_ESTIMATE}",
+    )
+    parser.add_argument(
+        "--tau-from",
+        metavar="FILE",
+        help="your launch-tax.json (python -m coursekit.lab launch-tax) for "
+        "exercise 2's tau; default: the bundled H200 tau",
+    )
+    parser.add_argument(
+        "--kv-shape",
+        type=_shape,
+        nargs="+",
+        metavar="L,H,D,B",
+        help="layers, KV heads, head size, dtype bytes, one per model in the "
+        "folder's order; default: from the folder's saved model config and the "
+        "log's dtype",
+    )
 
 
 def add_parser(labs) -> None:
     """Part B as ``python -m coursekit.lab vllm``, among the labs' subcommands ``labs``: this
     module's docstring is its --help."""
-    parser = labs.add_parser("vllm", help="Part B: vLLM end to end, its graph modes under both "
-                             "model runners (run: a GPU and vLLM 0.26.0; analyze: any machine)",
-                             description=__doc__,
-                             formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = labs.add_parser(
+        "vllm",
+        help="Part B: vLLM end to end, its graph modes under both "
+        "model runners (run: a GPU and vLLM 0.26.0; analyze: any machine)",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    run_p = commands.add_parser("run", help="run vLLM's latency benchmark per variant and runner "
-                                "(GPU, vLLM 0.26.0), then analyze", description=RUN_STATUS)
-    run_p.add_argument("--out", default="vllm-lab",
-                       help="folder for the logs and results (default: %(default)s)")
-    run_p.add_argument("--preset", choices=list(PRESETS), default=DEFAULT_PRESET,
-                       help="; ".join(f"{k}: {v['help']}" for k, v in PRESETS.items())
-                       + " (default: %(default)s); the options below win over it")
-    run_p.add_argument("--model", nargs="+", dest="models", metavar="MODEL",
-                       help=f"one or more (default: the preset's; {DEFAULT_MODEL} for modes)")
-    run_p.add_argument("--runners", nargs="+", choices=list(RUNNERS), metavar="RUNNER",
-                       help="; ".join(f"{k}: {v[0]}" for k, v in RUNNERS.items())
-                       + " (default: both)")
-    run_p.add_argument("--variants", nargs="+", choices=list(VARIANTS), metavar="VARIANT",
-                       help=f"of {', '.join(VARIANTS)} (default: the preset's)")
-    run_p.add_argument("--batch-sizes", type=positive_int, nargs="+", metavar="B",
-                       help="default: the preset's")
-    run_p.add_argument("--output-lens", type=positive_int, nargs="+", metavar="N",
-                       help="at least two, so prefill cancels (default: the preset's)")
+    run_p = commands.add_parser(
+        "run",
+        help="run vLLM's latency benchmark per variant and runner (GPU, vLLM 0.26.0), then analyze",
+        description=RUN_STATUS,
+    )
+    run_p.add_argument("--out", default="vllm-lab", help="folder for the logs and results (default: %(default)s)")
+    run_p.add_argument(
+        "--preset",
+        choices=list(PRESETS),
+        default=DEFAULT_PRESET,
+        help="; ".join(f"{k}: {v['help']}" for k, v in PRESETS.items())
+        + " (default: %(default)s); the options below win over it",
+    )
+    run_p.add_argument(
+        "--model",
+        nargs="+",
+        dest="models",
+        metavar="MODEL",
+        help=f"one or more (default: the preset's; {DEFAULT_MODEL} for modes)",
+    )
+    run_p.add_argument(
+        "--runners",
+        nargs="+",
+        choices=list(RUNNERS),
+        metavar="RUNNER",
+        help="; ".join(f"{k}: {v[0]}" for k, v in RUNNERS.items()) + " (default: both)",
+    )
+    run_p.add_argument(
+        "--variants",
+        nargs="+",
+        choices=list(VARIANTS),
+        metavar="VARIANT",
+        help=f"of {', '.join(VARIANTS)} (default: the preset's)",
+    )
+    run_p.add_argument("--batch-sizes", type=positive_int, nargs="+", metavar="B", help="default: the preset's")
+    run_p.add_argument(
+        "--output-lens",
+        type=positive_int,
+        nargs="+",
+        metavar="N",
+        help="at least two, so prefill cancels (default: the preset's)",
+    )
     run_p.add_argument("--input-len", type=positive_int, default=32, help="default: %(default)s")
     run_p.add_argument("--num-iters", type=positive_int, default=10, help="default: %(default)s")
     run_p.add_argument("--num-iters-warmup", type=positive_int, default=3, help="default: %(default)s")
     run_p.add_argument("--max-model-len", type=positive_int, default=2048, help="default: %(default)s")
-    run_p.add_argument("--gpu-memory-utilization", type=number_in(0, 1, high_closed=True), default=0.9,
-                       help="default: %(default)s")
-    run_p.add_argument("--run-timeout", type=positive_int, default=1800, metavar="SECONDS",
-                       help="per benchmark run (default: %(default)s)")
-    run_p.add_argument("--dry-run", action="store_true",
-                       help="print the commands and the time budget (an estimate) and exit; "
-                       "runs nothing, needs nothing")
+    run_p.add_argument(
+        "--gpu-memory-utilization", type=number_in(0, 1, high_closed=True), default=0.9, help="default: %(default)s"
+    )
+    run_p.add_argument(
+        "--run-timeout",
+        type=positive_int,
+        default=1800,
+        metavar="SECONDS",
+        help="per benchmark run (default: %(default)s)",
+    )
+    run_p.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="print the commands and the time budget (an estimate) and exit; runs nothing, needs nothing",
+    )
     _add_analysis_options(run_p)
-    analyze_p = commands.add_parser("analyze", help="read a saved folder: report, JSON and SVG "
-                                    "(any machine)")
+    analyze_p = commands.add_parser("analyze", help="read a saved folder: report, JSON and SVG (any machine)")
     analyze_p.add_argument("folder", metavar="FOLDER", help="a folder written by run")
     _add_analysis_options(analyze_p)
 
@@ -382,11 +530,15 @@ def _apply_preset(args) -> str | None:
         else:
             setattr(args, key, list(dict.fromkeys(getattr(args, key))))
     if len(args.output_lens) < 2:
-        return (f"--output-lens: expected at least two distinct lengths (prefill cancels in their "
-                f"difference), got {args.output_lens}")
+        return (
+            f"--output-lens: expected at least two distinct lengths (prefill cancels in their "
+            f"difference), got {args.output_lens}"
+        )
     if args.max_model_len < args.input_len + max(args.output_lens):
-        return (f"--max-model-len: expected at least --input-len + the longest --output-lens = "
-                f"{args.input_len + max(args.output_lens)}, got {args.max_model_len}")
+        return (
+            f"--max-model-len: expected at least --input-len + the longest --output-lens = "
+            f"{args.input_len + max(args.output_lens)}, got {args.max_model_len}"
+        )
     bad = [m for m in args.models if not m.strip() or m.startswith("-")]
     if bad:
         return f"--model: expected a Hugging Face model name or a local path, got {bad[0]!r}"
@@ -401,14 +553,27 @@ def command(args) -> int:
             print(f"vllm_lab: {problem}", file=sys.stderr)
             return 2
         if args.dry_run:
-            runs = plan(args.variants, args.batch_sizes, args.output_lens, args.runners,
-                        args.models)
+            runs = plan(args.variants, args.batch_sizes, args.output_lens, args.runners, args.models)
             for entry in runs:
-                print(env_prefix(entry["runner"]) + " " + shlex.join(bench_command(
-                    entry["variant"], entry["model"], entry["batch_size"], entry["output_len"],
-                    args.input_len, str(Path(args.out) / entry["json"]), args.num_iters,
-                    args.num_iters_warmup, args.max_model_len, args.gpu_memory_utilization))
-                    + f" > {Path(args.out) / entry['log']} 2>&1")
+                print(
+                    env_prefix(entry["runner"])
+                    + " "
+                    + shlex.join(
+                        bench_command(
+                            entry["variant"],
+                            entry["model"],
+                            entry["batch_size"],
+                            entry["output_len"],
+                            args.input_len,
+                            str(Path(args.out) / entry["json"]),
+                            args.num_iters,
+                            args.num_iters_warmup,
+                            args.max_model_len,
+                            args.gpu_memory_utilization,
+                        )
+                    )
+                    + f" > {Path(args.out) / entry['log']} 2>&1"
+                )
             print("# " + budget_line(runs, args.num_iters, args.num_iters_warmup))
             return 0
         why = refusal()

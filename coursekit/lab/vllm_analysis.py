@@ -14,9 +14,18 @@ from coursekit.course import by_module
 from coursekit.impl import Implementation
 from coursekit.lab.common import ExerciseNotFinished, call_student
 from coursekit.lab.launch_tax import fit_record, load_record
-from coursekit.lab.vllm_runs import (GRAPH_VARIANTS, MANIFEST, MODEL_CONFIG, RUNNER_VAR, RUNNERS,
-                                     VARIANTS, VLLM_VERSION, latency_seconds, model_config_name,
-                                     parse_log)
+from coursekit.lab.vllm_runs import (
+    GRAPH_VARIANTS,
+    MANIFEST,
+    MODEL_CONFIG,
+    RUNNER_VAR,
+    RUNNERS,
+    VARIANTS,
+    VLLM_VERSION,
+    latency_seconds,
+    model_config_name,
+    parse_log,
+)
 
 #: The estimate of kernels per decode step used when --kernels-per-step is not given (see
 #: coursekit.lab.vllm's docstring): per decoder layer two fused add+RMSNorms, QKV GEMM, rotary,
@@ -26,13 +35,17 @@ KERNELS_PER_LAYER_ESTIMATE, KERNELS_PER_STEP_EXTRA_ESTIMATE = 12, 40
 DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "half": 2, "float32": 4, "float": 4}
 #: What each runner does with the graphs' memory before it sizes the KV cache.
 GRAPH_RESERVE = {
-    "V1": ("V1 subtracts its estimate ('Estimated CUDA graph memory') before sizing the KV cache "
-           "(vllm/v1/worker/gpu_worker.py:500-545, VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1, "
-           "the default)"),
-    "V2": ("V2 reserves none: its profile_cudagraph_memory returns 0 "
-           "(vllm/v1/worker/gpu/model_runner.py:705-707), so it logs no 'Estimated CUDA graph "
-           "memory' (expected) and sizes the KV cache without subtracting the graphs, which then "
-           "come out of the memory outside --gpu-memory-utilization"),
+    "V1": (
+        "V1 subtracts its estimate ('Estimated CUDA graph memory') before sizing the KV cache "
+        "(vllm/v1/worker/gpu_worker.py:500-545, VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1, "
+        "the default)"
+    ),
+    "V2": (
+        "V2 reserves none: its profile_cudagraph_memory returns 0 "
+        "(vllm/v1/worker/gpu/model_runner.py:705-707), so it logs no 'Estimated CUDA graph "
+        "memory' (expected) and sizes the KV cache without subtracting the graphs, which then "
+        "come out of the memory outside --gpu-memory-utilization"
+    ),
 }
 
 
@@ -48,30 +61,29 @@ def load_runs(folder) -> dict:
     try:
         manifest = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))
         runs = manifest["runs"]
-        old_runner = ("v1" if (manifest.get("env") or {}).get(RUNNER_VAR) == "0"
-                      else "default")
+        old_runner = "v1" if (manifest.get("env") or {}).get(RUNNER_VAR) == "0" else "default"
         for run in runs:
             run.setdefault("model", manifest.get("model"))
             run.setdefault("runner", old_runner)
             if not (isinstance(run["log"], str) and isinstance(run["json"], str)):
                 raise TypeError(f"run {run!r}: 'log' and 'json' must be file names")
     except OSError:
-        raise NotARun(f"FOLDER: {folder} has no {MANIFEST}: not a folder written by "
-                      f"'python -m coursekit.lab vllm run'") from None
+        raise NotARun(
+            f"FOLDER: {folder} has no {MANIFEST}: not a folder written by 'python -m coursekit.lab vllm run'"
+        ) from None
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
-        raise NotARun(f"FOLDER: {folder / MANIFEST} is not this lab's manifest: "
-                      f"{type(exc).__name__}: {exc}") from None
+        raise NotARun(f"FOLDER: {folder / MANIFEST} is not this lab's manifest: {type(exc).__name__}: {exc}") from None
     for run in runs:
         log, out = folder / run["log"], folder / run["json"]
-        run["facts"] = parse_log(log.read_text(encoding="utf-8", errors="replace")
-                                 if log.is_file() else "")
-        run["latency_s"] = latency_seconds(
-            out.read_text(encoding="utf-8") if out.is_file() else None, run["facts"])
-    manifest["models"] = list(dict.fromkeys(
-        manifest.get("models") or [r["model"] for r in runs]))
-    manifest["runners"] = list(dict.fromkeys(
-        [r for r in manifest.get("runners") or [] if any(x["runner"] == r for x in runs)]
-        + [r["runner"] for r in runs]))
+        run["facts"] = parse_log(log.read_text(encoding="utf-8", errors="replace") if log.is_file() else "")
+        run["latency_s"] = latency_seconds(out.read_text(encoding="utf-8") if out.is_file() else None, run["facts"])
+    manifest["models"] = list(dict.fromkeys(manifest.get("models") or [r["model"] for r in runs]))
+    manifest["runners"] = list(
+        dict.fromkeys(
+            [r for r in manifest.get("runners") or [] if any(x["runner"] == r for x in runs)]
+            + [r["runner"] for r in runs]
+        )
+    )
     return manifest
 
 
@@ -102,8 +114,11 @@ def summarize(runs: list[dict], order=None) -> dict:
             continue
         decode = {}
         for batch in sorted({r["batch_size"] for r in mine}):
-            points = [(r["output_len"], r["latency_s"]) for r in mine
-                      if r["batch_size"] == batch and r["latency_s"] is not None]
+            points = [
+                (r["output_len"], r["latency_s"])
+                for r in mine
+                if r["batch_size"] == batch and r["latency_s"] is not None
+            ]
             if len({o for o, _ in points}) >= 2:
                 decode[str(batch)] = _slope(*zip(*points)) * 1e3
         facts = [r["facts"] for r in mine]
@@ -114,7 +129,8 @@ def summarize(runs: list[dict], order=None) -> dict:
         changed = sorted({f["mode_changed"]["mode"] for f in facts if "mode_changed" in f})
         variants[name] = {
             "label": VARIANTS.get(name, (name,))[0],
-            "runs": len(mine), "runs_with_latency": sum(r["latency_s"] is not None for r in mine),
+            "runs": len(mine),
+            "runs_with_latency": sum(r["latency_s"] is not None for r in mine),
             "decode_ms": decode,
             "model_load_gib": pick("model_loading", "gib"),
             "kv_cache_gib": pick("kv_cache_memory", "gib"),
@@ -132,22 +148,27 @@ def kv_shape(model_config: dict | None, dtype: str | None) -> dict:
     """The KV-cache shape of exercise 9's ``kv_bytes_per_token`` from a Hugging Face
     ``config.json`` (dict) and the dtype vLLM ran with (the log's, else the config's)."""
     if not model_config:
-        raise ValueError(f"--kv-shape: no {MODEL_CONFIG} in the folder; give "
-                         "--kv-shape LAYERS,KV_HEADS,HEAD_DIM,DTYPE_BYTES")
+        raise ValueError(
+            f"--kv-shape: no {MODEL_CONFIG} in the folder; give --kv-shape LAYERS,KV_HEADS,HEAD_DIM,DTYPE_BYTES"
+        )
     config = model_config.get("text_config") or model_config
     try:
         heads = int(config["num_attention_heads"])
-        shape = {"n_layers": int(config["num_hidden_layers"]),
-                 "n_kv_heads": int(config.get("num_key_value_heads") or heads),
-                 "head_dim": int(config.get("head_dim") or config["hidden_size"] // heads)}
+        shape = {
+            "n_layers": int(config["num_hidden_layers"]),
+            "n_kv_heads": int(config.get("num_key_value_heads") or heads),
+            "head_dim": int(config.get("head_dim") or config["hidden_size"] // heads),
+        }
     except (KeyError, TypeError, ValueError) as exc:
-        raise ValueError(f"--kv-shape: {MODEL_CONFIG} lacks {exc}; give --kv-shape "
-                         "LAYERS,KV_HEADS,HEAD_DIM,DTYPE_BYTES") from None
-    dtype = dtype or config.get("torch_dtype") or config.get("dtype") or model_config.get(
-        "torch_dtype")
+        raise ValueError(
+            f"--kv-shape: {MODEL_CONFIG} lacks {exc}; give --kv-shape LAYERS,KV_HEADS,HEAD_DIM,DTYPE_BYTES"
+        ) from None
+    dtype = dtype or config.get("torch_dtype") or config.get("dtype") or model_config.get("torch_dtype")
     if str(dtype) not in DTYPE_BYTES:
-        raise ValueError(f"--kv-shape: cannot tell the bytes of dtype {dtype!r}; give --kv-shape "
-                         "LAYERS,KV_HEADS,HEAD_DIM,DTYPE_BYTES")
+        raise ValueError(
+            f"--kv-shape: cannot tell the bytes of dtype {dtype!r}; give --kv-shape "
+            "LAYERS,KV_HEADS,HEAD_DIM,DTYPE_BYTES"
+        )
     return {**shape, "dtype_bytes": DTYPE_BYTES[str(dtype)]}
 
 
@@ -157,8 +178,10 @@ def _per_model(value, models: list, option: str, example: str) -> list:
         return [None] * len(models)
     values = value if isinstance(value, list) else [value]
     if len(values) != len(models):
-        raise ValueError(f"{option}: the folder holds {len(models)} model(s) ({', '.join(models)}):"
-                         f" give one {example} per model, in that order; got {len(values)}")
+        raise ValueError(
+            f"{option}: the folder holds {len(models)} model(s) ({', '.join(models)}):"
+            f" give one {example} per model, in that order; got {len(values)}"
+        )
     return values
 
 
@@ -175,8 +198,7 @@ def _ran(runs: list[dict]) -> tuple[str | None, list[str]]:
     when no log tells), and the messages that told."""
     found = sorted({r["facts"]["runner"] for r in runs if "runner" in r["facts"]})
     found = sorted({part for f in found for part in f.split(" and ")})
-    evidence = sorted({f"{who}: {msg}" for r in runs for who, msg in
-                       r["facts"].get("runner_evidence", [])})
+    evidence = sorted({f"{who}: {msg}" for r in runs for who, msg in r["facts"].get("runner_evidence", [])})
     return (" and ".join(found) or None), evidence
 
 
@@ -191,17 +213,21 @@ def analyze(folder, impl: Implementation, kernels=None, tau_from=None, shape=Non
     models, runners = manifest["models"], manifest["runners"]
     kernels = _per_model(kernels, models, "--kernels-per-step", "K")
     shapes = _per_model(shape, models, "--kv-shape", "LAYERS,KV_HEADS,HEAD_DIM,DTYPE_BYTES")
-    engines = [r["facts"]["engine_config"] for r in manifest["runs"]
-               if "engine_config" in r["facts"]]
+    engines = [r["facts"]["engine_config"] for r in manifest["runs"] if "engine_config" in r["facts"]]
     version = next((e["version"] for e in engines), None)
     record = {
-        "lab": "vllm_lab", "model": " vs ".join(models), "models": models, "runners": runners,
-        "gpu": manifest.get("gpu"), "vllm": version or manifest.get("vllm"),
-        "input_len": manifest.get("input_len"), "groups": [], "notes": [],
+        "lab": "vllm_lab",
+        "model": " vs ".join(models),
+        "models": models,
+        "runners": runners,
+        "gpu": manifest.get("gpu"),
+        "vllm": version or manifest.get("vllm"),
+        "input_len": manifest.get("input_len"),
+        "groups": [],
+        "notes": [],
     }
     if version and version != VLLM_VERSION:
-        record["notes"].append(f"the logs are from vLLM {version}; this lab reads "
-                               f"vLLM {VLLM_VERSION}'s formats")
+        record["notes"].append(f"the logs are from vLLM {version}; this lab reads vLLM {VLLM_VERSION}'s formats")
 
     def fit(ns, ms):
         return call_student(impl, "launch_model", "fit_launch_model", ns, ms)
@@ -227,48 +253,63 @@ def analyze(folder, impl: Implementation, kernels=None, tau_from=None, shape=Non
             runs = [r for r in manifest["runs"] if r["model"] == model and r["runner"] == runner]
             if not runs:
                 continue
-            group = _analyze_group(model, runner, runs, manifest.get("variants"), model_config,
-                                   k_given, shape_given, impl, fit, record["tau_us"],
-                                   tau_missing, several=len(models) > 1)
+            group = _analyze_group(
+                model,
+                runner,
+                runs,
+                manifest.get("variants"),
+                model_config,
+                k_given,
+                shape_given,
+                impl,
+                fit,
+                record["tau_us"],
+                tau_missing,
+                several=len(models) > 1,
+            )
             record["groups"].append(group)
             record["notes"] += group.pop("notes")
     record["speedup_by_model"] = speedup_by_model(record) if len(models) > 1 else {}
     return record
 
 
-def _analyze_group(model, runner, runs, order, model_config, kernels, shape, impl, fit, tau_us,
-                   tau_missing, several) -> dict:
+def _analyze_group(
+    model, runner, runs, order, model_config, kernels, shape, impl, fit, tau_us, tau_missing, several
+) -> dict:
     """One model under one runner: its variants, tau_eff and KV tokens (see ``analyze``)."""
     variants = summarize(runs, order)
     ran, evidence = _ran(runs)
     name = f"{model}, runner {runner}"
-    group = {"model": model, "runner": runner, "runner_asked": RUNNERS.get(runner, (runner,))[0],
-             "runner_ran": ran, "runner_evidence": evidence,
-             "graph_reserve": GRAPH_RESERVE.get(ran, "unknown: the log does not say which runner "
-                                                     "ran"),
-             "variants": variants, "notes": []}
+    group = {
+        "model": model,
+        "runner": runner,
+        "runner_asked": RUNNERS.get(runner, (runner,))[0],
+        "runner_ran": ran,
+        "runner_evidence": evidence,
+        "graph_reserve": GRAPH_RESERVE.get(ran, "unknown: the log does not say which runner ran"),
+        "variants": variants,
+        "notes": [],
+    }
     notes = group["notes"]
     expected = "V1" if runner == "v1" else None
     if ran is None:
         notes.append(f"{name}: no log says which model runner ran (see the logs)")
     elif " and " in ran:
-        notes.append(f"{name}: the logs name both runners ({'; '.join(evidence)}); read its "
-                     "numbers with care")
+        notes.append(f"{name}: the logs name both runners ({'; '.join(evidence)}); read its numbers with care")
     elif expected and ran != expected:
         notes.append(f"{name}: asked for {expected}, but the log says {ran} ran")
     elif runner == "default" and ran == "V1":
-        why = next((r["facts"]["runner_v2_declined"]["why"] for r in runs
-                    if "runner_v2_declined" in r["facts"]), None)
-        notes.append(f"{name}: vLLM chose V1 for this model"
-                     + (f" (Model Runner V2 {why})" if why else ""))
+        why = next((r["facts"]["runner_v2_declined"]["why"] for r in runs if "runner_v2_declined" in r["facts"]), None)
+        notes.append(f"{name}: vLLM chose V1 for this model" + (f" (Model Runner V2 {why})" if why else ""))
     for v, x in variants.items():
         if x["mode_changed_to"]:
-            notes.append(f"{name}, {v}: vLLM changed the graph mode to "
-                         f"{', '.join(x['mode_changed_to'])} (see its log)")
+            notes.append(f"{name}, {v}: vLLM changed the graph mode to {', '.join(x['mode_changed_to'])} (see its log)")
         if ran == "V1" and x["graph_gib"] is not None and x["graph_estimate_gib"] is None:
-            notes.append(f"{name}, {v}: V1 captured graphs but its log has no 'Estimated CUDA "
-                         "graph memory' line, which V1 logs before it sizes the KV cache (see "
-                         "the log)")
+            notes.append(
+                f"{name}, {v}: V1 captured graphs but its log has no 'Estimated CUDA "
+                "graph memory' line, which V1 logs before it sizes the KV cache (see "
+                "the log)"
+            )
 
     # K: given, or the estimate from the model's layer count.
     layers = None
@@ -278,15 +319,14 @@ def _analyze_group(model, runner, runs, order, model_config, kernels, shape, imp
         group["kernels_per_step"] = kernels
         group["kernels_per_step_source"] = "given (--kernels-per-step)"
     elif isinstance(layers, int):
-        group["kernels_per_step"] = (KERNELS_PER_LAYER_ESTIMATE * layers
-                                     + KERNELS_PER_STEP_EXTRA_ESTIMATE)
+        group["kernels_per_step"] = KERNELS_PER_LAYER_ESTIMATE * layers + KERNELS_PER_STEP_EXTRA_ESTIMATE
         group["kernels_per_step_source"] = (
             f"ESTIMATE, not measured: {KERNELS_PER_LAYER_ESTIMATE} per layer x {layers} layers "
-            f"+ {KERNELS_PER_STEP_EXTRA_ESTIMATE}; give --kernels-per-step")
+            f"+ {KERNELS_PER_STEP_EXTRA_ESTIMATE}; give --kernels-per-step"
+        )
     else:
         group["kernels_per_step"] = None
-        group["kernels_per_step_source"] = (f"unknown: no {MODEL_CONFIG} to estimate it from; "
-                                            "give --kernels-per-step")
+        group["kernels_per_step_source"] = f"unknown: no {MODEL_CONFIG} to estimate it from; give --kernels-per-step"
 
     # tau_eff per graph variant and batch size with exercise 1's fit.
     k = group["kernels_per_step"]
@@ -306,13 +346,13 @@ def _analyze_group(model, runner, runs, order, model_config, kernels, shape, imp
     except ExerciseNotFinished as exc:
         if exc.number != by_module("launch_model").number:
             raise
-        group["tau_eff_missing"] = (f"not computed: exercise 1 is not finished ({exc}); "
-                                    "tau_eff comes with its fit_launch_model")
+        group["tau_eff_missing"] = (
+            f"not computed: exercise 1 is not finished ({exc}); tau_eff comes with its fit_launch_model"
+        )
 
     # KV tokens the graphs cost, with exercise 9.
     if shape is None:
-        engine = next((r["facts"]["engine_config"] for r in runs
-                       if "engine_config" in r["facts"]), {})
+        engine = next((r["facts"]["engine_config"] for r in runs if "engine_config" in r["facts"]), {})
         dtype = engine.get("dtype") if engine.get("kv_dtype", "auto") == "auto" else None
         try:
             shape = kv_shape(model_config, dtype)
@@ -330,13 +370,17 @@ def _analyze_group(model, runner, runs, order, model_config, kernels, shape, imp
             if not x:
                 continue
             row = {}
-            for key, gib in (("from_graph_memory", x["graph_gib"]),
-                             ("from_graph_estimate", x["graph_estimate_gib"])):
+            for key, gib in (("from_graph_memory", x["graph_gib"]), ("from_graph_estimate", x["graph_estimate_gib"])):
                 if gib is not None:
                     # Exercise 9's rule for the runner that ran: V2 sizes the cache before its graphs.
-                    row[key] = call_student(impl, "tradeoffs", "kv_tokens_forgone",
-                                            max(0, round(gib * 1024 ** 3)), per_token,
-                                            runner="v2" if group["runner_ran"] == "V2" else "v1")
+                    row[key] = call_student(
+                        impl,
+                        "tradeoffs",
+                        "kv_tokens_forgone",
+                        max(0, round(gib * 1024**3)),
+                        per_token,
+                        runner="v2" if group["runner_ran"] == "V2" else "v1",
+                    )
             if base_tokens is not None and x["kv_cache_tokens"] is not None:
                 row["measured"] = base_tokens - x["kv_cache_tokens"]
             forgone[v] = row
@@ -345,8 +389,10 @@ def _analyze_group(model, runner, runs, order, model_config, kernels, shape, imp
     except ExerciseNotFinished as exc:
         if exc.number != by_module("tradeoffs").number:
             raise
-        group["kv_missing"] = (f"not computed: exercise 9 is not finished ({exc}); the tokens "
-                               "come with its kv_bytes_per_token and kv_tokens_forgone")
+        group["kv_missing"] = (
+            f"not computed: exercise 9 is not finished ({exc}); the tokens "
+            "come with its kv_bytes_per_token and kv_tokens_forgone"
+        )
     return group
 
 
@@ -362,8 +408,9 @@ def speedup_by_model(record: dict) -> dict:
                 continue
             for batch, ms in x["decode_ms"].items():
                 if ms > 0 and batch in eager:
-                    table.setdefault(group["runner"], {}).setdefault(name, {}).setdefault(
-                        batch, {})[group["model"]] = eager[batch] / ms
+                    table.setdefault(group["runner"], {}).setdefault(name, {}).setdefault(batch, {})[group["model"]] = (
+                        eager[batch] / ms
+                    )
     return table
 
 

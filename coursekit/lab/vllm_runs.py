@@ -16,14 +16,16 @@ FORMATS = Path(__file__).resolve().parents[1] / "data" / f"vllm-{VLLM_VERSION}-f
 VARIANTS = {
     "default": ("no flag: vLLM's default graph mode (FULL_AND_PIECEWISE)", []),
     "eager": ("--enforce-eager: no torch.compile, no graphs", ["--enforce-eager"]),
-    "none": ("compiled, cudagraph_mode NONE", ["--compilation-config",
-                                                '{"cudagraph_mode": "NONE"}']),
-    "piecewise": ("cudagraph_mode PIECEWISE", ["--compilation-config",
-                                               '{"cudagraph_mode": "PIECEWISE"}']),
-    "full_decode_only": ("cudagraph_mode FULL_DECODE_ONLY", [
-        "--compilation-config", '{"cudagraph_mode": "FULL_DECODE_ONLY"}']),
-    "full_and_piecewise": ("cudagraph_mode FULL_AND_PIECEWISE", [
-        "--compilation-config", '{"cudagraph_mode": "FULL_AND_PIECEWISE"}']),
+    "none": ("compiled, cudagraph_mode NONE", ["--compilation-config", '{"cudagraph_mode": "NONE"}']),
+    "piecewise": ("cudagraph_mode PIECEWISE", ["--compilation-config", '{"cudagraph_mode": "PIECEWISE"}']),
+    "full_decode_only": (
+        "cudagraph_mode FULL_DECODE_ONLY",
+        ["--compilation-config", '{"cudagraph_mode": "FULL_DECODE_ONLY"}'],
+    ),
+    "full_and_piecewise": (
+        "cudagraph_mode FULL_AND_PIECEWISE",
+        ["--compilation-config", '{"cudagraph_mode": "FULL_AND_PIECEWISE"}'],
+    ),
 }
 #: The variants that capture graphs. ``default`` is vLLM 0.26.0's -O2 default,
 #: cudagraph_mode FULL_AND_PIECEWISE (vllm/config/vllm.py:290, OPTIMIZATION_LEVEL_02).
@@ -41,8 +43,7 @@ RUNNERS = {
     "v1": (f"V1 pinned ({RUNNER_VAR}=0)", {RUNNER_VAR: "0"}, ()),
 }
 
-MANIFEST, RESULT_JSON, RESULT_SVG, MODEL_CONFIG = ("runs.json", "vllm-lab.json", "vllm-lab.svg",
-                                                   "model-config.json")
+MANIFEST, RESULT_JSON, RESULT_SVG, MODEL_CONFIG = ("runs.json", "vllm-lab.json", "vllm-lab.svg", "model-config.json")
 
 
 def slug(model: str) -> str:
@@ -71,42 +72,60 @@ PATTERNS = {
     # V1: "Model loading took %s GiB memory and %.6f seconds" (vllm/v1/worker/
     # gpu_model_runner.py:5347-5348); V2: "Model loading took %s GiB and %.6f seconds" (vllm/v1/
     # worker/gpu/model_runner.py:305-306). The word "memory" tells the runners apart.
-    "model_loading": re.compile(rf"Model loading took (?P<gib>{NUMBER}) GiB(?P<memory> memory)? "
-                                rf"and (?P<secs>{NUMBER}) seconds"),
+    "model_loading": re.compile(
+        rf"Model loading took (?P<gib>{NUMBER}) GiB(?P<memory> memory)? "
+        rf"and (?P<secs>{NUMBER}) seconds"
+    ),
     "kv_cache_memory": re.compile(rf"Available KV cache memory: (?P<gib>{NUMBER}) GiB"),
     "kv_cache_tokens": re.compile(r"GPU KV cache size: (?P<tokens>\d[\d,]*) tokens"),
-    "max_concurrency": re.compile(rf"Maximum concurrency for (?P<tokens>\d[\d,]*) tokens per "
-                                  rf"request: (?P<x>{NUMBER})x"),
+    "max_concurrency": re.compile(
+        rf"Maximum concurrency for (?P<tokens>\d[\d,]*) tokens per "
+        rf"request: (?P<x>{NUMBER})x"
+    ),
     # V1 only (vllm/v1/worker/gpu_model_runner.py:6737-6740); V2's estimate is 0 and not logged.
-    "graph_memory_estimate": re.compile(rf"Estimated CUDA graph memory: (?P<gib>{NUMBER}) GiB "
-                                        "total"),
-    "graph_capture": re.compile(rf"Graph capturing finished in (?P<secs>{NUMBER}) secs, took "
-                                rf"(?P<gib>{NUMBER}) GiB"),
-    "graph_pool_memory": re.compile(rf"CUDA graph pool memory: (?P<actual>{NUMBER}) GiB "
-                                    rf"\(actual\), (?P<estimated>{NUMBER}) GiB \(estimated\)"),
+    "graph_memory_estimate": re.compile(
+        rf"Estimated CUDA graph memory: (?P<gib>{NUMBER}) GiB "
+        "total"
+    ),
+    "graph_capture": re.compile(
+        rf"Graph capturing finished in (?P<secs>{NUMBER}) secs, took "
+        rf"(?P<gib>{NUMBER}) GiB"
+    ),
+    "graph_pool_memory": re.compile(
+        rf"CUDA graph pool memory: (?P<actual>{NUMBER}) GiB "
+        rf"\(actual\), (?P<estimated>{NUMBER}) GiB \(estimated\)"
+    ),
     "graph_capture_skipped": re.compile(r"Skipping CUDA graph capture"),
     "enforce_eager": re.compile(r"Enforce eager set, disabling torch\.compile and CUDAGraphs"),
     "mode_changed": re.compile(r"; setting cudagraph_mode=(?P<mode>[A-Z_]+)"),
-    "engine_config": re.compile(r"Initializing a V1 LLM engine \(v(?P<version>[^)\s]+)\) with "
-                                r"config: .*?\bdtype=(?:torch\.)?(?P<dtype>\w+), .*?"
-                                r"\bkv_cache_dtype=(?P<kv_dtype>\w+)"),
+    "engine_config": re.compile(
+        r"Initializing a V1 LLM engine \(v(?P<version>[^)\s]+)\) with "
+        r"config: .*?\bdtype=(?:torch\.)?(?P<dtype>\w+), .*?"
+        r"\bkv_cache_dtype=(?P<kv_dtype>\w+)"
+    ),
     "bench_avg_latency": re.compile(rf"^Avg latency: (?P<secs>{NUMBER}) seconds"),
-    "bench_percentile": re.compile(rf"^(?P<pct>\d+)% percentile latency: (?P<secs>{NUMBER}) "
-                                   "seconds"),
+    "bench_percentile": re.compile(
+        rf"^(?P<pct>\d+)% percentile latency: (?P<secs>{NUMBER}) "
+        "seconds"
+    ),
     # logger.info_once("Using V2 Model Runner") (vllm/v1/worker/gpu_worker.py:377-378): V2 only.
     "runner_v2": re.compile(r"Using V2 Model Runner"),
     # Recorded as runner_v2_declined_triton and runner_v2_declined_unsupported. vLLM chose V1
     # although the variable was unset (vllm/config/vllm.py:577-579: "Model Runner
     # V2 requires Triton; using the V1 model runner instead."; vllm/config/vllm.py:584-588: "Model
     # Runner V2 does not yet support %s; using the V1 model runner instead.").
-    "runner_v2_declined": re.compile(r"Model Runner V2 (?P<why>requires Triton|does not yet "
-                                     r"support .*?); using the V1 model runner instead"),
+    "runner_v2_declined": re.compile(
+        r"Model Runner V2 (?P<why>requires Triton|does not yet "
+        r"support .*?); using the V1 model runner instead"
+    ),
     # Recorded as graph_estimate_applied_enabled and _disabled. Logged only when a V1 estimate > 0
     # (vllm/v1/worker/gpu_worker.py:565-600): "CUDA graph
     # memory profiling is enabled (default since v0.21.0). ..." (575-576) or "... is disabled
     # (VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=0). ..." (592-593, the estimate is not subtracted).
-    "graph_estimate_applied": re.compile(r"CUDA graph memory profiling is (?P<state>enabled|"
-                                         r"disabled)"),
+    "graph_estimate_applied": re.compile(
+        r"CUDA graph memory profiling is (?P<state>enabled|"
+        r"disabled)"
+    ),
 }
 ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
@@ -135,8 +154,7 @@ def parse_log(text: str) -> dict:
             elif key == "kv_cache_tokens":
                 facts[key] = int(got["tokens"].replace(",", ""))
             elif key == "max_concurrency":
-                facts[key] = {"tokens_per_request": int(got["tokens"].replace(",", "")),
-                              "times": float(got["x"])}
+                facts[key] = {"tokens_per_request": int(got["tokens"].replace(",", "")), "times": float(got["x"])}
             elif key == "model_loading":
                 facts[key] = {"gib": float(got["gib"]), "secs": float(got["secs"])}
                 facts["model_loading_runner"] = "V1" if got["memory"] else "V2"
@@ -162,15 +180,20 @@ def runner_evidence(facts: dict) -> list[tuple[str, str]]:
     if facts.get("runner_v2"):
         evidence.append(("V2", "'Using V2 Model Runner'"))
     if "model_loading_runner" in facts:
-        evidence.append((facts["model_loading_runner"], "'Model loading took ... GiB "
-                         + ("memory and'" if facts["model_loading_runner"] == "V1" else "and'")))
+        evidence.append(
+            (
+                facts["model_loading_runner"],
+                "'Model loading took ... GiB " + ("memory and'" if facts["model_loading_runner"] == "V1" else "and'"),
+            )
+        )
     if "graph_memory_estimate" in facts:
         evidence.append(("V1", "'Estimated CUDA graph memory'"))
     if "graph_estimate_applied" in facts:
         evidence.append(("V1", "'CUDA graph memory profiling is ...'"))
     if "runner_v2_declined" in facts:
-        evidence.append(("V1", f"'Model Runner V2 {facts['runner_v2_declined']['why']}; using the "
-                               "V1 model runner instead'"))
+        evidence.append(
+            ("V1", f"'Model Runner V2 {facts['runner_v2_declined']['why']}; using the V1 model runner instead'")
+        )
     return evidence
 
 

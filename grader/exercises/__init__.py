@@ -31,8 +31,10 @@ def _module(package: str, module: str) -> ModuleType:
     except ModuleNotFoundError as exc:
         if exc.name != f"{package}.{module}":
             raise
-        raise LookupError(f"{where}/{module}.py is missing: every exercise declared in "
-                          f"coursekit/course.py needs one, with checks(draw) -> list[Check]") from None
+        raise LookupError(
+            f"{where}/{module}.py is missing: every exercise declared in "
+            f"coursekit/course.py needs one, with checks(draw) -> list[Check]"
+        ) from None
     if not callable(getattr(found, "checks", None)):
         raise LookupError(f"{where}/{module}.py has no checks(draw) -> list[Check]")
     return found
@@ -47,8 +49,10 @@ def _checks(package: str, module: str, marker: str, draw: Draw) -> list[Check]:
     found = _module(package, module).checks(draw)
     stray = [c.id for c in found if c.exercise != marker]
     if stray:
-        raise LookupError(f"{package.replace('.', '/')}/{module}.py holds {', '.join(stray)}: its "
-                          f"checks are {marker}'s (coursekit/course.py)")
+        raise LookupError(
+            f"{package.replace('.', '/')}/{module}.py holds {', '.join(stray)}: its "
+            f"checks are {marker}'s (coursekit/course.py)"
+        )
     return found
 
 
@@ -65,8 +69,7 @@ def has_hidden_checks() -> bool:
     finder would hand a release the staff's hidden checks."""
     spec = importlib.util.find_spec("grader.hidden")
     beside = Path(__file__).resolve().parent.parent / "hidden"
-    return spec is not None and any(Path(p).resolve() == beside
-                                    for p in spec.submodule_search_locations or ())
+    return spec is not None and any(Path(p).resolve() == beside for p in spec.submodule_search_locations or ())
 
 
 def hidden_checks(draw: Draw | None = None) -> list[Check]:

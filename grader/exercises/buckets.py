@@ -14,8 +14,7 @@ from coursekit.standin import RecordingCapture
 from coursekit.standin import capture_on_cpu
 from coursekit.vllm_recorded import engine_cases, explicit_max_cases
 from grader.checks import Check, P, Probe, same
-from grader.probes import (_as_list, _attr, _plain_outputs, _pool_key, _sibling, call, probe, rows,
-                           rowwise)
+from grader.probes import _as_list, _attr, _plain_outputs, _pool_key, _sibling, call, probe, rows, rowwise
 
 if TYPE_CHECKING:
     from grader.secret import Draw
@@ -46,12 +45,12 @@ def padded(mod, n: int, sizes: list, generator: bool = False):
 
 
 @probe
-def pad(mod, n: int, width: int, size: int, value: float | None, dtype: str,
-        row_shape: list | None = None):
+def pad(mod, n: int, width: int, size: int, value: float | None, dtype: str, row_shape: list | None = None):
     """``pad_rows(x, size, value)``; ``value`` None: not passed (the default); ``row_shape``: rows
     of that shape instead of ``width`` numbers."""
-    x = (rows(n, width, seed=n * 7 + size) if row_shape is None
-         else _shaped(n, row_shape, seed=n * 7 + size)).to(getattr(torch, dtype))
+    x = (rows(n, width, seed=n * 7 + size) if row_shape is None else _shaped(n, row_shape, seed=n * 7 + size)).to(
+        getattr(torch, dtype)
+    )
     before = x.clone()
     out = call(mod.pad_rows, x, size) if value is None else call(mod.pad_rows, x, size, value)
     unchanged = torch.equal(x, before)
@@ -75,10 +74,19 @@ def _rowwise(x: torch.Tensor) -> torch.Tensor:
 
 
 @probe
-def bucket_runner(mod, max_rows: int, sizes, batches: list, warmup_iters: int = 3,
-                  pad_value: float = math.nan, device: str = "cpu", width: int = 3,
-                  use_default_capture: bool = False, row_shape: list | None = None,
-                  omit: list = ()):
+def bucket_runner(
+    mod,
+    max_rows: int,
+    sizes,
+    batches: list,
+    warmup_iters: int = 3,
+    pad_value: float = math.nan,
+    device: str = "cpu",
+    width: int = 3,
+    use_default_capture: bool = False,
+    row_shape: list | None = None,
+    omit: list = (),
+):
     """``omit``: the keyword arguments not passed at all (``capture_sizes``, ``warmup_iters``,
     ``pad_value``: the runner's defaults); ``row_shape``: rows of that shape instead of ``width``
     values."""
@@ -93,8 +101,7 @@ def bucket_runner(mod, max_rows: int, sizes, batches: list, warmup_iters: int = 
     example_before = example.clone()
     capture = capture_on_cpu if device == "cpu" else _sibling(mod, "capture").capture
     recorder = RecordingCapture(capture)
-    kwargs = dict(capture_sizes=None if sizes is None else list(sizes), warmup_iters=warmup_iters,
-                  pad_value=pad_value)
+    kwargs = dict(capture_sizes=None if sizes is None else list(sizes), warmup_iters=warmup_iters, pad_value=pad_value)
     for name in omit:
         kwargs.pop(name, None)
     if not use_default_capture:
@@ -108,8 +115,7 @@ def bucket_runner(mod, max_rows: int, sizes, batches: list, warmup_iters: int = 
         if first is None and type(out) is torch.Tensor:  # a subclass would run its own code
             first = (out, out.clone())  # the result itself, and what it held when returned
         last = seen.get("last")
-        results.append({"output": _plain_outputs(out),
-                        "fn_saw": None if last is None else last.to("cpu")})
+        results.append({"output": _plain_outputs(out), "fn_saw": None if last is None else last.to("cpu")})
     stats = _attr(runner, "stats")
     if isinstance(stats, dict):  # a Counter or a dict: the keys that were counted
         stats = {str(k): v for k, v in stats.items() if v}
@@ -124,8 +130,11 @@ def bucket_runner(mod, max_rows: int, sizes, batches: list, warmup_iters: int = 
         "buffer_is_example": any(c["inputs"][0].data_ptr() == example.data_ptr() for c in recorder.calls),
         "pools": len({str(_pool_key(c["graph"].graph.pool())) for c in recorder.calls}),
         "warmups_passed": sorted({c["warmup_iters"] for c in recorder.calls}),
-        "replays": {str(len(c["inputs"][0])): c["graph"].graph.replays for c in recorder.calls
-                    if getattr(c["graph"].graph, "replays", 0)},
+        "replays": {
+            str(len(c["inputs"][0])): c["graph"].graph.replays
+            for c in recorder.calls
+            if getattr(c["graph"].graph, "replays", 0)
+        },
         "stats": stats,
         "example_unchanged": bool(torch.equal(example, example_before)),
     }
@@ -139,8 +148,7 @@ def runner_setups(rng: random.Random, count: int) -> list[tuple[int, list[int], 
     for _ in range(count):
         max_rows = rng.randint(1, 40)
         sizes = rng.sample(range(1, max_rows + 1), rng.randint(1, min(6, max_rows)))
-        batches = [rng.randint(1, max(sizes))] + [rng.randint(1, max_rows + 8)
-                                                  for _ in range(rng.randint(0, 6))]
+        batches = [rng.randint(1, max(sizes))] + [rng.randint(1, max_rows + 8) for _ in range(rng.randint(0, 6))]
         # the first batch comes back once more at the end: its bucket is replayed again, so a
         # runner that returned a view of the static output sees its first result overwritten
         batches.append(batches[0])
@@ -149,9 +157,16 @@ def runner_setups(rng: random.Random, count: int) -> list[tuple[int, list[int], 
 
 
 def bucket_probe(max_rows, sizes, batches, warmup_iters=2, **extra) -> Probe:
-    return P("bucket_runner", f"BucketedGraphRunner(fn, {max_rows} rows, capture_sizes={sizes}, "
-             f"warmup_iters={warmup_iters}) on batches {batches}", max_rows=max_rows, sizes=sizes,
-             batches=batches, warmup_iters=warmup_iters, **extra)
+    return P(
+        "bucket_runner",
+        f"BucketedGraphRunner(fn, {max_rows} rows, capture_sizes={sizes}, "
+        f"warmup_iters={warmup_iters}) on batches {batches}",
+        max_rows=max_rows,
+        sizes=sizes,
+        batches=batches,
+        warmup_iters=warmup_iters,
+        **extra,
+    )
 
 
 #: The rule's words live in the stub's docstring; its numbers, in vLLM's recorded lists.
@@ -189,8 +204,9 @@ def engine_configs(r: random.Random) -> list[dict]:
         {},
     ]
     recorded = r.sample(engine_cases(), 6)
-    configs += [{"max_num_seqs": s, "num_speculative_tokens": k, "max_num_batched_tokens": t}
-                for s, k, t, _ in recorded]
+    configs += [
+        {"max_num_seqs": s, "num_speculative_tokens": k, "max_num_batched_tokens": t} for s, k, t, _ in recorded
+    ]
     return configs
 
 
@@ -201,12 +217,22 @@ def checks(draw: Draw) -> list[Check]:
     rs = draw.rng("ex5.engine_capture_sizes")
     r = draw.rng("ex5.padded_size")
     size_lists = [[r.randint(1, 600) for _ in range(r.randint(1, 12))] for _ in range(12)]
-    padded_probes = [P("padded", f"padded_size({n}, {s})", n=n, sizes=s)
-                     for s in size_lists for n in (r.randint(1, 700), min(s), max(s), max(s) + 1)]
+    padded_probes = [
+        P("padded", f"padded_size({n}, {s})", n=n, sizes=s)
+        for s in size_lists
+        for n in (r.randint(1, 700), min(s), max(s), max(s) + 1)
+    ]
     r = draw.rng("ex5.pad_rows")
-    pads = [(r.randint(1, 6), r.randint(0, 6), v, d) for v, d in
-            [(0.0, "float32"), (round(r.uniform(-9, 9), 2), "float32"), (math.nan, "float64"),
-             (0.0, "bfloat16"), (round(r.uniform(-9, 9), 1), "float32")]]
+    pads = [
+        (r.randint(1, 6), r.randint(0, 6), v, d)
+        for v, d in [
+            (0.0, "float32"),
+            (round(r.uniform(-9, 9), 2), "float32"),
+            (math.nan, "float64"),
+            (0.0, "bfloat16"),
+            (round(r.uniform(-9, 9), 1), "float32"),
+        ]
+    ]
     # Always one x that needs no padding at all: it must still come back as a new tensor.
     pads.append((r.randint(1, 6), 0, round(r.uniform(-9, 9), 1), r.choice(["float32", "float64"])))
     # value not given: the default, 0 (None travels as "not passed")
@@ -218,70 +244,149 @@ def checks(draw: Draw) -> list[Check]:
     # not passed (default_capture_sizes(len(max_example)), 3, 0); and rows that are matrices, so a
     # buffer that flattens them (the right number of elements, the wrong shape) shows.
     max_rows = 8 * r.randint(2, 5)  # itself a default size: its batch replays, never eager
-    defaults = P("bucket_runner", f"BucketedGraphRunner(fn, {max_rows} rows) with capture_sizes, "
-                 "warmup_iters and pad_value not given",
-                 # 3 and 5..7 rows need padding (buckets 4 and 8) in every draw
-                 max_rows=max_rows, sizes=None, batches=[3, r.randint(5, 7), max_rows,
-                                                         max_rows + r.randint(1, 5)],
-                 omit=["capture_sizes", "warmup_iters", "pad_value"])
+    defaults = P(
+        "bucket_runner",
+        f"BucketedGraphRunner(fn, {max_rows} rows) with capture_sizes, warmup_iters and pad_value not given",
+        # 3 and 5..7 rows need padding (buckets 4 and 8) in every draw
+        max_rows=max_rows,
+        sizes=None,
+        batches=[3, r.randint(5, 7), max_rows, max_rows + r.randint(1, 5)],
+        omit=["capture_sizes", "warmup_iters", "pad_value"],
+    )
     shaped_rows = r.randint(4, 12)
     shaped_sizes = sorted({shaped_rows, r.randint(1, shaped_rows - 1)})
     shaped_batches = [r.randint(1, shaped_rows), shaped_rows, shaped_rows + 1]
-    shaped = [P("bucket_runner", f"BucketedGraphRunner(fn, {shaped_rows} rows shaped {tuple(s)}, "
-                f"capture_sizes={shaped_sizes}) on batches {shaped_batches}", max_rows=shaped_rows,
-                sizes=shaped_sizes, batches=shaped_batches, warmup_iters=2, row_shape=s)
-              for s in ([2, 3], [])]  # matrices, and scalars (a 1-D max_example)
+    shaped = [
+        P(
+            "bucket_runner",
+            f"BucketedGraphRunner(fn, {shaped_rows} rows shaped {tuple(s)}, "
+            f"capture_sizes={shaped_sizes}) on batches {shaped_batches}",
+            max_rows=shaped_rows,
+            sizes=shaped_sizes,
+            batches=shaped_batches,
+            warmup_iters=2,
+            row_shape=s,
+        )
+        for s in ([2, 3], [])
+    ]  # matrices, and scalars (a 1-D max_example)
     r2 = draw.rng("ex5.gpu_runner")
     return [
-        Check("ex5", "default_capture_sizes",
-              f"{BUCKET_RULE}, <= max_size, ascending",
-              [P("default_sizes", "default_capture_sizes()")]
-              + [P("default_sizes", f"default_capture_sizes({m})", max_size=m) for m in fixed + tuple(drawn)],
-              points=1),
-        Check("ex5", "engine_capture_sizes",
-              "vLLM 0.26.0's sizes: default_capture_sizes(min(2 * max_num_seqs * (1 + "
-              "num_speculative_tokens), 512, max_num_batched_tokens)), plus max_num_batched_tokens "
-              "when it is <= that and not yet a size",
-              [P("engine_sizes", f"engine_capture_sizes({_kwargs(c)})", kwargs=c) for c in engine_configs(rs)]
-              # exactly at the limits: 1 sequence, 1 batched token
-              + [P("engine_sizes", f"engine_capture_sizes({_kwargs(c)})", kwargs=c)
-                 for c in ({"max_num_seqs": 1}, {"max_num_batched_tokens": 1},
-                           {"max_num_seqs": 1, "num_speculative_tokens": 0, "max_num_batched_tokens": 1})],
-              points=1),
-        Check("ex5", "padded_size",
-              "the smallest size >= n (sizes unsorted or repeated), None above every size",
-              padded_probes + [P("padded", f"padded_size(1, {s})", n=1, sizes=s) for s in size_lists[:3]]
-              + [P("padded", f"padded_size({n}, a generator of {s})", n=n, sizes=s, generator=True)
-                 for s in size_lists[3:5] for n in (s[0], min(s), max(s))],  # s[0]: read once
-              points=2),
-        Check("ex5", "pad_rows",
-              "size rows: x first, then value (0 when not given); x untouched, no shared memory",
-              [P("pad", f"pad_rows(x of {n} rows, {n + e}" + ("" if v is None else f", {v}") + ")",
-                 n=n, width=3, size=n + e, value=v, dtype=d) for n, e, v, d in pads]
-              + [P("pad", f"pad_rows(x of {pad_shaped[0]} rows shaped (2, 3), {sum(pad_shaped)}, 1.5)",
-                   n=pad_shaped[0], width=6, size=sum(pad_shaped), value=1.5, dtype="float32",
-                   row_shape=[2, 3])], points=1),
-        Check("ex5", "runner_returns_fn_of_real_rows",
-              "pad to the bucket with pad_value (NaN here, 0 when not given), replay, return the "
-              "real rows (in max_example's row shape) as a fresh tensor; batches above every "
-              "bucket run eagerly",
-              runners + [defaults, *shaped],
-              compare=same(keys=("calls", "first_output_unchanged", "example_unchanged")), points=2),
-        Check("ex5", "runner_captures_largest_first_in_one_pool",
-              "one capture per size (default_capture_sizes(len(max_example)) when not given), "
-              "largest first, all over one static buffer shaped like max_example (not the "
-              "caller's) and one memory pool, each with the runner's warmup_iters (3 when not given)",
-              runners + [defaults, *shaped],
-              compare=same(keys=("capture_sizes_seen", "capture_shapes", "capture_order",
-                                 "inputs_per_capture", "buffer_addresses", "buffer_is_example",
-                                 "pools", "warmups_passed")), points=2),
-        Check("ex5", "runner_stats", "stats counts replays per size and eager fallbacks under 'eager'",
-              runners, compare=same(keys=("stats", "replays")), points=1),
-        Check("ex5", "gpu_runner",
-              "on real CUDA graphs: NaN padding never reaches real rows, eager above the largest "
-              "bucket, largest first into one pool",
-              [bucket_probe(16, [1, 2, 4, 8, 16], [r2.randint(1, 20) for _ in range(8)], device="cuda",
-                            width=8)],
-              compare=same(keys=("calls", "capture_order", "pools", "buffer_addresses", "stats")),
-              gpu=True, points=1),
+        Check(
+            "ex5",
+            "default_capture_sizes",
+            f"{BUCKET_RULE}, <= max_size, ascending",
+            [P("default_sizes", "default_capture_sizes()")]
+            + [P("default_sizes", f"default_capture_sizes({m})", max_size=m) for m in fixed + tuple(drawn)],
+            points=1,
+        ),
+        Check(
+            "ex5",
+            "engine_capture_sizes",
+            "vLLM 0.26.0's sizes: default_capture_sizes(min(2 * max_num_seqs * (1 + "
+            "num_speculative_tokens), 512, max_num_batched_tokens)), plus max_num_batched_tokens "
+            "when it is <= that and not yet a size",
+            [P("engine_sizes", f"engine_capture_sizes({_kwargs(c)})", kwargs=c) for c in engine_configs(rs)]
+            # exactly at the limits: 1 sequence, 1 batched token
+            + [
+                P("engine_sizes", f"engine_capture_sizes({_kwargs(c)})", kwargs=c)
+                for c in (
+                    {"max_num_seqs": 1},
+                    {"max_num_batched_tokens": 1},
+                    {"max_num_seqs": 1, "num_speculative_tokens": 0, "max_num_batched_tokens": 1},
+                )
+            ],
+            points=1,
+        ),
+        Check(
+            "ex5",
+            "padded_size",
+            "the smallest size >= n (sizes unsorted or repeated), None above every size",
+            padded_probes
+            + [P("padded", f"padded_size(1, {s})", n=1, sizes=s) for s in size_lists[:3]]
+            + [
+                P("padded", f"padded_size({n}, a generator of {s})", n=n, sizes=s, generator=True)
+                for s in size_lists[3:5]
+                for n in (s[0], min(s), max(s))
+            ],  # s[0]: read once
+            points=2,
+        ),
+        Check(
+            "ex5",
+            "pad_rows",
+            "size rows: x first, then value (0 when not given); x untouched, no shared memory",
+            [
+                P(
+                    "pad",
+                    f"pad_rows(x of {n} rows, {n + e}" + ("" if v is None else f", {v}") + ")",
+                    n=n,
+                    width=3,
+                    size=n + e,
+                    value=v,
+                    dtype=d,
+                )
+                for n, e, v, d in pads
+            ]
+            + [
+                P(
+                    "pad",
+                    f"pad_rows(x of {pad_shaped[0]} rows shaped (2, 3), {sum(pad_shaped)}, 1.5)",
+                    n=pad_shaped[0],
+                    width=6,
+                    size=sum(pad_shaped),
+                    value=1.5,
+                    dtype="float32",
+                    row_shape=[2, 3],
+                )
+            ],
+            points=1,
+        ),
+        Check(
+            "ex5",
+            "runner_returns_fn_of_real_rows",
+            "pad to the bucket with pad_value (NaN here, 0 when not given), replay, return the "
+            "real rows (in max_example's row shape) as a fresh tensor; batches above every "
+            "bucket run eagerly",
+            runners + [defaults, *shaped],
+            compare=same(keys=("calls", "first_output_unchanged", "example_unchanged")),
+            points=2,
+        ),
+        Check(
+            "ex5",
+            "runner_captures_largest_first_in_one_pool",
+            "one capture per size (default_capture_sizes(len(max_example)) when not given), "
+            "largest first, all over one static buffer shaped like max_example (not the "
+            "caller's) and one memory pool, each with the runner's warmup_iters (3 when not given)",
+            runners + [defaults, *shaped],
+            compare=same(
+                keys=(
+                    "capture_sizes_seen",
+                    "capture_shapes",
+                    "capture_order",
+                    "inputs_per_capture",
+                    "buffer_addresses",
+                    "buffer_is_example",
+                    "pools",
+                    "warmups_passed",
+                )
+            ),
+            points=2,
+        ),
+        Check(
+            "ex5",
+            "runner_stats",
+            "stats counts replays per size and eager fallbacks under 'eager'",
+            runners,
+            compare=same(keys=("stats", "replays")),
+            points=1,
+        ),
+        Check(
+            "ex5",
+            "gpu_runner",
+            "on real CUDA graphs: NaN padding never reaches real rows, eager above the largest "
+            "bucket, largest first into one pool",
+            [bucket_probe(16, [1, 2, 4, 8, 16], [r2.randint(1, 20) for _ in range(8)], device="cuda", width=8)],
+            compare=same(keys=("calls", "capture_order", "pools", "buffer_addresses", "stats")),
+            gpu=True,
+            points=1,
+        ),
     ]

@@ -26,8 +26,12 @@ def capture_replays(mod, seeds: list):
         return torch.relu(a @ b) * 2.0 + a.mean()
 
     graph = call(mod.capture, fn, x, w)
-    same_inputs = (isinstance(graph.static_inputs, tuple) and len(graph.static_inputs) == 2
-                   and graph.static_inputs[0] is x and graph.static_inputs[1] is w)
+    same_inputs = (
+        isinstance(graph.static_inputs, tuple)
+        and len(graph.static_inputs) == 2
+        and graph.static_inputs[0] is x
+        and graph.static_inputs[1] is w
+    )
     results = []
     for seed in seeds:
         new_x, new_w = rows(8, 16, seed=seed, device="cuda"), rows(16, 16, seed=seed + 1, device="cuda")
@@ -35,9 +39,13 @@ def capture_replays(mod, seeds: list):
         w.copy_(new_w)
         out = call(graph.replay)
         expected = fn(new_x, new_w)
-        results.append({"is_static": out is graph.static_outputs,
-                        "max_error": float((out - expected).abs().max()),
-                        "scale": float(expected.abs().max())})
+        results.append(
+            {
+                "is_static": out is graph.static_outputs,
+                "max_error": float((out - expected).abs().max()),
+                "scale": float(expected.abs().max()),
+            }
+        )
     return {"static_inputs_are_the_inputs": same_inputs, "replays": results}
 
 
@@ -55,12 +63,14 @@ def capture_warmup(mod, warmup_iters: int | None):
     graph = call(mod.capture, fn, rows(4, 16, seed=2, device="cuda"), **kwargs)
     before_replay = len(calls)
     call(graph.replay)
-    return {"warmups": sum(1 for _, capturing in calls if not capturing),
-            "captures": sum(1 for _, capturing in calls if capturing),
-            "warmups_on_caller_stream": sum(1 for on_caller, c in calls if on_caller and not c),
-            "last_is_capture": bool(calls) and calls[-1][1],
-            "caller_current_after": torch.cuda.current_stream() == caller,
-            "replay_called_fn": len(calls) != before_replay}
+    return {
+        "warmups": sum(1 for _, capturing in calls if not capturing),
+        "captures": sum(1 for _, capturing in calls if capturing),
+        "warmups_on_caller_stream": sum(1 for on_caller, c in calls if on_caller and not c),
+        "last_is_capture": bool(calls) and calls[-1][1],
+        "caller_current_after": torch.cuda.current_stream() == caller,
+        "replay_called_fn": len(calls) != before_replay,
+    }
 
 
 @probe
@@ -94,10 +104,13 @@ def capture_pools(mod):
     y.copy_(rows(1, 128, seed=7, device="cuda")[0])
     call(first.replay)
     call(second.replay)
-    return {"shared": second.graph.pool() == first.graph.pool(),
-            "fresh_when_none": alone.graph.pool() != first.graph.pool(),
-            "results_right": bool(torch.equal(first.static_outputs, x * 2.0)
-                                  and torch.equal(second.static_outputs, y + 3.0))}
+    return {
+        "shared": second.graph.pool() == first.graph.pool(),
+        "fresh_when_none": alone.graph.pool() != first.graph.pool(),
+        "results_right": bool(
+            torch.equal(first.static_outputs, x * 2.0) and torch.equal(second.static_outputs, y + 3.0)
+        ),
+    }
 
 
 @probe
@@ -109,8 +122,10 @@ def capture_failure(mod, kind: str):
     public test caught it)."""
     before = torch.cuda.current_stream()
     x = rows(1, 4, seed=8, device="cuda")[0]
-    bad = {"item": lambda t: t * t.sum().item(),
-           "cpu_copy": lambda t: t + torch.tensor([1.0, 2.0, 3.0, 4.0], device="cuda")}[kind]
+    bad = {
+        "item": lambda t: t * t.sum().item(),
+        "cpu_copy": lambda t: t + torch.tensor([1.0, 2.0, 3.0, 4.0], device="cuda"),
+    }[kind]
     error, held = None, None
     try:
         call(mod.capture, bad, x)
@@ -118,9 +133,11 @@ def capture_failure(mod, kind: str):
         raise
     except BaseException as exc:  # noqa: BLE001 - we report whatever came
         held = exc
-        error = {"types": [c.__name__ for c in type(exc).__mro__], "message": str(exc)[:2000],
-                 "chained": exc.__cause__ is not None
-                 or (exc.__context__ is not None and not exc.__suppress_context__)}
+        error = {
+            "types": [c.__name__ for c in type(exc).__mro__],
+            "message": str(exc)[:2000],
+            "chained": exc.__cause__ is not None or (exc.__context__ is not None and not exc.__suppress_context__),
+        }
     restored = torch.cuda.current_stream() == before
     good_x = rows(1, 16, seed=9, device="cuda")[0]
     graph = call(mod.capture, lambda t: t * 4.0, good_x)
@@ -151,9 +168,11 @@ def checks(draw: Draw) -> list[Check]:
             if not v["stream_restored"]:
                 return f"{probe.label}: the caller's stream must be current again after a failed capture"
             if not v["good_capture_after"]:
-                return (f"{probe.label}: capturing a good function afterwards must still work (after "
-                        f"restoring the stream, call end_failed_capture(pool) with the failed "
-                        f"capture's pool)")
+                return (
+                    f"{probe.label}: capturing a good function afterwards must still work (after "
+                    f"restoring the stream, call end_failed_capture(pool) with the failed "
+                    f"capture's pool)"
+                )
             return None
 
         return compare
@@ -163,32 +182,61 @@ def checks(draw: Draw) -> list[Check]:
     r = draw.rng("ex3.gpu_warmup_on_a_side_stream")
     warm = sorted({1, r.randint(2, 6)})
     return [
-        Check("ex3", "gpu_replay_equals_eager",
-              "replay() returns static_outputs holding fn of what the static inputs hold now",
-              [P("capture_replays", "capture(mlp, x, w); copy_ fresh inputs; replay()", seeds=seeds)],
-              compare=_replay_exact, gpu=True, points=3),
-        Check("ex3", "gpu_warmup_on_a_side_stream",
-              "exactly warmup_iters warm-up calls (3 when left out) on a side stream, then one "
-              "captured call; the caller's stream is current afterwards",
-              [P("capture_warmup", f"capture(fn, x, warmup_iters={w})", warmup_iters=w) for w in warm]
-              + [P("capture_warmup", "capture(fn, x) (warmup_iters left out: 3)", warmup_iters=None)],
-              gpu=True, points=2),
-        Check("ex3", "gpu_warmup_waits_for_the_current_stream",
-              "the side stream waits on the current stream before warming up",
-              [P("capture_waits_for_current_stream", "capture after a copy queued behind GPU work")],
-              gpu=True, points=1),
-        Check("ex3", "gpu_capture_into_a_pool", "pool= is passed to the capture; None starts a new pool",
-              [P("capture_pools", "capture(..., pool=first.graph.pool())")], gpu=True, points=1),
-        Check("ex3", "gpu_failed_capture",
-              "a capture that fails names the cause, chains the error, restores the stream, and a "
-              "good capture works afterwards",
-              [P("capture_failure", "capture(fn calling .item())", kind="item", last=True)],
-              compare=failure(".item() / host sync", ("item", "sync", "host", "wait")), gpu=True, points=1),
-        Check("ex3", "gpu_failed_capture_cpu_copy",
-              "a capture that copies a CPU tensor to the GPU fails with a RuntimeError naming the "
-              "cause, chained, the stream restored, a good capture working afterwards",
-              [P("capture_failure", "capture(fn copying a CPU tensor)", kind="cpu_copy", last=True)],
-              compare=failure("a CPU -> GPU copy", ("cpu", "host", "copy")), gpu=True, points=2),
+        Check(
+            "ex3",
+            "gpu_replay_equals_eager",
+            "replay() returns static_outputs holding fn of what the static inputs hold now",
+            [P("capture_replays", "capture(mlp, x, w); copy_ fresh inputs; replay()", seeds=seeds)],
+            compare=_replay_exact,
+            gpu=True,
+            points=3,
+        ),
+        Check(
+            "ex3",
+            "gpu_warmup_on_a_side_stream",
+            "exactly warmup_iters warm-up calls (3 when left out) on a side stream, then one "
+            "captured call; the caller's stream is current afterwards",
+            [P("capture_warmup", f"capture(fn, x, warmup_iters={w})", warmup_iters=w) for w in warm]
+            + [P("capture_warmup", "capture(fn, x) (warmup_iters left out: 3)", warmup_iters=None)],
+            gpu=True,
+            points=2,
+        ),
+        Check(
+            "ex3",
+            "gpu_warmup_waits_for_the_current_stream",
+            "the side stream waits on the current stream before warming up",
+            [P("capture_waits_for_current_stream", "capture after a copy queued behind GPU work")],
+            gpu=True,
+            points=1,
+        ),
+        Check(
+            "ex3",
+            "gpu_capture_into_a_pool",
+            "pool= is passed to the capture; None starts a new pool",
+            [P("capture_pools", "capture(..., pool=first.graph.pool())")],
+            gpu=True,
+            points=1,
+        ),
+        Check(
+            "ex3",
+            "gpu_failed_capture",
+            "a capture that fails names the cause, chains the error, restores the stream, and a "
+            "good capture works afterwards",
+            [P("capture_failure", "capture(fn calling .item())", kind="item", last=True)],
+            compare=failure(".item() / host sync", ("item", "sync", "host", "wait")),
+            gpu=True,
+            points=1,
+        ),
+        Check(
+            "ex3",
+            "gpu_failed_capture_cpu_copy",
+            "a capture that copies a CPU tensor to the GPU fails with a RuntimeError naming the "
+            "cause, chained, the stream restored, a good capture working afterwards",
+            [P("capture_failure", "capture(fn copying a CPU tensor)", kind="cpu_copy", last=True)],
+            compare=failure("a CPU -> GPU copy", ("cpu", "host", "copy")),
+            gpu=True,
+            points=2,
+        ),
     ]
 
 

@@ -70,11 +70,16 @@ def dispatcher_keys(mod, mode: str, sizes: list, max_num_seqs: int, q: int | Non
     if _not_a(keys, dict):
         keys = _not_a(keys, dict)
     else:
-        keys = {m.name: (sorted(_desc(k) for k in ks) if isinstance(ks, (set, frozenset))
-                         else f"<a {type(ks).__name__}, not a set>") for m, ks in keys.items()}
+        keys = {
+            m.name: (
+                sorted(_desc(k) for k in ks)
+                if isinstance(ks, (set, frozenset))
+                else f"<a {type(ks).__name__}, not a set>"
+            )
+            for m, ks in keys.items()
+        }
     sizes = d.capture_sizes
-    return {"keys": keys, "capture_descs": descs,
-            "capture_sizes": _not_a(sizes, list) or list(sizes)}
+    return {"keys": keys, "capture_descs": descs, "capture_sizes": _not_a(sizes, list) or list(sizes)}
 
 
 @probe
@@ -86,9 +91,12 @@ def dispatch(mod, mode: str, sizes: list, max_num_seqs: int, queries: list, q: i
     M = mod.CUDAGraphMode
     out = {}
     for n, uniform, valid, invalid in queries:
-        name = ", ".join([str(n)] + ([] if uniform is None else [f"uniform_decode={uniform}"])
-                         + ([] if valid is None else [f"valid_modes={valid}"])
-                         + ([] if invalid is None else [f"invalid_modes={invalid}"]))
+        name = ", ".join(
+            [str(n)]
+            + ([] if uniform is None else [f"uniform_decode={uniform}"])
+            + ([] if valid is None else [f"valid_modes={valid}"])
+            + ([] if invalid is None else [f"invalid_modes={invalid}"])
+        )
         kwargs = {} if uniform is None else {"uniform_decode": uniform}
         if valid is not None:
             kwargs["valid_modes"] = {M[v] for v in valid}
@@ -107,8 +115,9 @@ def dispatch(mod, mode: str, sizes: list, max_num_seqs: int, queries: list, q: i
 
 
 @probe
-def dispatch_refused(mod, mode: str, sizes: list, max_num_seqs: int, num_tokens: int, valid: list | None,
-                     invalid: list | None):
+def dispatch_refused(
+    mod, mode: str, sizes: list, max_num_seqs: int, num_tokens: int, valid: list | None, invalid: list | None
+):
     """``CudagraphDispatcher(mode, sizes, max_num_seqs).dispatch(num_tokens, valid_modes=...,
     invalid_modes=...)`` (a list of runtime-mode names, None: left out), for a restriction that
     leaves no mode: the error it raises (an answer instead is spelled out)."""
@@ -136,8 +145,12 @@ def _exec_desc(mod, desc) -> dict | str:
     """A BatchExecutionDescriptor field by field (a failure names the field that differs)."""
     if type(desc) is not mod.BatchExecutionDescriptor:
         return f"<a {type(desc).__name__}, not a BatchExecutionDescriptor>"
-    return {"cg_mode": _plain(desc.cg_mode), "num_tokens": desc.num_tokens, "num_reqs": desc.num_reqs,
-            "uniform_token_count": desc.uniform_token_count}
+    return {
+        "cg_mode": _plain(desc.cg_mode),
+        "num_tokens": desc.num_tokens,
+        "num_reqs": desc.num_reqs,
+        "uniform_token_count": desc.uniform_token_count,
+    }
 
 
 def _manager(mod, mode: str, sizes: list, max_num_seqs: int, q: int | None):
@@ -157,8 +170,10 @@ def manager_graphs(mod, mode: str, sizes: list, max_num_seqs: int, q: int | None
     """capture_descs() and candidates(n) for each n in ``tokens`` (lists of descriptors), keyed by
     the call (a failure names it)."""
     m = _manager(mod, mode, sizes, max_num_seqs, q)
-    return {"capture_descs()": _descs(mod, call(m.capture_descs)),
-            **{f"candidates({n})": _descs(mod, call(m.candidates, n)) for n in tokens}}
+    return {
+        "capture_descs()": _descs(mod, call(m.capture_descs)),
+        **{f"candidates({n})": _descs(mod, call(m.candidates, n)) for n in tokens},
+    }
 
 
 @probe
@@ -176,8 +191,9 @@ def manager_dispatch(mod, mode: str, sizes: list, max_num_seqs: int, q: int | No
 @probe
 def uniform_counts(mod, batches: list):
     """``get_uniform_token_count(num_reqs, num_tokens, max_query_len)`` for each batch, keyed by the call."""
-    return {f"get_uniform_token_count({a}, {b}, {c})": call(mod.get_uniform_token_count, a, b, c)
-            for a, b, c in batches}
+    return {
+        f"get_uniform_token_count({a}, {b}, {c})": call(mod.get_uniform_token_count, a, b, c) for a, b, c in batches
+    }
 
 
 # ------------------------------------------------------------------------- checks
@@ -192,15 +208,20 @@ def dispatcher_setups(r: random.Random) -> list[tuple[list[int], int, int]]:
     the next one (q = 1, and q = 2 after rounding), and sizes that all round past the largest
     (the sizes become [q]), also from a single size."""
     small = sorted(r.sample(range(1, 33), r.randint(3, 6)))
-    setups = [([1, 2, 4, 8, 16], r.randint(5, 7), 1), (small, r.randint(2, max(2, small[-1] - 1)), 1),
-              ([r.randint(1, 2), 5, 7, 10, 16 + r.randint(0, 4)], r.randint(3, 6), r.choice((2, 3))),
-              ([1, 2, 4, 8, 16, 24, 32], 40, 1)]
+    setups = [
+        ([1, 2, 4, 8, 16], r.randint(5, 7), 1),
+        (small, r.randint(2, max(2, small[-1] - 1)), 1),
+        ([r.randint(1, 2), 5, 7, 10, 16 + r.randint(0, 4)], r.randint(3, 6), r.choice((2, 3))),
+        ([1, 2, 4, 8, 16, 24, 32], 40, 1),
+    ]
     c = r.choice(dispatch_configs())
     setups.append((c["capture_sizes"], c["max_num_seqs"], c["q"]))
     m, m2 = r.randint(2, 9), r.randint(2, 5)
-    setups += [([1, m, m + 1, 2 * m + 3], m, 1),
-               ([1, 2, 2 * m2 - 1, 2 * m2, 2 * m2 + 1, 2 * m2 + 2, 4 * m2 + 1], m2, 2),
-               ([4, 5], r.randint(1, 6), 3)]
+    setups += [
+        ([1, m, m + 1, 2 * m + 3], m, 1),
+        ([1, 2, 2 * m2 - 1, 2 * m2, 2 * m2 + 1, 2 * m2 + 2, 4 * m2 + 1], m2, 2),
+        ([4, 5], r.randint(1, 6), 3),
+    ]
     q = r.randint(2, 5)  # one size between q and 2q: it rounds past itself, so [q] (q <= that size)
     setups.append(([r.randint(q + 1, 2 * q - 1)], r.randint(1, 8), q))
     return setups
@@ -208,13 +229,25 @@ def dispatcher_setups(r: random.Random) -> list[tuple[list[int], int, int]]:
 
 #: (valid_modes, invalid_modes) that leave no runtime mode allowed: a ValueError naming invalid_modes
 #: (an empty valid_modes is every mode, so every one must be invalid).
-NO_MODE_LEFT = [(None, list(RUNTIME)), (["FULL"], ["FULL"]), (["NONE", "PIECEWISE"], list(RUNTIME)),
-                ([], list(RUNTIME)), (["NONE"], ["NONE"])]
+NO_MODE_LEFT = [
+    (None, list(RUNTIME)),
+    (["FULL"], ["FULL"]),
+    (["NONE", "PIECEWISE"], list(RUNTIME)),
+    ([], list(RUNTIME)),
+    (["NONE"], ["NONE"]),
+]
 
 #: (valid_modes, invalid_modes) of the dispatch queries, by runtime-mode name (None: left out);
 #: the first is the default, an empty valid_modes means every runtime mode.
-RESTRICTIONS = [(None, None), (None, ["FULL"]), (None, ["PIECEWISE"]), (["NONE"], None),
-                (["FULL", "NONE"], None), ([], None), ([], ["FULL"])]
+RESTRICTIONS = [
+    (None, None),
+    (None, ["FULL"]),
+    (None, ["PIECEWISE"]),
+    (["NONE"], None),
+    (["FULL", "NONE"], None),
+    ([], None),
+    ([], ["FULL"]),
+]
 
 
 def queries_for(r: random.Random, sizes: list[int]) -> list[list]:
@@ -251,8 +284,11 @@ def manager_queries(r: random.Random, sizes: list[int], max_num_seqs: int, q: in
     for _ in range(6):
         n = r.randint(1, top)
         out.append([r.randint(1, n), n, r.choice([None, q1, q1 + 1, r.randint(1, 4)])])
-    out += [[max_num_seqs + 1, max(max_num_seqs + 1, r.randint(1, top)), r.choice([None, 1])],
-            [1, r.randint(1, top), "left out"], [1, 1, "left out"]]
+    out += [
+        [max_num_seqs + 1, max(max_num_seqs + 1, r.randint(1, top)), r.choice([None, 1])],
+        [1, r.randint(1, top), "left out"],
+        [1, 1, "left out"],
+    ]
     return out
 
 
@@ -270,15 +306,19 @@ def checks(draw: Draw) -> list[Check]:
     few = sorted(r2.sample(range(1, 17), r2.randint(1, 3)))  # q above them all: one past, and further
     past, far = few[-1] + 1, few[-1] + r2.randint(2, 6)
     decode_full = [m for m in MODES if m.startswith("FULL")]  # the modes whose decode_mode() is FULL
-    refused_sizes = ([(m, [], r2.randint(1, 8), 1) for m in MODES if m != "NONE"]
-                     + [(m, few, r2.randint(1, 8), q) for m in decode_full for q in (past, far)])
-    kept_sizes = ([("NONE", [], none_n, 1), ("NONE", [], none_n, r2.randint(2, 5))]
-                  + [(m, few, r2.randint(1, 8), few[-1]) for m in MODES]  # q the largest size: [q]
-                  + [(m, few, r2.randint(1, 8), q) for m in MODES if m not in decode_full for q in (past, far)])
+    refused_sizes = [(m, [], r2.randint(1, 8), 1) for m in MODES if m != "NONE"] + [
+        (m, few, r2.randint(1, 8), q) for m in decode_full for q in (past, far)
+    ]
+    kept_sizes = (
+        [("NONE", [], none_n, 1), ("NONE", [], none_n, r2.randint(2, 5))]
+        + [(m, few, r2.randint(1, 8), few[-1]) for m in MODES]  # q the largest size: [q]
+        + [(m, few, r2.randint(1, 8), q) for m in MODES if m not in decode_full for q in (past, far)]
+    )
     r3 = draw.rng("ex6.dispatch.refused")
     refused_sizes_d = sorted(r3.sample(range(1, 33), 3))
-    refused_calls = [(m, r3.randint(1, refused_sizes_d[-1]), valid, invalid)
-                     for m in MODES for valid, invalid in NO_MODE_LEFT]
+    refused_calls = [
+        (m, r3.randint(1, refused_sizes_d[-1]), valid, invalid) for m in MODES for valid, invalid in NO_MODE_LEFT
+    ]
     refused_calls += [(m, refused_sizes_d[-1] + r3.randint(1, 9), None, list(RUNTIME)) for m in MODES]
     r4 = draw.rng("ex6.v2_capture_descs")
     graph_setups = manager_setups(r4)
@@ -288,70 +328,167 @@ def checks(draw: Draw) -> list[Check]:
     batches = [[reqs, reqs * r5.choice((per, per, per + 1, 1)), per] for reqs, _, per in batches]
     batches += [[3, 5, 2], [1, 1, 1], [4, 4, 1], [2, 7, 3], [5, 15, 3], [1, 3, 3]]
     return [
-        Check("ex6", "mode_table",
-              "vLLM's CUDAGraphMode: values (pairs for the two-routine modes), NONE falsy, and "
-              "separate_routine/decode_mode/mixed_mode/has_full_cudagraphs/has_piecewise_cudagraphs",
-              [P("mode_table", f"CUDAGraphMode members and helpers, in the order {order}", order=order)],
-              points=1),
-        Check("ex6", "capture_descs",
-              "keys: mixed keys per size (PIECEWISE BD(s); FULL BD(s, min(s, max_num_seqs), False)); "
-              "decode FULL keys BD(s, min(s // q, max_num_seqs), True) for q <= s <= q * max_num_seqs "
-              "in two-routine modes; sizes rounded up to multiples of q when decode is FULL ([q] when "
-              "every one rounds past the largest; with decode FULL, a q above every size is a "
-              "ValueError naming capture_sizes); a mode other than NONE with no size is a ValueError "
-              "naming capture_sizes (NONE with none is fine); uniform_decode_query_len defaults to 1; "
-              "keys() a dict of two sets, capture_sizes a list, capture_descs a list of (mode, BD) "
-              "tuples: PIECEWISE keys then FULL keys, each largest first",
-              [P("dispatcher_keys", f"CudagraphDispatcher({m}, {s}, max_num_seqs={n}, "
-                 f"uniform_decode_query_len={q})", mode=m, sizes=s, max_num_seqs=n, q=q)
-               for m in MODES for s, n, q in setups]
-              + [P("dispatcher_keys", f"CudagraphDispatcher({m}, {default_q[0]}, max_num_seqs="
-                   f"{default_q[1]}) (uniform_decode_query_len left out)", mode=m, sizes=default_q[0],
-                   max_num_seqs=default_q[1], q=None) for m in MODES]
-              + [P("dispatcher_keys", f"CudagraphDispatcher({m}, {s}, max_num_seqs={n}, "
-                   f"uniform_decode_query_len={q})", mode=m, sizes=s, max_num_seqs=n, q=q)
-                 for m, s, n, q in kept_sizes]
-              + [P("make_dispatcher", f"CudagraphDispatcher({m}, {s}, max_num_seqs={n}, "
-                   f"uniform_decode_query_len={q})", "capture_sizes", mode=m, sizes=s, max_num_seqs=n, q=q)
-                 for m, s, n, q in refused_sizes], points=2),
-        Check("ex6", "dispatch",
-              "allowed = valid_modes (None or empty: all) minus invalid_modes; NONE with exactly "
-              "BD(n) (num_reqs None, uniform False) when the mode is NONE, n is above every size or "
-              "only NONE is allowed; else pad to p and look up "
-              "BD(p, min(p // q, max_num_seqs), True) for a uniform batch in a two-routine mode, "
-              "BD(p, min(p, max_num_seqs), False) otherwise: FULL if allowed and a key, else "
-              "PIECEWISE with BD(p) if allowed and a key, else NONE; uniform_decode defaults to "
-              "False; the answer is a tuple; a restriction that leaves no mode allowed is a "
-              "ValueError naming invalid_modes (in every mode, for any num_tokens)",
-              [P("dispatch", f"CudagraphDispatcher({m}, {s}, max_num_seqs={n}, "
-                 f"uniform_decode_query_len={q}).dispatch(...)", mode=m, sizes=s, max_num_seqs=n, q=q,
-                 queries=queries_for(r, s)) for m in MODES for s, n, q in dispatch_setups]
-              + [P("dispatch_refused", f"CudagraphDispatcher({m}, {refused_sizes_d}, 4).dispatch({n}, "
-                   f"valid_modes={valid}, invalid_modes={invalid})", "invalid_modes", mode=m,
-                   sizes=refused_sizes_d, max_num_seqs=4, num_tokens=n, valid=valid, invalid=invalid)
-                 for m, n, valid, invalid in refused_calls], points=3),
-        Check("ex6", "v2_capture_descs",
-              "V2 (CudaGraphManager): per size s ascending, in a two-routine mode a decode graph "
-              "(FULL, r, r // q, q) at r = s rounded up to a multiple of q unless r > q * max_num_seqs, "
-              "r > the largest size or it is already there; then a mixed graph (PIECEWISE, s, None) or "
-              "(FULL, s, min(s, max_num_seqs)); sizes not rounded; NONE or no sizes: no graphs; "
-              "capture_descs a list, PIECEWISE then FULL, each largest first; candidates(n) the graphs "
-              "at the smallest token count >= n, decode graph first, [] above every graph; "
-              "decode_query_len defaults to 1",
-              [P("manager_graphs", f"CudaGraphManager({m}, {s}, max_num_seqs={n}"
-                 + ("" if q is None else f", decode_query_len={q}") + ")", mode=m, sizes=s,
-                 max_num_seqs=n, q=q, tokens=list(range(1, max(s, default=1) + 3)))
-               for m in MODES for s, n, q in graph_setups], points=1),
-        Check("ex6", "v2_dispatch",
-              "V2: dispatch(num_reqs, num_tokens, uniform_token_count=None) answers the first of "
-              "candidates(num_tokens) whose uniform_token_count is None or the batch's and whose "
-              "num_reqs is None or >= the batch's, else (NONE, num_tokens, num_reqs, None): never a "
-              "larger token count, no cap at max_num_seqs; get_uniform_token_count(num_reqs, "
-              "num_tokens, max_query_len) is max_query_len when num_tokens == max_query_len * "
-              "num_reqs, else None",
-              [P("manager_dispatch", f"CudaGraphManager({m}, {s}, max_num_seqs={n}"
-                 + ("" if q is None else f", decode_query_len={q}") + ").dispatch(...)", mode=m, sizes=s,
-                 max_num_seqs=n, q=q, queries=manager_queries(r5, s, n, q))
-               for m in MODES for s, n, q in v2_setups]
-              + [P("uniform_counts", f"get_uniform_token_count on {batches}", batches=batches)], points=1),
+        Check(
+            "ex6",
+            "mode_table",
+            "vLLM's CUDAGraphMode: values (pairs for the two-routine modes), NONE falsy, and "
+            "separate_routine/decode_mode/mixed_mode/has_full_cudagraphs/has_piecewise_cudagraphs",
+            [P("mode_table", f"CUDAGraphMode members and helpers, in the order {order}", order=order)],
+            points=1,
+        ),
+        Check(
+            "ex6",
+            "capture_descs",
+            "keys: mixed keys per size (PIECEWISE BD(s); FULL BD(s, min(s, max_num_seqs), False)); "
+            "decode FULL keys BD(s, min(s // q, max_num_seqs), True) for q <= s <= q * max_num_seqs "
+            "in two-routine modes; sizes rounded up to multiples of q when decode is FULL ([q] when "
+            "every one rounds past the largest; with decode FULL, a q above every size is a "
+            "ValueError naming capture_sizes); a mode other than NONE with no size is a ValueError "
+            "naming capture_sizes (NONE with none is fine); uniform_decode_query_len defaults to 1; "
+            "keys() a dict of two sets, capture_sizes a list, capture_descs a list of (mode, BD) "
+            "tuples: PIECEWISE keys then FULL keys, each largest first",
+            [
+                P(
+                    "dispatcher_keys",
+                    f"CudagraphDispatcher({m}, {s}, max_num_seqs={n}, uniform_decode_query_len={q})",
+                    mode=m,
+                    sizes=s,
+                    max_num_seqs=n,
+                    q=q,
+                )
+                for m in MODES
+                for s, n, q in setups
+            ]
+            + [
+                P(
+                    "dispatcher_keys",
+                    f"CudagraphDispatcher({m}, {default_q[0]}, max_num_seqs="
+                    f"{default_q[1]}) (uniform_decode_query_len left out)",
+                    mode=m,
+                    sizes=default_q[0],
+                    max_num_seqs=default_q[1],
+                    q=None,
+                )
+                for m in MODES
+            ]
+            + [
+                P(
+                    "dispatcher_keys",
+                    f"CudagraphDispatcher({m}, {s}, max_num_seqs={n}, uniform_decode_query_len={q})",
+                    mode=m,
+                    sizes=s,
+                    max_num_seqs=n,
+                    q=q,
+                )
+                for m, s, n, q in kept_sizes
+            ]
+            + [
+                P(
+                    "make_dispatcher",
+                    f"CudagraphDispatcher({m}, {s}, max_num_seqs={n}, uniform_decode_query_len={q})",
+                    "capture_sizes",
+                    mode=m,
+                    sizes=s,
+                    max_num_seqs=n,
+                    q=q,
+                )
+                for m, s, n, q in refused_sizes
+            ],
+            points=2,
+        ),
+        Check(
+            "ex6",
+            "dispatch",
+            "allowed = valid_modes (None or empty: all) minus invalid_modes; NONE with exactly "
+            "BD(n) (num_reqs None, uniform False) when the mode is NONE, n is above every size or "
+            "only NONE is allowed; else pad to p and look up "
+            "BD(p, min(p // q, max_num_seqs), True) for a uniform batch in a two-routine mode, "
+            "BD(p, min(p, max_num_seqs), False) otherwise: FULL if allowed and a key, else "
+            "PIECEWISE with BD(p) if allowed and a key, else NONE; uniform_decode defaults to "
+            "False; the answer is a tuple; a restriction that leaves no mode allowed is a "
+            "ValueError naming invalid_modes (in every mode, for any num_tokens)",
+            [
+                P(
+                    "dispatch",
+                    f"CudagraphDispatcher({m}, {s}, max_num_seqs={n}, uniform_decode_query_len={q}).dispatch(...)",
+                    mode=m,
+                    sizes=s,
+                    max_num_seqs=n,
+                    q=q,
+                    queries=queries_for(r, s),
+                )
+                for m in MODES
+                for s, n, q in dispatch_setups
+            ]
+            + [
+                P(
+                    "dispatch_refused",
+                    f"CudagraphDispatcher({m}, {refused_sizes_d}, 4).dispatch({n}, "
+                    f"valid_modes={valid}, invalid_modes={invalid})",
+                    "invalid_modes",
+                    mode=m,
+                    sizes=refused_sizes_d,
+                    max_num_seqs=4,
+                    num_tokens=n,
+                    valid=valid,
+                    invalid=invalid,
+                )
+                for m, n, valid, invalid in refused_calls
+            ],
+            points=3,
+        ),
+        Check(
+            "ex6",
+            "v2_capture_descs",
+            "V2 (CudaGraphManager): per size s ascending, in a two-routine mode a decode graph "
+            "(FULL, r, r // q, q) at r = s rounded up to a multiple of q unless r > q * max_num_seqs, "
+            "r > the largest size or it is already there; then a mixed graph (PIECEWISE, s, None) or "
+            "(FULL, s, min(s, max_num_seqs)); sizes not rounded; NONE or no sizes: no graphs; "
+            "capture_descs a list, PIECEWISE then FULL, each largest first; candidates(n) the graphs "
+            "at the smallest token count >= n, decode graph first, [] above every graph; "
+            "decode_query_len defaults to 1",
+            [
+                P(
+                    "manager_graphs",
+                    f"CudaGraphManager({m}, {s}, max_num_seqs={n}"
+                    + ("" if q is None else f", decode_query_len={q}")
+                    + ")",
+                    mode=m,
+                    sizes=s,
+                    max_num_seqs=n,
+                    q=q,
+                    tokens=list(range(1, max(s, default=1) + 3)),
+                )
+                for m in MODES
+                for s, n, q in graph_setups
+            ],
+            points=1,
+        ),
+        Check(
+            "ex6",
+            "v2_dispatch",
+            "V2: dispatch(num_reqs, num_tokens, uniform_token_count=None) answers the first of "
+            "candidates(num_tokens) whose uniform_token_count is None or the batch's and whose "
+            "num_reqs is None or >= the batch's, else (NONE, num_tokens, num_reqs, None): never a "
+            "larger token count, no cap at max_num_seqs; get_uniform_token_count(num_reqs, "
+            "num_tokens, max_query_len) is max_query_len when num_tokens == max_query_len * "
+            "num_reqs, else None",
+            [
+                P(
+                    "manager_dispatch",
+                    f"CudaGraphManager({m}, {s}, max_num_seqs={n}"
+                    + ("" if q is None else f", decode_query_len={q}")
+                    + ").dispatch(...)",
+                    mode=m,
+                    sizes=s,
+                    max_num_seqs=n,
+                    q=q,
+                    queries=manager_queries(r5, s, n, q),
+                )
+                for m in MODES
+                for s, n, q in v2_setups
+            ]
+            + [P("uniform_counts", f"get_uniform_token_count on {batches}", batches=batches)],
+            points=1,
+        ),
     ]

@@ -57,10 +57,14 @@ ATTRS = ("n_kernels", "compute_ms", "launch_ms", "eager_ms", "graph_ms", "speedu
 
 
 def decode_step_kwargs(rng: random.Random) -> dict:
-    return dict(weight_gib=round(rng.uniform(0.001, 200), 3), n_layers=rng.randint(0, 128),
-                kernels_per_layer=rng.randint(0, 64), launch_us=round(rng.uniform(0, 50), 3),
-                bandwidth_bps=rng.choice([1e9, 3.35e12, 1e12, 4.27e12, 8e11, round(rng.uniform(1e9, 9e12))]),
-                gpu_node_us=rng.choice([0.0, 1.1, 2.5, round(rng.uniform(0, 5), 2)]))
+    return dict(
+        weight_gib=round(rng.uniform(0.001, 200), 3),
+        n_layers=rng.randint(0, 128),
+        kernels_per_layer=rng.randint(0, 64),
+        launch_us=round(rng.uniform(0, 50), 3),
+        bandwidth_bps=rng.choice([1e9, 3.35e12, 1e12, 4.27e12, 8e11, round(rng.uniform(1e9, 9e12))]),
+        gpu_node_us=rng.choice([0.0, 1.1, 2.5, round(rng.uniform(0, 5), 2)]),
+    )
 
 
 def step_label(kwargs: dict, attr: str) -> str:
@@ -88,8 +92,16 @@ def checks(draw: Draw) -> list[Check]:
     # Whole counts given as floats (a number >= 0): n_kernels is still an int.
     steps.append(dict(weight_gib=5.5, n_layers=float(r.randint(1, 64)), kernels_per_layer=float(r.randint(1, 32))))
     # No layers at all (zero is a valid field): the 10 kernels outside the layers remain.
-    steps.append(dict(weight_gib=0.0, n_layers=0, kernels_per_layer=0, launch_us=float(r.randint(1, 9)),
-                      bandwidth_bps=round(r.uniform(1, 1e12), 1), gpu_node_us=0.0))
+    steps.append(
+        dict(
+            weight_gib=0.0,
+            n_layers=0,
+            kernels_per_layer=0,
+            launch_us=float(r.randint(1, 9)),
+            bandwidth_bps=round(r.uniform(1, 1e12), 1),
+            gpu_node_us=0.0,
+        )
+    )
     r = draw.rng("ex1.simulate_eager_ms")
     kernels = [[float(r.randint(0, 50)) for _ in range(r.randint(0, 30))] for _ in range(25)]
     # Kernel times in fractions of a microsecond: nothing may round them.
@@ -102,27 +114,59 @@ def checks(draw: Draw) -> list[Check]:
     many_a, many_b, many_n = r.uniform(0, 20), r.uniform(0, 5), r.sample(range(1, 3000), 300)
     many = (many_n, [many_b + n * many_a / 1e3 for n in many_n])
     return [
-        Check("ex1", "decode_step_formulas",
-              "n_kernels = layers*kernels_per_layer + 10 (an int); compute, launch, eager, graph "
-              "and speedup follow the lesson's formulas",
-              [P("decode_step", step_label(kw, a), kwargs=kw, attr=a) for kw in steps for a in ATTRS], points=3),
-        Check("ex1", "seed_report",
-              "report(SEED_ROWS) prints the lesson's table byte for byte, and other rows in its format",
-              [P("seed_report", "report(SEED_ROWS)"), P("seed_rows", "SEED_ROWS"),
-               P("report", "report(other rows)", rows=report_rows(draw.rng("ex1.seed_report"), 2))],
-              idea=FORMAT, points=2),
-        Check("ex1", "simulate_eager_ms",
-              "kernel k starts at max(k*launch_us, end of kernel k-1); the result is the last end, in ms",
-              [P("simulate", f"simulate_eager_ms({k}, {launch})", kernel_us=k, launch_us=launch)
-               for k, launch in zip(kernels, launches)], points=3),
-        Check("ex1", "fit_launch_model",
-              "least squares: (launch_us per kernel, compute_ms); fewer than two distinct kernel "
-              "counts is a ValueError naming n_kernels (a line through one x is not determined)",
-              [P("fit", f"fit_launch_model({ns}, ...)", n_kernels=ns, step_ms=ms) for ns, ms in lines]
-              + [P("fit", "fit_launch_model(300 kernel counts on a line, 300 times)", n_kernels=many[0],
-                   step_ms=many[1]),
-                 P("fit", f"fit_launch_model([{repeated}, {repeated}], [1.0, 2.0])", "n_kernels",
-                   n_kernels=[repeated, repeated], step_ms=[1.0, 2.0]),
-                 P("fit", f"fit_launch_model([{single}], [1.0])", "n_kernels", n_kernels=[single], step_ms=[1.0])],
-              compare=same(rel=1e-6, abs_=1e-9), points=2),
+        Check(
+            "ex1",
+            "decode_step_formulas",
+            "n_kernels = layers*kernels_per_layer + 10 (an int); compute, launch, eager, graph "
+            "and speedup follow the lesson's formulas",
+            [P("decode_step", step_label(kw, a), kwargs=kw, attr=a) for kw in steps for a in ATTRS],
+            points=3,
+        ),
+        Check(
+            "ex1",
+            "seed_report",
+            "report(SEED_ROWS) prints the lesson's table byte for byte, and other rows in its format",
+            [
+                P("seed_report", "report(SEED_ROWS)"),
+                P("seed_rows", "SEED_ROWS"),
+                P("report", "report(other rows)", rows=report_rows(draw.rng("ex1.seed_report"), 2)),
+            ],
+            idea=FORMAT,
+            points=2,
+        ),
+        Check(
+            "ex1",
+            "simulate_eager_ms",
+            "kernel k starts at max(k*launch_us, end of kernel k-1); the result is the last end, in ms",
+            [
+                P("simulate", f"simulate_eager_ms({k}, {launch})", kernel_us=k, launch_us=launch)
+                for k, launch in zip(kernels, launches)
+            ],
+            points=3,
+        ),
+        Check(
+            "ex1",
+            "fit_launch_model",
+            "least squares: (launch_us per kernel, compute_ms); fewer than two distinct kernel "
+            "counts is a ValueError naming n_kernels (a line through one x is not determined)",
+            [P("fit", f"fit_launch_model({ns}, ...)", n_kernels=ns, step_ms=ms) for ns, ms in lines]
+            + [
+                P(
+                    "fit",
+                    "fit_launch_model(300 kernel counts on a line, 300 times)",
+                    n_kernels=many[0],
+                    step_ms=many[1],
+                ),
+                P(
+                    "fit",
+                    f"fit_launch_model([{repeated}, {repeated}], [1.0, 2.0])",
+                    "n_kernels",
+                    n_kernels=[repeated, repeated],
+                    step_ms=[1.0, 2.0],
+                ),
+                P("fit", f"fit_launch_model([{single}], [1.0])", "n_kernels", n_kernels=[single], step_ms=[1.0]),
+            ],
+            compare=same(rel=1e-6, abs_=1e-9),
+            points=2,
+        ),
     ]

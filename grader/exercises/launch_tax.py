@@ -35,8 +35,7 @@ def time_ms_default_calls(mod):
 
 
 @probe
-def time_ms_observed(mod, iters: int, warmup: int, timed_ms: tuple, warmup_ms: float,
-                     wall_clock_jumps: bool = False):
+def time_ms_observed(mod, iters: int, warmup: int, timed_ms: tuple, warmup_ms: float, wall_clock_jumps: bool = False):
     """``time_ms(fn, iters, warmup)`` where each timed call sleeps a duration drawn *at the call*
     from ``timed_ms`` (low, high), from the operating system's randomness: no frame holds it, so
     no number derived from the probe's inputs can match. ``coursekit.checks.TimedCalls`` reads the
@@ -92,12 +91,16 @@ def measure(mod, kwargs: dict):
         return {"type": type(result).__name__}
     with ChainWatch(mod) as watch:
         result = call(mod.measure_launch_tax, **kwargs)
-    return {"type": type(result).__name__, "n_ops": result.n_ops, "numel": result.numel,
-            "eager_positive": isinstance(result.eager_us, float) and result.eager_us > 0,
-            "graph_positive": isinstance(result.graph_us, float) and result.graph_us > 0,
-            "replay_matches_eager": result.replay_matches_eager,
-            "captured_calls": watch.captured,
-            "side_stream_warmup": watch.warmed_up_on_a_side_stream}
+    return {
+        "type": type(result).__name__,
+        "n_ops": result.n_ops,
+        "numel": result.numel,
+        "eager_positive": isinstance(result.eager_us, float) and result.eager_us > 0,
+        "graph_positive": isinstance(result.graph_us, float) and result.graph_us > 0,
+        "replay_matches_eager": result.replay_matches_eager,
+        "captured_calls": watch.captured,
+        "side_stream_warmup": watch.warmed_up_on_a_side_stream,
+    }
 
 
 @probe
@@ -119,8 +122,11 @@ def sweep_stand_in(mod, lengths: list, numel: int, iters: int):
         result = call(mod.sweep_launch_tax, list(lengths), numel=numel, iters=iters)
     finally:
         mod.measure_launch_tax = real
-    return {"calls": calls, "type": type(result).__name__,
-            "n_ops": [getattr(r, "n_ops", None) for r in result] if isinstance(result, (list, tuple)) else None}
+    return {
+        "calls": calls,
+        "type": type(result).__name__,
+        "n_ops": [getattr(r, "n_ops", None) for r in result] if isinstance(result, (list, tuple)) else None,
+    }
 
 
 @probe
@@ -160,9 +166,11 @@ def time_ms_gpu_work(mod):
     torch.cuda.synchronize()
     answer = {"calls": len(done), "gpu_done_on_return": gpu_done, "is_float": isinstance(result, float)}
     if len(done) == warmup + iters:
-        answer.update(result=float(result) if isinstance(result, float) else None,
-                      lower_ms=marks["first"].elapsed_time(marks["last"]) / iters,
-                      upper_ms=marks.get("warm", start).elapsed_time(returned) / iters)
+        answer.update(
+            result=float(result) if isinstance(result, float) else None,
+            lower_ms=marks["first"].elapsed_time(marks["last"]) / iters,
+            upper_ms=marks.get("warm", start).elapsed_time(returned) / iters,
+        )
     return answer
 
 
@@ -197,45 +205,108 @@ def checks(draw: Draw) -> list[Check]:
     lengths = [mid, high, low]  # in no sorted order, in every draw: the order given is the order measured
     numel, iters = r.choice([64, 256, 4096]), r.randint(2, 9)
     return [
-        Check("ex2", "time_ms_call_count",
-              "time_ms calls fn exactly warmup + iters times (defaults 100 and 10) and returns a float",
-              [P("time_ms_calls", f"time_ms(fn, iters={i}, warmup={w})", iters=i, warmup=w)
-               for i, w in counts]
-              + [P("time_ms_calls", "time_ms(fn, iters=1, warmup=0)", iters=1, warmup=0),
-                 P("time_ms_default_calls", "time_ms(fn)")], points=1),
-        Check("ex2", "time_ms_mean_ms",
-              "the result is the mean of the timed calls only, in milliseconds, from a monotonic "
-              "clock (not the wall clock time.time, which jumps when the system clock is set)",
-              [P("time_ms_observed", f"time_ms(fn, iters=10, warmup=2) with timed calls of "
-                 f"{a:g} to {b:g} ms and 40 ms warm-up calls", iters=10, warmup=2, timed_ms=(a, b),
-                 warmup_ms=40.0) for a, b in timed]
-              + [P("time_ms_observed", f"time_ms(fn, iters=5, warmup=1) with calls of {timed[0][0]:g} "
-                   f"to {timed[0][1]:g} ms while the wall clock jumps an hour at every reading",
-                   iters=5, warmup=1, timed_ms=timed[0], warmup_ms=1.0, wall_clock_jumps=True)],
-              compare=observed_mean, points=2),
-        Check("ex2", "time_ms_exact_mean",
-              "on a clock that moves only during the calls, the result is exactly the timed "
-              "calls' total divided by iters, in ms (not floored, not over warmup + iters)",
-              [P("time_ms_fake_clock", f"time_ms(fn, iters={i}, warmup={w}) where the calls take "
-                 f"{d} ms", iters=i, warmup=w, durations_ms=d) for i, w, d in fake],
-              compare=same(rel=1e-9, abs_=1e-9), points=1),
-        Check("ex2", "gpu_time_ms_includes_gpu_work",
-              "on CUDA the timer waits for the GPU's work (CUDA events), not just the launches, and "
-              "returns the mean GPU time of the timed calls",
-              [P("time_ms_gpu_work", "time_ms(fn) where fn keeps the GPU busy")],
-              compare=_gpu_timer, gpu=True, points=1),
-        Check("ex2", "gpu_measure_launch_tax",
-              "measure_launch_tax returns a LaunchTax recording the chain, with positive times and a "
-              "replay equal to eager; the chain is warmed up on a side stream, then captured once",
-              [P("measure", f"measure_launch_tax(n_ops={measured}, numel=1024, iters=10)",
-                 kwargs={"n_ops": measured, "numel": 1024, "iters": 10})], gpu=True, points=1),
-        Check("ex2", "sweep_launch_tax",
-              "sweep_launch_tax calls measure_launch_tax(n, numel=numel, iters=iters) for every "
-              "length, in order, and returns their results as a list (checked with a stand-in for "
-              "measure_launch_tax, on any machine)",
-              [P("sweep_stand_in", f"sweep_launch_tax({lengths}, numel={numel}, iters={iters}) "
-                 "with a stand-in measure_launch_tax", lengths=lengths, numel=numel, iters=iters)],
-              points=1),
+        Check(
+            "ex2",
+            "time_ms_call_count",
+            "time_ms calls fn exactly warmup + iters times (defaults 100 and 10) and returns a float",
+            [P("time_ms_calls", f"time_ms(fn, iters={i}, warmup={w})", iters=i, warmup=w) for i, w in counts]
+            + [
+                P("time_ms_calls", "time_ms(fn, iters=1, warmup=0)", iters=1, warmup=0),
+                P("time_ms_default_calls", "time_ms(fn)"),
+            ],
+            points=1,
+        ),
+        Check(
+            "ex2",
+            "time_ms_mean_ms",
+            "the result is the mean of the timed calls only, in milliseconds, from a monotonic "
+            "clock (not the wall clock time.time, which jumps when the system clock is set)",
+            [
+                P(
+                    "time_ms_observed",
+                    f"time_ms(fn, iters=10, warmup=2) with timed calls of {a:g} to {b:g} ms and 40 ms warm-up calls",
+                    iters=10,
+                    warmup=2,
+                    timed_ms=(a, b),
+                    warmup_ms=40.0,
+                )
+                for a, b in timed
+            ]
+            + [
+                P(
+                    "time_ms_observed",
+                    f"time_ms(fn, iters=5, warmup=1) with calls of {timed[0][0]:g} "
+                    f"to {timed[0][1]:g} ms while the wall clock jumps an hour at every reading",
+                    iters=5,
+                    warmup=1,
+                    timed_ms=timed[0],
+                    warmup_ms=1.0,
+                    wall_clock_jumps=True,
+                )
+            ],
+            compare=observed_mean,
+            points=2,
+        ),
+        Check(
+            "ex2",
+            "time_ms_exact_mean",
+            "on a clock that moves only during the calls, the result is exactly the timed "
+            "calls' total divided by iters, in ms (not floored, not over warmup + iters)",
+            [
+                P(
+                    "time_ms_fake_clock",
+                    f"time_ms(fn, iters={i}, warmup={w}) where the calls take {d} ms",
+                    iters=i,
+                    warmup=w,
+                    durations_ms=d,
+                )
+                for i, w, d in fake
+            ],
+            compare=same(rel=1e-9, abs_=1e-9),
+            points=1,
+        ),
+        Check(
+            "ex2",
+            "gpu_time_ms_includes_gpu_work",
+            "on CUDA the timer waits for the GPU's work (CUDA events), not just the launches, and "
+            "returns the mean GPU time of the timed calls",
+            [P("time_ms_gpu_work", "time_ms(fn) where fn keeps the GPU busy")],
+            compare=_gpu_timer,
+            gpu=True,
+            points=1,
+        ),
+        Check(
+            "ex2",
+            "gpu_measure_launch_tax",
+            "measure_launch_tax returns a LaunchTax recording the chain, with positive times and a "
+            "replay equal to eager; the chain is warmed up on a side stream, then captured once",
+            [
+                P(
+                    "measure",
+                    f"measure_launch_tax(n_ops={measured}, numel=1024, iters=10)",
+                    kwargs={"n_ops": measured, "numel": 1024, "iters": 10},
+                )
+            ],
+            gpu=True,
+            points=1,
+        ),
+        Check(
+            "ex2",
+            "sweep_launch_tax",
+            "sweep_launch_tax calls measure_launch_tax(n, numel=numel, iters=iters) for every "
+            "length, in order, and returns their results as a list (checked with a stand-in for "
+            "measure_launch_tax, on any machine)",
+            [
+                P(
+                    "sweep_stand_in",
+                    f"sweep_launch_tax({lengths}, numel={numel}, iters={iters}) with a stand-in measure_launch_tax",
+                    lengths=lengths,
+                    numel=numel,
+                    iters=iters,
+                )
+            ],
+            points=1,
+        ),
     ]
 
 
@@ -255,10 +326,12 @@ def observed_mean(probe: Probe, got: Answer, expected: Answer) -> str | None:
     low, high = v["lower_ms"], v["upper_ms"]
     slack = 1e-6 * max(1.0, high)  # float rounding of the same clock's readings
     if not low - slack <= result <= high + slack:
-        return (f"{probe.label}: expected the mean of the timed calls, between {low:.4g} ms (their "
-                f"span, per call) and {high:.4g} ms (from the end of the warm-up to the return, per "
-                f"call), got {result!r} (below: seconds, not ms, or a CPU-time clock? above: a total "
-                "instead of a mean, or the warm-up timed, or the wall clock?)")
+        return (
+            f"{probe.label}: expected the mean of the timed calls, between {low:.4g} ms (their "
+            f"span, per call) and {high:.4g} ms (from the end of the warm-up to the return, per "
+            f"call), got {result!r} (below: seconds, not ms, or a CPU-time clock? above: a total "
+            "instead of a mean, or the warm-up timed, or the wall clock?)"
+        )
     return None
 
 
@@ -269,13 +342,17 @@ def _gpu_timer(probe: Probe, got: Answer, expected: Answer) -> str | None:
     if v["calls"] != 7:
         return f"{probe.label}: time_ms(fn, iters=5, warmup=2) called fn {v['calls']} times, expected 7"
     if not v["gpu_done_on_return"]:
-        return (f"{probe.label}: time_ms returned while the GPU was still running the timed calls: "
-                "a CPU clock only times the launches; record CUDA events and wait for the last one")
+        return (
+            f"{probe.label}: time_ms returned while the GPU was still running the timed calls: "
+            "a CPU clock only times the launches; record CUDA events and wait for the last one"
+        )
     if not v["is_float"]:
         return f"{probe.label}: expected a float (ms per call)"
     low, high, result = v["lower_ms"], v["upper_ms"], v["result"]
     slack = 0.01 * high + 0.05  # two clocks' readings (events, and a CPU timer after a synchronize)
     if not low - slack <= result <= high + slack:
-        return (f"{probe.label}: expected the mean GPU time of the timed calls, between {low:.4g} ms "
-                f"and {high:.4g} ms (measured by the grader's own CUDA events), got {result!r}")
+        return (
+            f"{probe.label}: expected the mean GPU time of the timed calls, between {low:.4g} ms "
+            f"and {high:.4g} ms (measured by the grader's own CUDA events), got {result!r}"
+        )
     return None

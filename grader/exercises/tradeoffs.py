@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 
 # ------------------------------------------------------------------------- probes
 
+
 def _rows(value):
     """A timeline as lists, so that a tuple per kernel and a list per kernel answer alike."""
     if isinstance(value, list):
@@ -80,8 +81,12 @@ def kernel_profile(rng: random.Random) -> list[float]:
 
 
 def kv_config(rng: random.Random) -> dict:
-    return dict(n_layers=rng.randint(1, 96), n_kv_heads=rng.choice((1, 2, 4, 8, rng.randint(1, 64))),
-                head_dim=rng.choice((64, 80, 128, 256, rng.randint(1, 300))), dtype_bytes=rng.choice((1, 2, 4)))
+    return dict(
+        n_layers=rng.randint(1, 96),
+        n_kv_heads=rng.choice((1, 2, 4, 8, rng.randint(1, 64))),
+        head_dim=rng.choice((64, 80, 128, 256, rng.randint(1, 300))),
+        dtype_bytes=rng.choice((1, 2, 4)),
+    )
 
 
 # ------------------------------------------------------------------------- checks
@@ -100,9 +105,13 @@ def checks(draw: Draw) -> list[Check]:
     r = draw.rng("ex9.cpu_bound_launch_us")
     star = [kernel_profile(r) for _ in range(12)]
     t = float(r.randint(1, 40))
-    star += [[], [t], [t] * r.randint(2, 30),  # equal kernels: tau* is their length
-             [1.0] + [float(r.randint(50, 100))] * r.randint(1, 9),  # a short first kernel decides
-             [float(r.randint(50, 100))] * r.randint(1, 9) + [1.0]]  # a short last kernel does not
+    star += [
+        [],
+        [t],
+        [t] * r.randint(2, 30),  # equal kernels: tau* is their length
+        [1.0] + [float(r.randint(50, 100))] * r.randint(1, 9),  # a short first kernel decides
+        [float(r.randint(50, 100))] * r.randint(1, 9) + [1.0],
+    ]  # a short last kernel does not
     r = draw.rng("ex9.implied_launch_us")
     implied = [(step["eager_ms"], step["graph_ms"], step["kernels"]) for step in lesson.H200_DECODE_7B.values()]
     for _ in range(8):
@@ -117,8 +126,13 @@ def checks(draw: Draw) -> list[Check]:
     pools += [([], True, False), ([], False, True), ([r.randint(0, 2**30)], False, False)]
     r = draw.rng("ex9.kv_tokens_forgone")
     per_token = 2 * math.prod(QWEN25_7B_KV.values())  # a key and a value: 57344 bytes
-    forgone = [(1024**3, per_token), (per_token * r.randint(1, 999), per_token),
-               (per_token * r.randint(1, 999) - 1, per_token), (0, per_token), (per_token - 1, per_token)]
+    forgone = [
+        (1024**3, per_token),
+        (per_token * r.randint(1, 999), per_token),
+        (per_token * r.randint(1, 999) - 1, per_token),
+        (0, per_token),
+        (per_token - 1, per_token),
+    ]
     forgone += [(r.randint(0, 2**40), r.randint(1, 2**22)) for _ in range(8)]
     r = draw.rng("ex9.kv_tokens_by_runner")
     # V1 takes its graph estimate out of the KV cache, V2 sizes the cache before capture: the same
@@ -127,38 +141,93 @@ def checks(draw: Draw) -> list[Check]:
     by_runner += [(r.randint(1, 2**40), r.randint(1, 2**22)) for _ in range(5)]
     longer, extra = round(r.uniform(1, 50), 3), round(r.uniform(0.001, 5), 3)
     return [
-        Check("ex9", "eager_timeline",
-              "one (launched, start, end) per kernel: launched at k*launch_us, started at max(k*launch_us, "
-              "end of kernel k-1), ended kernel_us[k-1] later (us); no kernels -> []",
-              [P("timeline", f"eager_timeline({k}, {launch})", kernel_us=k, launch_us=launch)
-               for k, launch in zip(profiles, launches)], points=1),
-        Check("ex9", "cpu_bound_launch_us",
-              "tau* = the smallest mean of the first m kernels, m = 1 .. N-1; fewer than two kernels -> math.inf",
-              [P("tau_star", f"cpu_bound_launch_us({k})", kernel_us=k) for k in star], points=1),
-        Check("ex9", "implied_launch_us",
-              "(additive, cpu_bound) = ((eager_ms - compute_ms) * 1e3 / n_kernels, eager_ms * 1e3 / n_kernels); "
-              "compute_ms > eager_ms is a ValueError naming compute_ms (no model explains it)",
-              [P("implied", f"implied_launch_us({e}, {c}, {n})", eager_ms=e, compute_ms=c, n_kernels=n)
-               for e, c, n in implied]
-              + [P("implied", f"implied_launch_us({longer}, {longer + extra}, 10)", "compute_ms", eager_ms=longer,
-                   compute_ms=longer + extra, n_kernels=10)], points=1),
-        Check("ex9", "kv_bytes_per_token",
-              "2 * n_layers * n_kv_heads * head_dim * dtype_bytes, an int (dtype_bytes defaults to 2)",
-              [P("kv_bytes", f"kv_bytes_per_token(**{kw})", kwargs=kw) for kw in configs], points=1),
-        Check("ex9", "graph_memory_bytes",
-              "shared_pool=True (the default): the largest footprint; False: the sum; no graphs -> 0; an int; "
-              "any iterable",
-              [P("graph_memory", f"graph_memory_bytes({'iter' if once else ''}({f}), shared_pool={s})",
-                 per_graph_bytes=f, kwargs={"shared_pool": s}, once=once) for f, s, once in pools]
-              + [P("graph_memory", f"graph_memory_bytes({f})", per_graph_bytes=f) for f in footprints[:3]],
-              points=1),
-        Check("ex9", "kv_tokens_forgone",
-              "whole tokens: graph_bytes // bytes_per_token, an int (runner defaults to \"v1\")",
-              [P("tokens", f"kv_tokens_forgone({g}, {b})", graph_bytes=g, bytes_per_token=b)
-               for g, b in forgone], points=1),
-        Check("ex9", "kv_tokens_by_runner",
-              "runner \"v1\": its graph estimate leaves the KV cache's budget, graph_bytes // bytes_per_token; "
-              "runner \"v2\": the KV cache is sized before capture, the int 0 (vLLM 0.26.0)",
-              [P("tokens", f"kv_tokens_forgone({g}, {b}, runner={runner!r})", graph_bytes=g, bytes_per_token=b,
-                 runner=runner) for g, b in by_runner for runner in ("v1", "v2")], points=1),
+        Check(
+            "ex9",
+            "eager_timeline",
+            "one (launched, start, end) per kernel: launched at k*launch_us, started at max(k*launch_us, "
+            "end of kernel k-1), ended kernel_us[k-1] later (us); no kernels -> []",
+            [
+                P("timeline", f"eager_timeline({k}, {launch})", kernel_us=k, launch_us=launch)
+                for k, launch in zip(profiles, launches)
+            ],
+            points=1,
+        ),
+        Check(
+            "ex9",
+            "cpu_bound_launch_us",
+            "tau* = the smallest mean of the first m kernels, m = 1 .. N-1; fewer than two kernels -> math.inf",
+            [P("tau_star", f"cpu_bound_launch_us({k})", kernel_us=k) for k in star],
+            points=1,
+        ),
+        Check(
+            "ex9",
+            "implied_launch_us",
+            "(additive, cpu_bound) = ((eager_ms - compute_ms) * 1e3 / n_kernels, eager_ms * 1e3 / n_kernels); "
+            "compute_ms > eager_ms is a ValueError naming compute_ms (no model explains it)",
+            [
+                P("implied", f"implied_launch_us({e}, {c}, {n})", eager_ms=e, compute_ms=c, n_kernels=n)
+                for e, c, n in implied
+            ]
+            + [
+                P(
+                    "implied",
+                    f"implied_launch_us({longer}, {longer + extra}, 10)",
+                    "compute_ms",
+                    eager_ms=longer,
+                    compute_ms=longer + extra,
+                    n_kernels=10,
+                )
+            ],
+            points=1,
+        ),
+        Check(
+            "ex9",
+            "kv_bytes_per_token",
+            "2 * n_layers * n_kv_heads * head_dim * dtype_bytes, an int (dtype_bytes defaults to 2)",
+            [P("kv_bytes", f"kv_bytes_per_token(**{kw})", kwargs=kw) for kw in configs],
+            points=1,
+        ),
+        Check(
+            "ex9",
+            "graph_memory_bytes",
+            "shared_pool=True (the default): the largest footprint; False: the sum; no graphs -> 0; an int; "
+            "any iterable",
+            [
+                P(
+                    "graph_memory",
+                    f"graph_memory_bytes({'iter' if once else ''}({f}), shared_pool={s})",
+                    per_graph_bytes=f,
+                    kwargs={"shared_pool": s},
+                    once=once,
+                )
+                for f, s, once in pools
+            ]
+            + [P("graph_memory", f"graph_memory_bytes({f})", per_graph_bytes=f) for f in footprints[:3]],
+            points=1,
+        ),
+        Check(
+            "ex9",
+            "kv_tokens_forgone",
+            "whole tokens: graph_bytes // bytes_per_token, an int (runner defaults to \"v1\")",
+            [P("tokens", f"kv_tokens_forgone({g}, {b})", graph_bytes=g, bytes_per_token=b) for g, b in forgone],
+            points=1,
+        ),
+        Check(
+            "ex9",
+            "kv_tokens_by_runner",
+            "runner \"v1\": its graph estimate leaves the KV cache's budget, graph_bytes // bytes_per_token; "
+            "runner \"v2\": the KV cache is sized before capture, the int 0 (vLLM 0.26.0)",
+            [
+                P(
+                    "tokens",
+                    f"kv_tokens_forgone({g}, {b}, runner={runner!r})",
+                    graph_bytes=g,
+                    bytes_per_token=b,
+                    runner=runner,
+                )
+                for g, b in by_runner
+                for runner in ("v1", "v2")
+            ],
+            points=1,
+        ),
     ]

@@ -14,7 +14,15 @@ if TYPE_CHECKING:
 def checks(draw: Draw) -> list[Check]:
     r = draw.rng("ex2.time_ms_without_warmup")
     return [
-        Check("ex2", "time_ms_without_warmup", "warmup=0 is allowed: exactly iters calls",
-              [P("time_ms_calls", f"time_ms(fn, iters={i}, warmup=0)", iters=i, warmup=0)
-               for i in (1, r.randint(2, 9), r.randint(10, 40))], hidden=True, points=1),
+        Check(
+            "ex2",
+            "time_ms_without_warmup",
+            "warmup=0 is allowed: exactly iters calls",
+            [
+                P("time_ms_calls", f"time_ms(fn, iters={i}, warmup=0)", iters=i, warmup=0)
+                for i in (1, r.randint(2, 9), r.randint(10, 40))
+            ],
+            hidden=True,
+            points=1,
+        ),
     ]

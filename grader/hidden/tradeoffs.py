@@ -23,9 +23,17 @@ def checks(draw: Draw) -> list[Check]:
     long_profiles = [step, [mean_kernel_us] * H200_DECODE_7B[1]["kernels"], kernel_profile(r) * 20]
     launches = (0.0, 5.0, float(r.randint(6, 20)))
     return [
-        Check("ex9", "long_profiles", "the timeline and tau* over whole decode-step profiles",
-              [P("timeline", f"eager_timeline({len(k)} kernels, {launch})", kernel_us=k, launch_us=launch)
-               for k in long_profiles for launch in launches]
-              + [P("tau_star", f"cpu_bound_launch_us({len(k)} kernels)", kernel_us=k) for k in long_profiles],
-              hidden=True, points=1),
+        Check(
+            "ex9",
+            "long_profiles",
+            "the timeline and tau* over whole decode-step profiles",
+            [
+                P("timeline", f"eager_timeline({len(k)} kernels, {launch})", kernel_us=k, launch_us=launch)
+                for k in long_profiles
+                for launch in launches
+            ]
+            + [P("tau_star", f"cpu_bound_launch_us({len(k)} kernels)", kernel_us=k) for k in long_profiles],
+            hidden=True,
+            points=1,
+        ),
     ]

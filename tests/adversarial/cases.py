@@ -48,8 +48,9 @@ def points(*check_ids: str) -> float:
 
 def full(exercise: str) -> float:
     """What the reference earns without a GPU: every check not named ``gpu_*``."""
-    return float(sum(v for c, v in _RUBRIC.items()
-                     if c.split(".")[0] == exercise and not c.split(".")[1].startswith("gpu_")))
+    return float(
+        sum(v for c, v in _RUBRIC.items() if c.split(".")[0] == exercise and not c.split(".")[1].startswith("gpu_"))
+    )
 
 
 FULL = {ex: full(ex) for ex in EXERCISES}
@@ -304,8 +305,11 @@ _os.wait()
 
 #: The daemon of ESCAPING_DAEMON with nothing of its environment left: no box marker, no HOME.
 #: Without namespaces (Gradescope) only its uid says whose it is.
-UID_DAEMON = ESCAPING_DAEMON.replace('{"HOME": _os.environ.get("HOME", "/")}', "{}").replace(
-    '["sh", "-c", _LOOP]', '["sh", "-c", _LOOP + "; : MARKER"]').replace('\\"$HOME/MARKER-daemon\\"', "")
+UID_DAEMON = (
+    ESCAPING_DAEMON.replace('{"HOME": _os.environ.get("HOME", "/")}', "{}")
+    .replace('["sh", "-c", _LOOP]', '["sh", "-c", _LOOP + "; : MARKER"]')
+    .replace('\\"$HOME/MARKER-daemon\\"', "")
+)
 assert "HOME" not in UID_DAEMON
 
 INIT_ESCAPE = '''
@@ -358,7 +362,9 @@ def _worker():
 #: shared CPU worker can leave for the next: every call of ex1's report() and simulate_eager_ms()
 #: (what its hidden checks ask) writes the request it serves to /dev/shm and to /tmp; ex2's module
 #: raises them as its import error, into the public reasons.
-LEAK_ACROSS_EXERCISES = WORKER_FRAME + '''
+LEAK_ACROSS_EXERCISES = (
+    WORKER_FRAME
+    + '''
 def _leak(fn):
     def wrapper(*args, **kwargs):
         try:
@@ -375,6 +381,7 @@ def _leak(fn):
 report = _leak(report)
 simulate_eager_ms = _leak(simulate_eager_ms)
 '''
+)
 READ_THE_LEAK = '''
 for _place in ("/dev/shm", "/tmp"):
     try:
@@ -388,8 +395,11 @@ for _place in ("/dev/shm", "/tmp"):
 def build_leak_across(folder: Path, marker: str, cleanups: list) -> Path:
     for place in ("/dev/shm", "/tmp"):
         cleanups.append(lambda place=place: Path(f"{place}/{marker}-leak").unlink(missing_ok=True))
-    return submission(folder, launch_model=(reference(LM) + LEAK_ACROSS_EXERCISES).replace("MARKER", marker),
-                      launch_tax=at_import(reference("launch_tax"), READ_THE_LEAK.replace("MARKER", marker)))
+    return submission(
+        folder,
+        launch_model=(reference(LM) + LEAK_ACROSS_EXERCISES).replace("MARKER", marker),
+        launch_tax=at_import(reference("launch_tax"), READ_THE_LEAK.replace("MARKER", marker)),
+    )
 
 
 #: A timer that reads no clock: it calls fn as often as it should and answers with a number
@@ -411,7 +421,9 @@ def _input_derived(fn, iters, warmup):
     return 3.0
 '''
 
-FORGED_RESULT = WORKER_FRAME + '''
+FORGED_RESULT = (
+    WORKER_FRAME
+    + '''
 # Answer every probe of every request on the worker's own result pipe, then leave before the
 # worker can send the real answers: made-up values and a tensor whose bytes do not match its shape.
 _w = _worker()
@@ -433,8 +445,11 @@ while _request is not None:
     _request = _pipe.receive()
 _os._exit(0)
 '''
+)
 
-REPLAY = WORKER_FRAME + '''
+REPLAY = (
+    WORKER_FRAME
+    + '''
 # The release's recorded answers (grader/expected.json, for practice inputs), looked up by the
 # probe and its arguments, sent on the worker's own pipe: no code of the exercise at all.
 _RECORDED = _json.loads(RECORDED_JSON)
@@ -450,20 +465,26 @@ while _request is not None:
     _request = _pipe.receive()
 _os._exit(0)
 '''
+)
 
-LEAK_HIDDEN_INPUTS = WORKER_FRAME + '''
+LEAK_HIDDEN_INPUTS = (
+    WORKER_FRAME
+    + '''
 # Raise at import with what the request asks, the last probe first (hidden checks come last):
 # whatever the judge shows of an import error must never hold a hidden check's inputs.
 _request = _worker()["request"]
 raise ImportError(" | ".join(_json.dumps(_p["args"], separators=(",", ":"))
                              for _p in reversed(_request.probes)))
 '''
+)
 
 # A message that would redraw the terminal (clear the screen, print a fake row), with a lone
 # surrogate the judge's print and CSV writer would choke on, and a right-to-left override.
 ANSI = "\\u001b[2J\\u001b[Hex1       launch_model     13/13     -\\r\\ud800\\u202e"
 
-FORGED_TEXT = WORKER_FRAME + '''
+FORGED_TEXT = (
+    WORKER_FRAME
+    + '''
 _w = _worker()
 _pipe, _request = _w["pipe"], _w["request"]
 _text = _json.loads(r'"ANSI"')
@@ -476,8 +497,11 @@ while _request is not None:
     _request = _pipe.receive()
 _os._exit(0)
 '''.replace("ANSI", ANSI)
+)
 
-FORGED_NUMBERS = WORKER_FRAME + '''
+FORGED_NUMBERS = (
+    WORKER_FRAME
+    + '''
 _w = _worker()
 _pipe, _request = _w["pipe"], _w["request"]
 _values = [b"1e400", b"-1e400", b"NaN", b"1" + b"0" * 400, b"9" * 5000, b"-0",
@@ -490,8 +514,11 @@ while _request is not None:
     _request = _pipe.receive()
 _os._exit(0)
 '''
+)
 
-FORGED_OBJECTS = WORKER_FRAME + '''
+FORGED_OBJECTS = (
+    WORKER_FRAME
+    + '''
 # Millions of tiny JSON objects in one frame: 60 MiB of empty lists (20 million of them).
 _w = _worker()
 _count = 20 << 20
@@ -502,6 +529,7 @@ while _view:
     _view = _view[_os.write(_w["pipe"].result_fd, _view):]
 _os._exit(0)
 '''
+)
 
 PATCH_EQUAL_DURING_CALL = '''
 import torch as _torch
@@ -659,21 +687,35 @@ def build_network(folder: Path, marker: str, cleanups: list) -> Path:
     with socket.create_connection(("127.0.0.1", tcp.server_address[1]), timeout=5) as s:
         first = s.recv(16)
         assert first and payload.startswith(first)
-    source = stub("launch_model") + NETWORK.replace("PORT", str(tcp.server_address[1])) \
-        .replace("MARKER", marker)
+    source = stub("launch_model") + NETWORK.replace("PORT", str(tcp.server_address[1])).replace("MARKER", marker)
     return submission(folder, launch_model=source)
 
 
-SHADOWS = ("math", "hypothesis", "sitecustomize", "usercustomize", "torch", "probes", "wire",
-           "worker", "json", "os", "importlib", "coursekit", "submission", "__init__", "pytest", "_pytest")
+SHADOWS = (
+    "math",
+    "hypothesis",
+    "sitecustomize",
+    "usercustomize",
+    "torch",
+    "probes",
+    "wire",
+    "worker",
+    "json",
+    "os",
+    "importlib",
+    "coursekit",
+    "submission",
+    "__init__",
+    "pytest",
+    "_pytest",
+)
 
 
 def build_shadows(folder: Path, marker: str, cleanups: list) -> Path:
     """Correct modules, next to files named like what the worker imports: all must be ignored."""
     submission(folder)
     for name in SHADOWS:
-        (folder / f"{name}.py").write_text(f"raise ImportError('shadowed {name} MARKER')\n"
-                                           .replace("MARKER", marker))
+        (folder / f"{name}.py").write_text(f"raise ImportError('shadowed {name} MARKER')\n".replace("MARKER", marker))
     (folder / "coursekit").mkdir()
     (folder / "coursekit" / "__init__.py").write_text("raise ImportError('shadowed coursekit')\n")
     (folder / "evil.pth").write_text("import os; os._exit(0)\n")
@@ -728,9 +770,13 @@ def build_pyc(folder: Path, marker: str, cleanups: list) -> Path:
     tag = sys.implementation.cache_tag
     (folder / "__pycache__").mkdir()
     for target in (folder / "__pycache__" / f"launch_model.{tag}.pyc", folder / "launch_model.pyc"):
-        py_compile.compile(str(REPO_ROOT / "solutions" / "launch_model.py"), cfile=str(target),
-                           dfile="launch_model.py", doraise=True,
-                           invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH)
+        py_compile.compile(
+            str(REPO_ROOT / "solutions" / "launch_model.py"),
+            cfile=str(target),
+            dfile="launch_model.py",
+            doraise=True,
+            invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH,
+        )
     return folder
 
 
@@ -772,8 +818,8 @@ def build_corrupt_member(folder: Path, marker: str, cleanups: list) -> Path:
     with zipfile.ZipFile(path) as archive:
         info = archive.getinfo("launch_model.py")
     data = bytearray(path.read_bytes())
-    name_length = int.from_bytes(data[info.header_offset + 26: info.header_offset + 28], "little")
-    extra_length = int.from_bytes(data[info.header_offset + 28: info.header_offset + 30], "little")
+    name_length = int.from_bytes(data[info.header_offset + 26 : info.header_offset + 28], "little")
+    extra_length = int.from_bytes(data[info.header_offset + 28 : info.header_offset + 30], "little")
     data[info.header_offset + 30 + name_length + extra_length] = 0xFF
     path.write_bytes(bytes(data))
     return path
@@ -787,7 +833,7 @@ def build_zip_version(folder: Path, marker: str, cleanups: list) -> Path:
     _zip_of_reference(path)
     data = bytearray(path.read_bytes())
     entry = data.index(b"PK\x01\x02")
-    data[entry + 6: entry + 8] = (127).to_bytes(2, "little")
+    data[entry + 6 : entry + 8] = (127).to_bytes(2, "little")
     path.write_bytes(bytes(data))
     return path
 
@@ -807,8 +853,13 @@ def recorded(exercise: str) -> dict:
 
 def build_replay(module: str, exercise: str):
     def build(folder: Path, marker: str, cleanups: list) -> Path:
-        source = (stub(module) + "\n" + REPLAY.replace("RECORDED_JSON", repr(json.dumps(recorded(exercise))))
-                  .replace('"EXERCISE "', repr(exercise + " ")))
+        source = (
+            stub(module)
+            + "\n"
+            + REPLAY.replace("RECORDED_JSON", repr(json.dumps(recorded(exercise)))).replace(
+                '"EXERCISE "', repr(exercise + " ")
+            )
+        )
         return submission(folder, **{module: source})
 
     return build
@@ -867,14 +918,18 @@ def build_notebook(content: Callable[[], bytes]):
 
 def _bad_cells_notebook() -> bytes:
     cell = "%%writefile launch_model.py\n" + reference("launch_model")
-    return json.dumps({"cells": [
-        {"cell_type": "code", "source": [1, 2, 3]},  # not text
-        {"cell_type": "code", "source": {"not": "a string"}},
-        {"cell_type": "code", "source": None},
-        {"cell_type": "code", "source": ["%%writefile", None]},
-        "not a cell",
-        {"cell_type": "code", "source": cell.splitlines(keepends=True)},
-    ]}).encode()
+    return json.dumps(
+        {
+            "cells": [
+                {"cell_type": "code", "source": [1, 2, 3]},  # not text
+                {"cell_type": "code", "source": {"not": "a string"}},
+                {"cell_type": "code", "source": None},
+                {"cell_type": "code", "source": ["%%writefile", None]},
+                "not a cell",
+                {"cell_type": "code", "source": cell.splitlines(keepends=True)},
+            ]
+        }
+    ).encode()
 
 
 def build_huge_module(folder: Path, marker: str, cleanups: list) -> Path:
@@ -890,240 +945,535 @@ def build_huge_module(folder: Path, marker: str, cleanups: list) -> Path:
 LM = "launch_model"
 
 CASES = [
-    Case("rigged-eq-int", "ex1",
-         module_case(LM, lambda m: edit(reference(LM), ("def n_kernels(self)", "def _count(self)"),
-                                        ("self.n_kernels", "self._count"),
-                                        ("step.n_kernels", "step._count")) + RIGGED_INT),
-         FULL["ex1"] - points("ex1.decode_step_formulas", "ex1.fit_h200_sweep"),
-         "DecodeStep.n_kernels returns an int subclass (value 0) whose __eq__ is always True; the "
-         "other fields are right. It crosses the wire as an opaque object, so the two checks that "
-         "probe n_kernels (decode_step_formulas, fit_h200_sweep) are lost, nothing else"),
-    Case("rigged-float-subclass", "ex1", module_case(LM, lambda m: reference(LM) + RIGGED_FLOAT),
-         FULL["ex1"] - points("ex1.simulate_eager_ms", "ex1.simulate_edge_cases"),
-         "simulate_eager_ms returns a float subclass, 1 ms off, equal and close to everything: "
-         "both checks of simulate_eager_ms are lost"),
-    Case("sys-exit-at-import", "ex4", hostile("static_runner", "import sys\nsys.exit(0)\n"), 0,
-         "sys.exit(0) at import: the import fails (SystemExit), every check of ex4 is lost",
-         reason="SystemExit"),
-    Case("os-exit-at-import", "ex6", hostile("dispatch", "import os\nos._exit(0)\n"), 0,
-         "os._exit(0) at import: the worker ends before sending a result",
-         reason="before sending a result"),
-    Case("pytest-exit-at-import", "ex2", hostile("launch_tax", PYTEST_EXIT), 0,
-         "pytest.exit(returncode=0) at import: no pytest runs here, the import raises Exit",
-         reason="Exit"),
-    Case("pytest-skip-module", "ex1", hostile(LM, PYTEST_SKIP), 0,
-         "pytest.skip(allow_module_level=True) at import: the import raises Skipped",
-         reason="Skipped"),
-    Case("hypothesis-one-example", "ex1",
-         module_case(LM, lambda m: at_import(edit(reference(LM), (
-             "return end_us / 1e3", "return (end_us if len(kernel_us) <= 5 else end_us / 2) / 1e3")),
-             HYPOTHESIS_PROFILE)),
-         FULL["ex1"] - points("ex1.simulate_eager_ms", "ex1.simulate_edge_cases"),
-         "a hypothesis profile with max_examples=1 loaded at import, and simulate_eager_ms wrong "
-         "for more than 5 kernels: the grader's probes are fixed (no hypothesis), both simulate "
-         "checks have longer chains and are lost"),
-    Case("forged-conftest-correct", "ex4", build_forged_config(stubbed=False), FULL["ex4"],
-         "conftest.py, pytest.ini, setup.cfg, tox.ini, pyproject.toml and __init__.py next to "
-         "correct modules: only module files are read, so every point stays"),
-    Case("forged-conftest-stub", "ex4", build_forged_config(stubbed=True), 0,
-         "the same forged files next to the untouched static_runner stub: they pass nothing",
-         reason="not implemented"),
-    Case("hidden-inputs-across-exercises", "ex2", build_leak_across, FULL["ex2"],
-         "exercise 1 is the reference, but each call its hidden checks make writes the request it "
-         "serves (their inputs) to /dev/shm and /tmp; exercise 2 is the reference too, but raises "
-         "what it finds there when imported. Each exercise's process of the shared worker starts "
-         "from a state no earlier one could write (processes killed, its files in the shared "
-         "places and the work folder removed): exercise 2 finds nothing and keeps its points, and "
-         "no hidden input reaches a reason", leftovers=("/dev/shm/MARKER-leak", "/tmp/MARKER-leak"),
-         defence="fresh-state-per-exercise", hidden_inputs_absent=True, modes=("default", "user"),
-         flagged="removed"),
-    Case("frame-walker-flagged", "ex1",
-         module_case(LM, lambda m: reference(LM) + WORKER_FRAME + "\n_peek = _worker\n"), FULL["ex1"],
-         "the reference with a helper that walks the call stack to the worker's frame (never "
-         "called): it keeps every point, and the instructor is told where it reaches in",
-         defence="flag-code-that-reaches-in", flagged="walks the call stack"),
-    Case("input-derived-timer", "ex2",
-         module_case("launch_tax", lambda m: edit(reference("launch_tax"), (
-             "    for _ in range(warmup):\n        fn()\n    if torch.cuda.is_available():",
-             "    if True:\n        return _input_derived(fn, iters, warmup)\n"
-             "    if torch.cuda.is_available():")) + INPUT_DERIVED_TIMER),
-         FULL["ex2"] - points("ex2.time_ms_mean_ms") - points("ex2.time_ms_exact_mean"),
-         "time_ms calls fn warmup + iters times, reads no clock and returns the middle of the "
-         "durations the probe's timed calls sleep, found in the probe's frame: the timed calls' "
-         "durations are drawn when they are made and the window comes from the clock around them, "
-         "so time_ms_mean_ms is lost, and so is time_ms_exact_mean (on a fake clock no probe "
-         "frame holds the durations); everything else about the timer holds",
-         defence="observed-timer-window"),
-    Case("swallowed-timeout", "ex2", hostile("launch_tax", SWALLOWED_TIMEOUT, end=True), 0,
-         "time_ms sleeps forever, catching every exception and ignoring catchable signals: the "
-         "worker is killed at the timeout", timeout=6, reason="timed out"),
-    Case("memory-bomb", "ex6", hostile("dispatch", MEMORY_BOMB), 0,
-         "allocates (and touches) memory at import until refused, then keeps trying until killed; "
-         "had it got 6 GiB (past the 4 GiB cap) it would have carried on as the reference",
-         timeout=8, reason="timed out"),
-    Case("fork-bomb", "ex4", hostile("static_runner", FORK_BOMB), 0,
-         "forks in a loop at import (each child holds its slot) and keeps forking until killed; the "
-         "process cap stops it at 64; had 300 forks been allowed it would have carried on as the "
-         "reference (300 at most: the case cannot take the machine down even without the cap)",
-         timeout=6, reason="timed out"),
-    Case("escaping-daemon", "ex1", hostile(LM, ESCAPING_DAEMON), FULL["ex1"],
-         "double-forks a daemon (new session, no box marker in its environment) that writes files "
-         "forever; the module is otherwise the reference, so it keeps its points, and the daemon "
-         "must be gone and have written nothing outside the box",
-         leftovers=("/tmp/MARKER-daemon", "/var/tmp/MARKER-daemon", "/dev/shm/MARKER-daemon")),
-    Case("daemon-outlives-worker", "ex2", hostile("launch_tax", UID_DAEMON), FULL["ex2"],
-         "without namespaces (Gradescope), a double-forked daemon in a new session with an empty "
-         "environment escapes the process-group kill and the sweep by box marker: the worker's uid "
-         "is free for the next worker only once it owns no process (killed by uid) and no file "
-         "(its files in the shared places removed). Exercise 2 is the last one its worker "
-         "serves: nothing after it in the worker clears the way",
-         leftovers=("/tmp/MARKER-daemon", "/var/tmp/MARKER-daemon", "/dev/shm/MARKER-daemon"),
-         defence="uid-free-only-when-empty", modes=("user",), flagged="outlived the worker"),
-    Case("worker-leaves-group", "ex2", hostile("launch_tax", INIT_ESCAPE), 0,
-         "the worker itself calls setsid() and execs a shell loop with an empty environment: it "
-         "is out of the process group and carries no box marker; it must still be killed",
-         timeout=6, reason="timed out"),
-    Case("output-flood", "ex4", hostile("static_runner", OUTPUT_FLOOD), 0,
-         "prints 4 GiB at import (stdout and stderr); had it not been stopped it would have carried "
-         "on as the reference", reason="flood"),
-    Case("fake-results-printed", "ex6", hostile("dispatch", FAKE_RESULTS, base=stub), 0,
-         "the dispatch stub printing a Gradescope-like JSON, a result-like JSON and a table row, "
-         "and writing results.json files wherever it can: nothing printed or written counts",
-         leftovers=("/tmp/MARKER-results.json", "/var/tmp/MARKER-results.json")),
-    Case("forged-result-pipe", "ex1", hostile(LM, FORGED_RESULT, base=stub, end=True), 0,
-         "the launch_model stub finds the worker's pipe up the stack and answers every request "
-         "itself (made-up values, a tensor whose bytes do not match its shape, one answer too "
-         "many) before the worker can: the judge reads a malformed result and does not crash",
-         reason="malformed", defence="malformed-answers-caught"),
-    Case("replay-recorded-answers", "ex1", build_replay(LM, "ex1"), 0,
-         "the launch_model stub answers every probe from the release's recorded answers "
-         "(grader/expected.json, embedded in the module), looked up by probe and arguments and "
-         "sent on the worker's pipe: under a grading secret no input is the release's, so it gets "
-         "nothing (in practice mode it gets every public point)", defence="grading-secret"),
-    Case("replay-recorded-answers-dispatch", "ex6", build_replay("dispatch", "ex6"), 0,
-         "the same replay for the dispatcher, whose answers are tables a student could copy",
-         defence="grading-secret"),
-    Case("hidden-checks-quiet", "ex6",
-         module_case("dispatch", lambda m: raising("dispatch", 'ValueError("LEAKMARKER " + repr(locals()))')), 0,
-         "every function raises a ValueError carrying its arguments: public reasons show them (they "
-         "are the public inputs), hidden checks show their rule and nothing the worker said",
-         hidden_quiet=True, defence="hidden-reason-is-the-rule"),
-    Case("hidden-inputs-at-import", "ex6", hostile("dispatch", LEAK_HIDDEN_INPUTS, end=True), 0,
-         "the module raises at import with the arguments of every probe in the request, the last "
-         "first: the hidden probes are not in that request (they are asked only once the public "
-         "answers are in), so no hidden input reaches any report", hidden_inputs_absent=True,
-         defence="hidden-second-frame"),
-    Case("raise-valueerror-everywhere", "all",
-         build_raising(lambda: f"ValueError({_every_name_a_check_asks_for()!r})"), 0,
-         "every function of every module raises a ValueError naming every argument any check asks "
-         "about: each check that expects an error also has a valid input, so it gets nothing",
-         others="zero", defence="valid-inputs-in-rejection-checks"),
-    Case("cuda-needed-everywhere", "all",
-         build_raising(lambda: 'type("Refusal", (ValueError, TypeError, RuntimeError), {})('
-                       f'"a CUDA device is needed (torch.cuda.is_available() is False); bad '
-                       f'arguments: {" ".join(_every_argument_named())}")'),
-         0, "every function of every module raises one error that is at once a ValueError, a "
-         "TypeError and a RuntimeError, names every argument any check asks about and says a CUDA "
-         "device is needed: every check that expects errors also asks something valid (to be "
-         "accepted), so it gets nothing",
-         others="zero", defence="valid-inputs-in-rejection-checks"),
-    Case("patch-equal-during-call", "ex5",
-         module_case("buckets", lambda m: edit(reference("buckets"), ("return out[:n].clone()", "return out[:n]"))
-                     + PATCH_EQUAL_DURING_CALL),
-         FULL["ex5"] - points("ex5.runner_returns_fn_of_real_rows"),
-         "BucketedGraphRunner returns a view of the graph's static output (overwritten by the next "
-         "replay) and replaces torch.equal during its own __call__: the worker restores it before "
-         "looking at the first output again, so runner_returns_fn_of_real_rows is still lost",
-         defence="restore-after-call"),
-    Case("forged-terminal-text", "ex1", hostile(LM, FORGED_TEXT, base=stub, end=True), 0,
-         "answers whose messages, type names, strings and dict keys hold ANSI escapes (clear the "
-         "screen, print a fake 13/13 row), a carriage return, a lone surrogate and a right-to-left "
-         "override: the judge escapes them everywhere it prints or writes, exits 0",
-         clean_output=True, defence="escaped-text"),
-    Case("forged-huge-numbers", "ex1", hostile(LM, FORGED_NUMBERS, base=stub, end=True), 0,
-         "answers of 1e400, -1e400, NaN, a 401-digit and a 5000-digit integer, -0 and malformed "
-         "markers where floats are expected: the judge neither crashes nor credits them",
-         reason="malformed", defence="malformed-answers-caught"),
-    Case("forged-million-objects", "ex1", hostile(LM, FORGED_OBJECTS, base=stub, end=True), 0,
-         "a 60 MiB answer of 20 million empty lists: refused before parsing (over the frame cap; "
-         "the cap on values within a frame is proved in tests/test_wire.py), the judge's memory "
-         "stays small", reason="larger than", max_rss_mb=1000,
-         defence="bounded-decoding"),
-    Case("zip-two-copies", "ex1", build_two_copies, 0,
-         "a zip of the reference with a second launch_model.py (the stub) one folder down: what an "
-         "extraction keeps depends on the tool, so the zip is refused with the reason",
-         reason="two or more members", others="zero", defence="one-member-per-module"),
-    Case("read-solutions", "ex1", build_read_solutions, 0,
-         "the stub looks for the reference on disk (the repository path, walking up from __file__, "
-         "the installed grader package, /proc, copies in /tmp such as another box or a checkout "
-         "- a world-readable decoy copy is planted in /tmp) and runs the first it can read; none "
-         "is readable in the sandbox, so it stays a stub", reason="no copy of the reference"),
-    Case("network", "ex1", build_network, 0,
-         "the stub fetches the reference from a server on this machine (127.0.0.1, an abstract unix "
-         "socket, both reachable from the judge) and runs it; the worker has no network",
-         reason="no network"),
-    Case("shadow-modules", "ex1", build_shadows, FULL["ex1"],
-         "correct modules next to math.py, hypothesis.py, sitecustomize.py, torch.py, probes.py, "
-         "wire.py, json.py, __init__.py, a coursekit/ package and a .pth, each raising at import: "
-         "none is copied into the sandbox, every point stays"),
-    Case("smuggled-pyc", "ex1", build_pyc, 0,
-         "a stub launch_model.py with the reference compiled into __pycache__ (an unchecked-hash "
-         "pyc) and as a sourceless launch_model.pyc: only the .py source is graded",
-         reason="not implemented"),
-    Case("patched-comparisons-wrong-values", "ex1",
-         module_case(LM, lambda m: at_import(edit(reference(LM), ("weight_gib * 1024**3",
-                                                                  "weight_gib * 1e9")),
-                                             PATCH_COMPARISONS)),
-         FULL["ex1"] - points("ex1.decode_step_formulas", "ex1.seed_report", "ex1.report_other_rows",
-                              "ex1.fit_h200_sweep"),
-         "compute_ms with 1e9 bytes per GiB, and math.isclose, torch.equal, torch.allclose, "
-         "torch.isclose and operator.eq patched to say yes at import: the judge compares in its own "
-         "process, so every check that sees compute_ms (formulas, both reports, the H200 fit's "
-         "step probes) is lost, as without the patch"),
-    Case("patched-equal-forges-property", "ex5",
-         module_case("buckets", lambda m: at_import(edit(reference("buckets"), (
-             "return out[:n].clone()", "return out[:n]")), PATCH_EQUAL)),
-         FULL["ex5"] - points("ex5.runner_returns_fn_of_real_rows"),
-         "BucketedGraphRunner returns a view of the graph's static output (overwritten by the next "
-         "replay) and patches torch.equal at import so that the worker-side 'first output "
-         "unchanged' property says yes: runner_returns_fn_of_real_rows must still be lost"),
-    Case("syntax-error", "ex4", module_case("static_runner", lambda m: reference("static_runner")
-                                             + "\ndef broken(:\n    pass\n"), 0,
-         "a syntax error: ex4 is lost, nothing else", reason="SyntaxError"),
-    Case("missing-function", "ex1",
-         module_case(LM, lambda m: edit(reference(LM), ("def fit_launch_model(", "def _unfinished_fit("))),
-         FULL["ex1"] - points("ex1.fit_launch_model", "ex1.fit_h200_sweep"),
-         "no fit_launch_model: the two checks that call it are lost (AttributeError), the rest "
-         "stays", reason="has no attribute 'fit_launch_model'"),
-    Case("symlink-to-solutions", "ex1", build_symlink, 0,
-         "launch_model.py is a symlink to solutions/launch_model.py: refused, with the reason",
-         reason="symlink"),
-    Case("zip-slip", "ex1", build_zip_slip, FULL["ex1"],
-         "a zip with the correct modules at its top and members named ../../x.py and an absolute "
-         "/tmp path: members are read, never extracted, nothing is written anywhere",
-         leftovers=("/tmp/MARKER-ran", "/tmp/MARKER-slip.py", "/tmp/MARKER-abs.py")),
-    Case("zip-corrupt-member", "ex1", build_corrupt_member, 0,
-         "a zip of the reference whose launch_model.py does not inflate (zlib.error while reading): "
-         "that module is unreadable (0), the others are graded", reason="unreadable zip member"),
-    Case("zip-unsupported-version", "ex1", build_zip_version, 0,
-         "a zip whose central directory needs zip version 12.7 (zipfile raises NotImplementedError "
-         "on opening it): graded as empty, exit status 0, the notes say why",
-         reason="not a readable zip", others="zero"),
-    Case("notebook-invalid-json", "ex1", build_notebook(lambda: b'{"cells": [{"cell_type": "code",'),
-         0, "a notebook that is not JSON: graded as empty (every exercise 0), exit status 0, the "
-         "notes name the notebook", reason=".ipynb", others="zero"),
-    Case("notebook-deep-nesting", "ex1", build_notebook(lambda: b"[" * 200_000 + b"]" * 200_000), 0,
-         "a notebook of 200000 nested lists (json raises RecursionError): graded as empty, exit "
-         "status 0, the notes name the notebook", reason=".ipynb", others="zero"),
-    Case("notebook-bad-cells", "ex1", build_notebook(_bad_cells_notebook), FULL["ex1"],
-         "a notebook whose cells hold numbers, dicts, None and non-cells, then one good "
-         "%%writefile launch_model.py cell: the bad cells are skipped, launch_model is graded "
-         "(full points), the other modules are not in the notebook (0)", others="zero"),
-    Case("huge-sparse-module", "ex4", build_huge_module, 0,
-         "static_runner.py is a 3 GiB sparse file: refused as too large, without the judge reading "
-         "it whole (its peak memory stays low)", reason="larger than", max_rss_mb=1500),
-    Case("disk-filler", "ex1", hostile(LM, DISK_FILLER), FULL["ex1"],
-         "writes 32 MiB files into its working folder at import until refused; it sabotages itself "
-         "only if 1 GiB got written (nothing capped the folder), else it is the reference",
-         reason=""),
+    Case(
+        "rigged-eq-int",
+        "ex1",
+        module_case(
+            LM,
+            lambda m: (
+                edit(
+                    reference(LM),
+                    ("def n_kernels(self)", "def _count(self)"),
+                    ("self.n_kernels", "self._count"),
+                    ("step.n_kernels", "step._count"),
+                )
+                + RIGGED_INT
+            ),
+        ),
+        FULL["ex1"] - points("ex1.decode_step_formulas", "ex1.fit_h200_sweep"),
+        "DecodeStep.n_kernels returns an int subclass (value 0) whose __eq__ is always True; the "
+        "other fields are right. It crosses the wire as an opaque object, so the two checks that "
+        "probe n_kernels (decode_step_formulas, fit_h200_sweep) are lost, nothing else",
+    ),
+    Case(
+        "rigged-float-subclass",
+        "ex1",
+        module_case(LM, lambda m: reference(LM) + RIGGED_FLOAT),
+        FULL["ex1"] - points("ex1.simulate_eager_ms", "ex1.simulate_edge_cases"),
+        "simulate_eager_ms returns a float subclass, 1 ms off, equal and close to everything: "
+        "both checks of simulate_eager_ms are lost",
+    ),
+    Case(
+        "sys-exit-at-import",
+        "ex4",
+        hostile("static_runner", "import sys\nsys.exit(0)\n"),
+        0,
+        "sys.exit(0) at import: the import fails (SystemExit), every check of ex4 is lost",
+        reason="SystemExit",
+    ),
+    Case(
+        "os-exit-at-import",
+        "ex6",
+        hostile("dispatch", "import os\nos._exit(0)\n"),
+        0,
+        "os._exit(0) at import: the worker ends before sending a result",
+        reason="before sending a result",
+    ),
+    Case(
+        "pytest-exit-at-import",
+        "ex2",
+        hostile("launch_tax", PYTEST_EXIT),
+        0,
+        "pytest.exit(returncode=0) at import: no pytest runs here, the import raises Exit",
+        reason="Exit",
+    ),
+    Case(
+        "pytest-skip-module",
+        "ex1",
+        hostile(LM, PYTEST_SKIP),
+        0,
+        "pytest.skip(allow_module_level=True) at import: the import raises Skipped",
+        reason="Skipped",
+    ),
+    Case(
+        "hypothesis-one-example",
+        "ex1",
+        module_case(
+            LM,
+            lambda m: at_import(
+                edit(
+                    reference(LM),
+                    ("return end_us / 1e3", "return (end_us if len(kernel_us) <= 5 else end_us / 2) / 1e3"),
+                ),
+                HYPOTHESIS_PROFILE,
+            ),
+        ),
+        FULL["ex1"] - points("ex1.simulate_eager_ms", "ex1.simulate_edge_cases"),
+        "a hypothesis profile with max_examples=1 loaded at import, and simulate_eager_ms wrong "
+        "for more than 5 kernels: the grader's probes are fixed (no hypothesis), both simulate "
+        "checks have longer chains and are lost",
+    ),
+    Case(
+        "forged-conftest-correct",
+        "ex4",
+        build_forged_config(stubbed=False),
+        FULL["ex4"],
+        "conftest.py, pytest.ini, setup.cfg, tox.ini, pyproject.toml and __init__.py next to "
+        "correct modules: only module files are read, so every point stays",
+    ),
+    Case(
+        "forged-conftest-stub",
+        "ex4",
+        build_forged_config(stubbed=True),
+        0,
+        "the same forged files next to the untouched static_runner stub: they pass nothing",
+        reason="not implemented",
+    ),
+    Case(
+        "hidden-inputs-across-exercises",
+        "ex2",
+        build_leak_across,
+        FULL["ex2"],
+        "exercise 1 is the reference, but each call its hidden checks make writes the request it "
+        "serves (their inputs) to /dev/shm and /tmp; exercise 2 is the reference too, but raises "
+        "what it finds there when imported. Each exercise's process of the shared worker starts "
+        "from a state no earlier one could write (processes killed, its files in the shared "
+        "places and the work folder removed): exercise 2 finds nothing and keeps its points, and "
+        "no hidden input reaches a reason",
+        leftovers=("/dev/shm/MARKER-leak", "/tmp/MARKER-leak"),
+        defence="fresh-state-per-exercise",
+        hidden_inputs_absent=True,
+        modes=("default", "user"),
+        flagged="removed",
+    ),
+    Case(
+        "frame-walker-flagged",
+        "ex1",
+        module_case(LM, lambda m: reference(LM) + WORKER_FRAME + "\n_peek = _worker\n"),
+        FULL["ex1"],
+        "the reference with a helper that walks the call stack to the worker's frame (never "
+        "called): it keeps every point, and the instructor is told where it reaches in",
+        defence="flag-code-that-reaches-in",
+        flagged="walks the call stack",
+    ),
+    Case(
+        "input-derived-timer",
+        "ex2",
+        module_case(
+            "launch_tax",
+            lambda m: (
+                edit(
+                    reference("launch_tax"),
+                    (
+                        "    for _ in range(warmup):\n        fn()\n    if torch.cuda.is_available():",
+                        "    if True:\n        return _input_derived(fn, iters, warmup)\n"
+                        "    if torch.cuda.is_available():",
+                    ),
+                )
+                + INPUT_DERIVED_TIMER
+            ),
+        ),
+        FULL["ex2"] - points("ex2.time_ms_mean_ms") - points("ex2.time_ms_exact_mean"),
+        "time_ms calls fn warmup + iters times, reads no clock and returns the middle of the "
+        "durations the probe's timed calls sleep, found in the probe's frame: the timed calls' "
+        "durations are drawn when they are made and the window comes from the clock around them, "
+        "so time_ms_mean_ms is lost, and so is time_ms_exact_mean (on a fake clock no probe "
+        "frame holds the durations); everything else about the timer holds",
+        defence="observed-timer-window",
+    ),
+    Case(
+        "swallowed-timeout",
+        "ex2",
+        hostile("launch_tax", SWALLOWED_TIMEOUT, end=True),
+        0,
+        "time_ms sleeps forever, catching every exception and ignoring catchable signals: the "
+        "worker is killed at the timeout",
+        timeout=6,
+        reason="timed out",
+    ),
+    Case(
+        "memory-bomb",
+        "ex6",
+        hostile("dispatch", MEMORY_BOMB),
+        0,
+        "allocates (and touches) memory at import until refused, then keeps trying until killed; "
+        "had it got 6 GiB (past the 4 GiB cap) it would have carried on as the reference",
+        timeout=8,
+        reason="timed out",
+    ),
+    Case(
+        "fork-bomb",
+        "ex4",
+        hostile("static_runner", FORK_BOMB),
+        0,
+        "forks in a loop at import (each child holds its slot) and keeps forking until killed; the "
+        "process cap stops it at 64; had 300 forks been allowed it would have carried on as the "
+        "reference (300 at most: the case cannot take the machine down even without the cap)",
+        timeout=6,
+        reason="timed out",
+    ),
+    Case(
+        "escaping-daemon",
+        "ex1",
+        hostile(LM, ESCAPING_DAEMON),
+        FULL["ex1"],
+        "double-forks a daemon (new session, no box marker in its environment) that writes files "
+        "forever; the module is otherwise the reference, so it keeps its points, and the daemon "
+        "must be gone and have written nothing outside the box",
+        leftovers=("/tmp/MARKER-daemon", "/var/tmp/MARKER-daemon", "/dev/shm/MARKER-daemon"),
+    ),
+    Case(
+        "daemon-outlives-worker",
+        "ex2",
+        hostile("launch_tax", UID_DAEMON),
+        FULL["ex2"],
+        "without namespaces (Gradescope), a double-forked daemon in a new session with an empty "
+        "environment escapes the process-group kill and the sweep by box marker: the worker's uid "
+        "is free for the next worker only once it owns no process (killed by uid) and no file "
+        "(its files in the shared places removed). Exercise 2 is the last one its worker "
+        "serves: nothing after it in the worker clears the way",
+        leftovers=("/tmp/MARKER-daemon", "/var/tmp/MARKER-daemon", "/dev/shm/MARKER-daemon"),
+        defence="uid-free-only-when-empty",
+        modes=("user",),
+        flagged="outlived the worker",
+    ),
+    Case(
+        "worker-leaves-group",
+        "ex2",
+        hostile("launch_tax", INIT_ESCAPE),
+        0,
+        "the worker itself calls setsid() and execs a shell loop with an empty environment: it "
+        "is out of the process group and carries no box marker; it must still be killed",
+        timeout=6,
+        reason="timed out",
+    ),
+    Case(
+        "output-flood",
+        "ex4",
+        hostile("static_runner", OUTPUT_FLOOD),
+        0,
+        "prints 4 GiB at import (stdout and stderr); had it not been stopped it would have carried on as the reference",
+        reason="flood",
+    ),
+    Case(
+        "fake-results-printed",
+        "ex6",
+        hostile("dispatch", FAKE_RESULTS, base=stub),
+        0,
+        "the dispatch stub printing a Gradescope-like JSON, a result-like JSON and a table row, "
+        "and writing results.json files wherever it can: nothing printed or written counts",
+        leftovers=("/tmp/MARKER-results.json", "/var/tmp/MARKER-results.json"),
+    ),
+    Case(
+        "forged-result-pipe",
+        "ex1",
+        hostile(LM, FORGED_RESULT, base=stub, end=True),
+        0,
+        "the launch_model stub finds the worker's pipe up the stack and answers every request "
+        "itself (made-up values, a tensor whose bytes do not match its shape, one answer too "
+        "many) before the worker can: the judge reads a malformed result and does not crash",
+        reason="malformed",
+        defence="malformed-answers-caught",
+    ),
+    Case(
+        "replay-recorded-answers",
+        "ex1",
+        build_replay(LM, "ex1"),
+        0,
+        "the launch_model stub answers every probe from the release's recorded answers "
+        "(grader/expected.json, embedded in the module), looked up by probe and arguments and "
+        "sent on the worker's pipe: under a grading secret no input is the release's, so it gets "
+        "nothing (in practice mode it gets every public point)",
+        defence="grading-secret",
+    ),
+    Case(
+        "replay-recorded-answers-dispatch",
+        "ex6",
+        build_replay("dispatch", "ex6"),
+        0,
+        "the same replay for the dispatcher, whose answers are tables a student could copy",
+        defence="grading-secret",
+    ),
+    Case(
+        "hidden-checks-quiet",
+        "ex6",
+        module_case("dispatch", lambda m: raising("dispatch", 'ValueError("LEAKMARKER " + repr(locals()))')),
+        0,
+        "every function raises a ValueError carrying its arguments: public reasons show them (they "
+        "are the public inputs), hidden checks show their rule and nothing the worker said",
+        hidden_quiet=True,
+        defence="hidden-reason-is-the-rule",
+    ),
+    Case(
+        "hidden-inputs-at-import",
+        "ex6",
+        hostile("dispatch", LEAK_HIDDEN_INPUTS, end=True),
+        0,
+        "the module raises at import with the arguments of every probe in the request, the last "
+        "first: the hidden probes are not in that request (they are asked only once the public "
+        "answers are in), so no hidden input reaches any report",
+        hidden_inputs_absent=True,
+        defence="hidden-second-frame",
+    ),
+    Case(
+        "raise-valueerror-everywhere",
+        "all",
+        build_raising(lambda: f"ValueError({_every_name_a_check_asks_for()!r})"),
+        0,
+        "every function of every module raises a ValueError naming every argument any check asks "
+        "about: each check that expects an error also has a valid input, so it gets nothing",
+        others="zero",
+        defence="valid-inputs-in-rejection-checks",
+    ),
+    Case(
+        "cuda-needed-everywhere",
+        "all",
+        build_raising(
+            lambda: (
+                'type("Refusal", (ValueError, TypeError, RuntimeError), {})('
+                f'"a CUDA device is needed (torch.cuda.is_available() is False); bad '
+                f'arguments: {" ".join(_every_argument_named())}")'
+            )
+        ),
+        0,
+        "every function of every module raises one error that is at once a ValueError, a "
+        "TypeError and a RuntimeError, names every argument any check asks about and says a CUDA "
+        "device is needed: every check that expects errors also asks something valid (to be "
+        "accepted), so it gets nothing",
+        others="zero",
+        defence="valid-inputs-in-rejection-checks",
+    ),
+    Case(
+        "patch-equal-during-call",
+        "ex5",
+        module_case(
+            "buckets",
+            lambda m: (
+                edit(reference("buckets"), ("return out[:n].clone()", "return out[:n]")) + PATCH_EQUAL_DURING_CALL
+            ),
+        ),
+        FULL["ex5"] - points("ex5.runner_returns_fn_of_real_rows"),
+        "BucketedGraphRunner returns a view of the graph's static output (overwritten by the next "
+        "replay) and replaces torch.equal during its own __call__: the worker restores it before "
+        "looking at the first output again, so runner_returns_fn_of_real_rows is still lost",
+        defence="restore-after-call",
+    ),
+    Case(
+        "forged-terminal-text",
+        "ex1",
+        hostile(LM, FORGED_TEXT, base=stub, end=True),
+        0,
+        "answers whose messages, type names, strings and dict keys hold ANSI escapes (clear the "
+        "screen, print a fake 13/13 row), a carriage return, a lone surrogate and a right-to-left "
+        "override: the judge escapes them everywhere it prints or writes, exits 0",
+        clean_output=True,
+        defence="escaped-text",
+    ),
+    Case(
+        "forged-huge-numbers",
+        "ex1",
+        hostile(LM, FORGED_NUMBERS, base=stub, end=True),
+        0,
+        "answers of 1e400, -1e400, NaN, a 401-digit and a 5000-digit integer, -0 and malformed "
+        "markers where floats are expected: the judge neither crashes nor credits them",
+        reason="malformed",
+        defence="malformed-answers-caught",
+    ),
+    Case(
+        "forged-million-objects",
+        "ex1",
+        hostile(LM, FORGED_OBJECTS, base=stub, end=True),
+        0,
+        "a 60 MiB answer of 20 million empty lists: refused before parsing (over the frame cap; "
+        "the cap on values within a frame is proved in tests/test_wire.py), the judge's memory "
+        "stays small",
+        reason="larger than",
+        max_rss_mb=1000,
+        defence="bounded-decoding",
+    ),
+    Case(
+        "zip-two-copies",
+        "ex1",
+        build_two_copies,
+        0,
+        "a zip of the reference with a second launch_model.py (the stub) one folder down: what an "
+        "extraction keeps depends on the tool, so the zip is refused with the reason",
+        reason="two or more members",
+        others="zero",
+        defence="one-member-per-module",
+    ),
+    Case(
+        "read-solutions",
+        "ex1",
+        build_read_solutions,
+        0,
+        "the stub looks for the reference on disk (the repository path, walking up from __file__, "
+        "the installed grader package, /proc, copies in /tmp such as another box or a checkout "
+        "- a world-readable decoy copy is planted in /tmp) and runs the first it can read; none "
+        "is readable in the sandbox, so it stays a stub",
+        reason="no copy of the reference",
+    ),
+    Case(
+        "network",
+        "ex1",
+        build_network,
+        0,
+        "the stub fetches the reference from a server on this machine (127.0.0.1, an abstract unix "
+        "socket, both reachable from the judge) and runs it; the worker has no network",
+        reason="no network",
+    ),
+    Case(
+        "shadow-modules",
+        "ex1",
+        build_shadows,
+        FULL["ex1"],
+        "correct modules next to math.py, hypothesis.py, sitecustomize.py, torch.py, probes.py, "
+        "wire.py, json.py, __init__.py, a coursekit/ package and a .pth, each raising at import: "
+        "none is copied into the sandbox, every point stays",
+    ),
+    Case(
+        "smuggled-pyc",
+        "ex1",
+        build_pyc,
+        0,
+        "a stub launch_model.py with the reference compiled into __pycache__ (an unchecked-hash "
+        "pyc) and as a sourceless launch_model.pyc: only the .py source is graded",
+        reason="not implemented",
+    ),
+    Case(
+        "patched-comparisons-wrong-values",
+        "ex1",
+        module_case(
+            LM,
+            lambda m: at_import(edit(reference(LM), ("weight_gib * 1024**3", "weight_gib * 1e9")), PATCH_COMPARISONS),
+        ),
+        FULL["ex1"]
+        - points("ex1.decode_step_formulas", "ex1.seed_report", "ex1.report_other_rows", "ex1.fit_h200_sweep"),
+        "compute_ms with 1e9 bytes per GiB, and math.isclose, torch.equal, torch.allclose, "
+        "torch.isclose and operator.eq patched to say yes at import: the judge compares in its own "
+        "process, so every check that sees compute_ms (formulas, both reports, the H200 fit's "
+        "step probes) is lost, as without the patch",
+    ),
+    Case(
+        "patched-equal-forges-property",
+        "ex5",
+        module_case(
+            "buckets",
+            lambda m: at_import(edit(reference("buckets"), ("return out[:n].clone()", "return out[:n]")), PATCH_EQUAL),
+        ),
+        FULL["ex5"] - points("ex5.runner_returns_fn_of_real_rows"),
+        "BucketedGraphRunner returns a view of the graph's static output (overwritten by the next "
+        "replay) and patches torch.equal at import so that the worker-side 'first output "
+        "unchanged' property says yes: runner_returns_fn_of_real_rows must still be lost",
+    ),
+    Case(
+        "syntax-error",
+        "ex4",
+        module_case("static_runner", lambda m: reference("static_runner") + "\ndef broken(:\n    pass\n"),
+        0,
+        "a syntax error: ex4 is lost, nothing else",
+        reason="SyntaxError",
+    ),
+    Case(
+        "missing-function",
+        "ex1",
+        module_case(LM, lambda m: edit(reference(LM), ("def fit_launch_model(", "def _unfinished_fit("))),
+        FULL["ex1"] - points("ex1.fit_launch_model", "ex1.fit_h200_sweep"),
+        "no fit_launch_model: the two checks that call it are lost (AttributeError), the rest stays",
+        reason="has no attribute 'fit_launch_model'",
+    ),
+    Case(
+        "symlink-to-solutions",
+        "ex1",
+        build_symlink,
+        0,
+        "launch_model.py is a symlink to solutions/launch_model.py: refused, with the reason",
+        reason="symlink",
+    ),
+    Case(
+        "zip-slip",
+        "ex1",
+        build_zip_slip,
+        FULL["ex1"],
+        "a zip with the correct modules at its top and members named ../../x.py and an absolute "
+        "/tmp path: members are read, never extracted, nothing is written anywhere",
+        leftovers=("/tmp/MARKER-ran", "/tmp/MARKER-slip.py", "/tmp/MARKER-abs.py"),
+    ),
+    Case(
+        "zip-corrupt-member",
+        "ex1",
+        build_corrupt_member,
+        0,
+        "a zip of the reference whose launch_model.py does not inflate (zlib.error while reading): "
+        "that module is unreadable (0), the others are graded",
+        reason="unreadable zip member",
+    ),
+    Case(
+        "zip-unsupported-version",
+        "ex1",
+        build_zip_version,
+        0,
+        "a zip whose central directory needs zip version 12.7 (zipfile raises NotImplementedError "
+        "on opening it): graded as empty, exit status 0, the notes say why",
+        reason="not a readable zip",
+        others="zero",
+    ),
+    Case(
+        "notebook-invalid-json",
+        "ex1",
+        build_notebook(lambda: b'{"cells": [{"cell_type": "code",'),
+        0,
+        "a notebook that is not JSON: graded as empty (every exercise 0), exit status 0, the notes name the notebook",
+        reason=".ipynb",
+        others="zero",
+    ),
+    Case(
+        "notebook-deep-nesting",
+        "ex1",
+        build_notebook(lambda: b"[" * 200_000 + b"]" * 200_000),
+        0,
+        "a notebook of 200000 nested lists (json raises RecursionError): graded as empty, exit "
+        "status 0, the notes name the notebook",
+        reason=".ipynb",
+        others="zero",
+    ),
+    Case(
+        "notebook-bad-cells",
+        "ex1",
+        build_notebook(_bad_cells_notebook),
+        FULL["ex1"],
+        "a notebook whose cells hold numbers, dicts, None and non-cells, then one good "
+        "%%writefile launch_model.py cell: the bad cells are skipped, launch_model is graded "
+        "(full points), the other modules are not in the notebook (0)",
+        others="zero",
+    ),
+    Case(
+        "huge-sparse-module",
+        "ex4",
+        build_huge_module,
+        0,
+        "static_runner.py is a 3 GiB sparse file: refused as too large, without the judge reading "
+        "it whole (its peak memory stays low)",
+        reason="larger than",
+        max_rss_mb=1500,
+    ),
+    Case(
+        "disk-filler",
+        "ex1",
+        hostile(LM, DISK_FILLER),
+        FULL["ex1"],
+        "writes 32 MiB files into its working folder at import until refused; it sabotages itself "
+        "only if 1 GiB got written (nothing capped the folder), else it is the reference",
+        reason="",
+    ),
 ]

@@ -38,8 +38,10 @@ def _device() -> None:
         if not _OWNER:
             _OWNER.append(me)
     if _OWNER[0] != me:
-        raise RuntimeError("External init callback must run in same thread as registerClient "
-                           f"({me % 10**9} != {_OWNER[0] % 10**9}) [fake CUDA, tests/fake_cuda]")
+        raise RuntimeError(
+            "External init callback must run in same thread as registerClient "
+            f"({me % 10**9} != {_OWNER[0] % 10**9}) [fake CUDA, tests/fake_cuda]"
+        )
 
 
 def is_available() -> bool:
@@ -94,8 +96,14 @@ class Event:
 
 
 #: What stands in for what: ``torch.cuda``'s name -> the stand-in (tests/test_doubles.py).
-STAND_INS = {"is_available": is_available, "device_count": device_count, "synchronize": synchronize,
-             "get_device_name": get_device_name, "Event": Event}
+STAND_INS = {
+    "is_available": is_available,
+    "device_count": device_count,
+    "synchronize": synchronize,
+    "get_device_name": get_device_name,
+    "Event": Event,
+}
+
 
 def _log_exit() -> None:
     """``pid exit``, as the process ends: the log then says which process ended first."""

@@ -11,6 +11,7 @@ as a separate ``python -m pytest`` would. Bytecode is never written (as cosmic-r
 sets PYTHONDONTWRITEBYTECODE), so a mutant is never run from a stale .pyc. ``run`` prints the
 child's output and exits with pytest's exit status (124 if the child ran past --timeout).
 """
+
 import json
 import os
 import socket
@@ -47,11 +48,13 @@ def serve(sock_path, timeout_s):
     root = os.getcwd()
     sys.path.insert(0, root)
     import torch
+
     torch.set_num_threads(1)
     import numpy  # noqa: F401 - imported once, before the fork: every child starts warm
     import pytest  # noqa: F401 - imported once, before the fork: every child starts warm
     import hypothesis  # noqa: F401 - imported once, before the fork: every child starts warm
     import _pytest.python  # noqa: F401 - imported once, before the fork: every child starts warm
+
     for pkg in ("coursekit", "grader"):
         mod = importlib.import_module(pkg)
         for info in pkgutil.walk_packages(mod.__path__, pkg + "."):
@@ -62,9 +65,13 @@ def serve(sock_path, timeout_s):
             except Exception:  # noqa: BLE001 - a module that needs more (a GPU, nbgrader) stays out
                 pass
     import coursekit.impl
+
     assert os.path.realpath(coursekit.impl.REPO_ROOT) == os.path.realpath(root), coursekit.impl.REPO_ROOT
-    under_test = sorted(k for k in sys.modules if k.split(".")[0] in ("solutions", "exercises", "mutant")
-                        or k.startswith("_launch_tax_impl_"))
+    under_test = sorted(
+        k
+        for k in sys.modules
+        if k.split(".")[0] in ("solutions", "exercises", "mutant") or k.startswith("_launch_tax_impl_")
+    )
     assert not under_test, f"the server imported code under test: {under_test}"
     if os.path.exists(sock_path):
         os.unlink(sock_path)
@@ -92,6 +99,7 @@ def serve(sock_path, timeout_s):
             rc = 3
             try:
                 import pytest as _pytest_mod
+
                 rc = int(_pytest_mod.main(req["args"]))
             finally:
                 sys.stdout.flush()

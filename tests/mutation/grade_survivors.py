@@ -46,11 +46,16 @@ def main() -> None:
         if not db.exists():
             continue
         ex = MARKER[m]
-        rows = sqlite3.connect(db).execute(
-            "select s.job_id, s.start_pos_row, s.operator_name, s.occurrence, r.diff, s.operator_args "
-            "from work_results r join mutation_specs s using(job_id) "
-            "where r.worker_outcome = 'NORMAL' and r.test_outcome = 'SURVIVED' "
-            "order by s.start_pos_row, s.start_pos_col, s.operator_name").fetchall()
+        rows = (
+            sqlite3.connect(db)
+            .execute(
+                "select s.job_id, s.start_pos_row, s.operator_name, s.occurrence, r.diff, s.operator_args "
+                "from work_results r join mutation_specs s using(job_id) "
+                "where r.worker_outcome = 'NORMAL' and r.test_outcome = 'SURVIVED' "
+                "order by s.start_pos_row, s.start_pos_col, s.operator_name"
+            )
+            .fetchall()
+        )
         secret = os.environ.get("GRADER_SECRET")  # official mode: inputs drawn from the secret
         tag = "grader-secret" if secret else "grader"
         only = os.environ.get("ONLY_JOBS")  # a file of job ids: grade just those survivors
@@ -61,8 +66,10 @@ def main() -> None:
         if cached.exists():
             old = [json.loads(line) for line in cached.read_text().splitlines()]
             if sorted(r["job_id"] for r in old) == sorted(r[0] for r in rows):
-                print(f"{m}: {len(rows)} survivors, grader catches "
-                      f"{sum(r.get('caught', False) for r in old)} (graded before: {cached.name})")
+                print(
+                    f"{m}: {len(rows)} survivors, grader catches "
+                    f"{sum(r.get('caught', False) for r in old)} (graded before: {cached.name})"
+                )
                 continue
         if not rows:
             cached.write_text("")
@@ -78,9 +85,13 @@ def main() -> None:
             for job_id, line, op, occ, diff, op_args in rows:
                 folder = subs / job_id
                 shutil.copytree(base, folder)
-                r = dict(job_id=job_id, line=line, op=op, occurrence=occ,
-                         diff=[x for x in diff.splitlines() if x[:1] in "+-"
-                               and not x.startswith(("---", "+++"))])
+                r = dict(
+                    job_id=job_id,
+                    line=line,
+                    op=op,
+                    occurrence=occ,
+                    diff=[x for x in diff.splitlines() if x[:1] in "+-" and not x.startswith(("---", "+++"))],
+                )
                 # the same mutation cosmic-ray made (operator + occurrence), on the copy of M.py
                 args = op_args or "{}"
                 while isinstance(args, str):  # stored JSON-encoded, sometimes twice
@@ -94,9 +105,24 @@ def main() -> None:
                 results.append(r)
             graded = Path(tmp) / "graded"
             mode = ["--secret-file", secret] if secret else ["--practice"]
-            run = subprocess.run([sys.executable, "-m", "grader", "grade-all", str(subs), *mode,
-                                  "--jobs", "1", "--only", ex, "--out", str(graded)],
-                                 capture_output=True, text=True)
+            run = subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "grader",
+                    "grade-all",
+                    str(subs),
+                    *mode,
+                    "--jobs",
+                    "1",
+                    "--only",
+                    ex,
+                    "--out",
+                    str(graded),
+                ],
+                capture_output=True,
+                text=True,
+            )
             (out_dir / f"{m}.{tag}.log").write_text(run.stdout[-20000:] + run.stderr[-20000:])
             shutil.copy(graded / "gradebook.csv", out_dir / f"{m}.{tag}.gradebook.csv")
             reference = scores(graded / "students" / "base" / "results.json")
@@ -104,16 +130,15 @@ def main() -> None:
                 if "error" in r:
                     continue
                 got = scores(graded / "students" / r["job_id"] / "results.json")
-                lost = {name: [reference[name], got.get(name)] for name in reference
-                        if got.get(name) != reference[name]}
+                lost = {
+                    name: [reference[name], got.get(name)] for name in reference if got.get(name) != reference[name]
+                }
                 r["caught"], r["lost"] = bool(lost), lost
-                print(f"{m}:{r['line']} {r['op']} caught={r['caught']} {r['diff']} lost={lost}",
-                      flush=True)
+                print(f"{m}:{r['line']} {r['op']} caught={r['caught']} {r['diff']} lost={lost}", flush=True)
         with open(cached, "w") as fh:
             for r in results:
                 fh.write(json.dumps(r) + "\n")
-        print(f"{m}: {len(rows)} survivors, grader catches "
-              f"{sum(r.get('caught', False) for r in results)}", flush=True)
+        print(f"{m}: {len(rows)} survivors, grader catches {sum(r.get('caught', False) for r in results)}", flush=True)
 
 
 if __name__ == "__main__":

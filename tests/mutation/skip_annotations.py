@@ -1,10 +1,12 @@
 """Mark as SKIPPED every mutant inside a type annotation (never evaluated: the modules use
 `from __future__ import annotations`). Usage: python skip_annotations.py SESSION.sqlite"""
+
 import ast
 import sys
 from pathlib import Path
 from cosmic_ray.work_db import use_db, WorkDB
 from cosmic_ray.work_item import WorkResult, WorkerOutcome
+
 
 def spans(path):
     tree = ast.parse(Path(path).read_text())
@@ -24,6 +26,7 @@ def spans(path):
             out.append(((n.lineno, n.col_offset), (n.end_lineno, n.end_col_offset)))
     return out
 
+
 with use_db(sys.argv[1], WorkDB.Mode.open) as db:
     cache, n = {}, 0
     for item in list(db.pending_work_items):
@@ -31,8 +34,10 @@ with use_db(sys.argv[1], WorkDB.Mode.open) as db:
             sp = cache.setdefault(str(m.module_path), spans(m.module_path))
             start = (m.start_pos[0], m.start_pos[1])
             if any(a <= start < b for a, b in sp):
-                db.set_result(item.job_id, WorkResult(output="in a type annotation (never evaluated)",
-                              worker_outcome=WorkerOutcome.SKIPPED))
+                db.set_result(
+                    item.job_id,
+                    WorkResult(output="in a type annotation (never evaluated)", worker_outcome=WorkerOutcome.SKIPPED),
+                )
                 n += 1
                 break
     print(f"skip_annotations: {n} mutants in annotations skipped")

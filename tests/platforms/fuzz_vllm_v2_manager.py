@@ -40,8 +40,11 @@ def main(trials: int = 600, seed: int = 34) -> int:
         for mode in CUDAGraphMode:
             theirs = recorder.manager(mode, sizes, seqs, q)
             ours = dispatch.CudaGraphManager(dispatch.CUDAGraphMode[mode.name], sizes, seqs, q)
-            want = [plain(d) for m in (CUDAGraphMode.PIECEWISE, CUDAGraphMode.FULL)
-                    for d in theirs._capture_descs.get(m, [])]
+            want = [
+                plain(d)
+                for m in (CUDAGraphMode.PIECEWISE, CUDAGraphMode.FULL)
+                for d in theirs._capture_descs.get(m, [])
+            ]
             got = [plain(d) for d in ours.capture_descs()]
             answers += 1
             if want != got:
@@ -51,10 +54,10 @@ def main(trials: int = 600, seed: int = 34) -> int:
                 n = rng.randint(1, max(sizes) + 3)
                 reqs = rng.randint(1, n)
                 count = rng.choice([None, q, n // reqs])
-                pairs = [([plain(d) for d in theirs._candidates.get((n, 0), [])],
-                          [plain(d) for d in ours.candidates(n)]),
-                         (plain(theirs.dispatch(reqs, n, count, num_active_loras=0)),
-                          plain(ours.dispatch(reqs, n, count)))]
+                pairs = [
+                    ([plain(d) for d in theirs._candidates.get((n, 0), [])], [plain(d) for d in ours.candidates(n)]),
+                    (plain(theirs.dispatch(reqs, n, count, num_active_loras=0)), plain(ours.dispatch(reqs, n, count))),
+                ]
                 for what, (w, g) in zip(("candidates", "dispatch"), pairs):
                     answers += 1
                     if w != g:

@@ -50,18 +50,36 @@ def main(argv: list[str] | None = None) -> int:
     for version in args.versions:
         wheels = sorted(folder.glob(f"torch-{version}-*.whl"))
         if not wheels:
-            subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--quiet",
-                            f"torch=={version}", "-d", str(folder)], check=True)
+            subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "pip",
+                    "download",
+                    "--no-deps",
+                    "--quiet",
+                    f"torch=={version}",
+                    "-d",
+                    str(folder),
+                ],
+                check=True,
+            )
             wheels = sorted(folder.glob(f"torch-{version}-*.whl"))
         recorded[version] = {"wheel": wheels[0].name, "bindings": bindings_in(wheels[0])}
         print(version, " ".join(recorded[version]["bindings"]))
-    OUT.write_text(json.dumps({
-        "what": "torch._C calls for allocating to a CUDA graph pool, read from each release's "
+    OUT.write_text(
+        json.dumps(
+            {
+                "what": "torch._C calls for allocating to a CUDA graph pool, read from each release's "
                 "torch/lib/libtorch_python.so",
-        "recorded": datetime.date.today().isoformat(),
-        "how": "python tests/platforms/record_torch_pool_bindings.py",
-        "releases": recorded,
-    }, indent=2) + "\n")
+                "recorded": datetime.date.today().isoformat(),
+                "how": "python tests/platforms/record_torch_pool_bindings.py",
+                "releases": recorded,
+            },
+            indent=2,
+        )
+        + "\n"
+    )
     print(f"wrote {OUT}")
     return 0
 

@@ -69,14 +69,14 @@ if vllm.__version__.split("+")[0] != VERSION:
 
 def capture_sizes(max_num_seqs: int, spec: int, batched: int, explicit_max: int | None) -> list[int]:
     """``VllmConfig._set_cudagraph_sizes`` run on a stand-in with a real CompilationConfig."""
-    compilation = CompilationConfig(cudagraph_mode=CUDAGraphMode.FULL_AND_PIECEWISE,
-                                    max_cudagraph_capture_size=explicit_max)
+    compilation = CompilationConfig(
+        cudagraph_mode=CUDAGraphMode.FULL_AND_PIECEWISE, max_cudagraph_capture_size=explicit_max
+    )
     standin = types.SimpleNamespace(
         model_config=types.SimpleNamespace(enforce_eager=False),
         compilation_config=compilation,
         num_speculative_tokens=spec,
-        scheduler_config=types.SimpleNamespace(max_num_seqs=max_num_seqs,
-                                               max_num_batched_tokens=batched),
+        scheduler_config=types.SimpleNamespace(max_num_seqs=max_num_seqs, max_num_batched_tokens=batched),
         parallel_config=types.SimpleNamespace(tensor_parallel_size=1),
         performance_mode="throughput",
     )
@@ -88,18 +88,35 @@ def capture_sizes(max_num_seqs: int, spec: int, batched: int, explicit_max: int 
 def record_capture_sizes() -> dict:
     rng = random.Random(20261204)
     configs = [(s, 0, 8192) for s in range(1, 301)]  # the RTX 4090 LLM-class default tokens
-    configs += [(s, k, t) for s in (1, 2, 3, 5, 8, 13, 32, 64, 100, 127, 128, 129, 200, 255, 256, 300)
-                for k in (0, 1, 2, 3) for t in (1, 6, 16, 100, 256, 500, 2048)]
-    configs += [(rng.randint(1, 1024), rng.choice((0, 0, 1, 2, 3, 4)),
-                 rng.choice((rng.randint(1, 600), rng.choice((2048, 4096, 8192, 16384)))))
-                for _ in range(300)]
+    configs += [
+        (s, k, t)
+        for s in (1, 2, 3, 5, 8, 13, 32, 64, 100, 127, 128, 129, 200, 255, 256, 300)
+        for k in (0, 1, 2, 3)
+        for t in (1, 6, 16, 100, 256, 500, 2048)
+    ]
+    configs += [
+        (
+            rng.randint(1, 1024),
+            rng.choice((0, 0, 1, 2, 3, 4)),
+            rng.choice((rng.randint(1, 600), rng.choice((2048, 4096, 8192, 16384)))),
+        )
+        for _ in range(300)
+    ]
     engine = [[s, k, t, capture_sizes(s, k, t, None)] for s, k, t in configs]
     # An explicit max_cudagraph_capture_size and room for every token: vLLM's stride pattern.
     pattern = [[m, capture_sizes(1024, 0, 8192, m)] for m in range(1, 601)]
-    return {"engine": {"fields": ["max_num_seqs", "num_speculative_tokens", "max_num_batched_tokens",
-                                  "capture_sizes"], "cases": engine},
-            "explicit_max": {"fields": ["max_cudagraph_capture_size", "capture_sizes"],
-                             "cases": pattern, "max_num_seqs": 1024, "max_num_batched_tokens": 8192}}
+    return {
+        "engine": {
+            "fields": ["max_num_seqs", "num_speculative_tokens", "max_num_batched_tokens", "capture_sizes"],
+            "cases": engine,
+        },
+        "explicit_max": {
+            "fields": ["max_cudagraph_capture_size", "capture_sizes"],
+            "cases": pattern,
+            "max_num_seqs": 1024,
+            "max_num_batched_tokens": 8192,
+        },
+    }
 
 
 # ----------------------------------------------------------------------------- modes
@@ -130,16 +147,26 @@ def record_modes() -> dict:
 
 def dispatcher(mode: CUDAGraphMode, sizes: list[int], max_num_seqs: int, q: int) -> CudagraphDispatcher:
     compilation = types.SimpleNamespace(
-        cudagraph_mode=mode, cudagraph_capture_sizes=list(sizes), max_cudagraph_capture_size=max(sizes),
-        compile_sizes=None, cudagraph_specialize_lora=False, mode=None, splitting_ops=None,
-        is_attention_compiled_piecewise=lambda: True, pass_config=types.SimpleNamespace(enable_sp=False))
+        cudagraph_mode=mode,
+        cudagraph_capture_sizes=list(sizes),
+        max_cudagraph_capture_size=max(sizes),
+        compile_sizes=None,
+        cudagraph_specialize_lora=False,
+        mode=None,
+        splitting_ops=None,
+        is_attention_compiled_piecewise=lambda: True,
+        pass_config=types.SimpleNamespace(enable_sp=False),
+    )
     if mode.decode_mode() == CUDAGraphMode.FULL and q > 1:
         # What resolve_cudagraph_mode_and_sizes does before the keys exist (the V1 model runner):
         # every size rounded up to a multiple of q, those above the largest dropped.
         CompilationConfig.adjust_cudagraph_sizes_for_spec_decode(compilation, q, 1)
     config = types.SimpleNamespace(
-        compilation_config=compilation, num_speculative_tokens=q - 1, lora_config=None,
-        scheduler_config=types.SimpleNamespace(max_num_seqs=max_num_seqs))
+        compilation_config=compilation,
+        num_speculative_tokens=q - 1,
+        lora_config=None,
+        scheduler_config=types.SimpleNamespace(max_num_seqs=max_num_seqs),
+    )
     d = CudagraphDispatcher(config)
     d.initialize_cudagraph_keys(mode, uniform_decode_query_len=q)
     return d
@@ -164,9 +191,12 @@ def answer(d: CudagraphDispatcher, n: int, uniform: bool, valid, invalid) -> str
     (PIECEWISE; the short form when num_reqs is None and uniform False) or ``"error Type"``:
     compact, so tens of thousands of answers stay small."""
     try:
-        mode, got = d.dispatch(n, uniform_decode=uniform,
-                               valid_modes=None if valid is None else set(valid),
-                               invalid_modes=None if invalid is None else set(invalid))
+        mode, got = d.dispatch(
+            n,
+            uniform_decode=uniform,
+            valid_modes=None if valid is None else set(valid),
+            invalid_modes=None if invalid is None else set(invalid),
+        )
     except Exception as exc:  # noqa: BLE001 - recorded, not hidden
         return f"error {type(exc).__name__}"
     if mode == CUDAGraphMode.NONE:
@@ -186,23 +216,47 @@ def record_dispatch() -> list[dict]:
             for max_num_seqs in (3, 8, 20):
                 for q in (1, 2, 3):
                     d = dispatcher(mode, sizes, max_num_seqs, q)
-                    keys = {m.name: sorted(desc(k) for k in d.cudagraph_keys[m])
-                            for m in (CUDAGraphMode.FULL, CUDAGraphMode.PIECEWISE)}
+                    keys = {
+                        m.name: sorted(desc(k) for k in d.cudagraph_keys[m])
+                        for m in (CUDAGraphMode.FULL, CUDAGraphMode.PIECEWISE)
+                    }
                     capture = [[m.name, [desc(k) for k in ks]] for m, ks in d.get_capture_descs()]
                     top = max(sizes) + 2  # the sizes as given: adjustment never raises the largest
-                    calls = {f"{name} uniform={int(u)}": [answer(d, n, u, *r) for n in range(1, top + 1)]
-                             for name, r in RESTRICTIONS.items() for u in (False, True)}
-                    out.append({"mode": mode.name, "capture_sizes": sizes, "max_num_seqs": max_num_seqs,
-                                "q": q, "sizes_after_adjustment": list(d.compilation_config.cudagraph_capture_sizes),
-                                "keys": keys, "capture_descs": capture, "dispatch": calls})
+                    calls = {
+                        f"{name} uniform={int(u)}": [answer(d, n, u, *r) for n in range(1, top + 1)]
+                        for name, r in RESTRICTIONS.items()
+                        for u in (False, True)
+                    }
+                    out.append(
+                        {
+                            "mode": mode.name,
+                            "capture_sizes": sizes,
+                            "max_num_seqs": max_num_seqs,
+                            "q": q,
+                            "sizes_after_adjustment": list(d.compilation_config.cudagraph_capture_sizes),
+                            "keys": keys,
+                            "capture_descs": capture,
+                            "dispatch": calls,
+                        }
+                    )
     return out
 
 
 #: The parts of vLLM whose names the course cites (README's "Where it is in vLLM").
-SOURCE_PARTS = ("vllm/config", "vllm/v1/worker", "vllm/v1/attention", "vllm/compilation",
-                "vllm/forward_context.py", "vllm/v1/cudagraph_dispatcher.py", "vllm/engine/arg_utils.py",
-                "vllm/v1/spec_decode", "vllm/platforms/interface.py", "vllm/_custom_ops.py",
-                "vllm/v1/core/kv_cache_utils.py", "vllm/v1/kv_cache_interface.py")
+SOURCE_PARTS = (
+    "vllm/config",
+    "vllm/v1/worker",
+    "vllm/v1/attention",
+    "vllm/compilation",
+    "vllm/forward_context.py",
+    "vllm/v1/cudagraph_dispatcher.py",
+    "vllm/engine/arg_utils.py",
+    "vllm/v1/spec_decode",
+    "vllm/platforms/interface.py",
+    "vllm/_custom_ops.py",
+    "vllm/v1/core/kv_cache_utils.py",
+    "vllm/v1/kv_cache_interface.py",
+)
 
 
 def source_listing() -> dict[str, list[str]]:
@@ -220,8 +274,11 @@ def source_listing() -> dict[str, list[str]]:
                 if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                     names.add(node.name)
                     if isinstance(node, ast.ClassDef):
-                        names |= {f"{node.name}.{m.name}" for m in node.body
-                                  if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef))}
+                        names |= {
+                            f"{node.name}.{m.name}"
+                            for m in node.body
+                            if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef))
+                        }
                 elif isinstance(node, ast.Assign):
                     names |= {t.id for t in node.targets if isinstance(t, ast.Name) and t.id.isupper()}
             out[f.relative_to(root).as_posix()] = sorted(names)
@@ -237,8 +294,13 @@ def record_engine_plans() -> list[dict]:
         sizes = capture_sizes(max_num_seqs, 0, 8192, None)
         for mode in CUDAGraphMode:
             d = dispatcher(mode, sizes, max_num_seqs, 1)
-            plans.append({"max_num_seqs": max_num_seqs, "mode": mode.name,
-                          "capture_descs": [[m.name, *desc(k)] for m, ks in d.get_capture_descs() for k in ks]})
+            plans.append(
+                {
+                    "max_num_seqs": max_num_seqs,
+                    "mode": mode.name,
+                    "capture_descs": [[m.name, *desc(k)] for m, ks in d.get_capture_descs() for k in ks],
+                }
+            )
     return plans
 
 
@@ -255,12 +317,16 @@ def record_mode_resolution() -> list[dict]:
     for support in AttentionCGSupport:
         for mode in CUDAGraphMode:
             for split in (True, False):
-                config = CompilationConfig(cudagraph_mode=mode, mode=CompilationMode.VLLM_COMPILE,
-                                           splitting_ops=list(CompilationConfig._attention_ops) if split else [])
+                config = CompilationConfig(
+                    cudagraph_mode=mode,
+                    mode=CompilationMode.VLLM_COMPILE,
+                    splitting_ops=list(CompilationConfig._attention_ops) if split else [],
+                )
                 assert config.splitting_ops_contain_attention() is split
                 try:
-                    got = config.resolve_cudagraph_mode_and_sizes(support, "backend", uniform_decode_query_len=1,
-                                                                  max_num_reqs=8).name
+                    got = config.resolve_cudagraph_mode_and_sizes(
+                        support, "backend", uniform_decode_query_len=1, max_num_reqs=8
+                    ).name
                 except ValueError as exc:
                     got = f"error ValueError: {str(exc)[:80]}"
                 rows.append({"support": support.name, "mode": mode.name, "attention_split": split, "runs": got})
@@ -276,15 +342,15 @@ def main() -> None:
         "modes": record_modes(),
         "dispatch": {
             "signature": "dispatch(num_tokens, uniform_decode=False, has_lora=False, num_active_loras=0, "
-                         "valid_modes=None, invalid_modes=None)",
+            "valid_modes=None, invalid_modes=None)",
             "answers": "index i is num_tokens = i + 1; 'N' = (NONE, BatchDescriptor(num_tokens)); "
-                       "'Ft,r,u' = (FULL, BatchDescriptor(num_tokens=t, num_reqs=r, uniform=bool(u))); "
-                       "'Pt' = (PIECEWISE, BatchDescriptor(t)) and 'Pt,r,u' like F; 'error T': "
-                       "dispatch raised T",
-            "descriptor": "[num_tokens, num_reqs, uniform]; has_lora False and num_active_loras 0 "
-                          "throughout (no LoRA)",
-            "restrictions": {k: [None if v is None else sorted(m.name for m in v) for v in r]
-                             for k, r in RESTRICTIONS.items()},
+            "'Ft,r,u' = (FULL, BatchDescriptor(num_tokens=t, num_reqs=r, uniform=bool(u))); "
+            "'Pt' = (PIECEWISE, BatchDescriptor(t)) and 'Pt,r,u' like F; 'error T': "
+            "dispatch raised T",
+            "descriptor": "[num_tokens, num_reqs, uniform]; has_lora False and num_active_loras 0 throughout (no LoRA)",
+            "restrictions": {
+                k: [None if v is None else sorted(m.name for m in v) for v in r] for k, r in RESTRICTIONS.items()
+            },
             "configs": record_dispatch(),
         },
         "engine_plans": record_engine_plans(),

@@ -79,10 +79,13 @@ def capture_sizes(max_num_seqs: int, spec: int, batched: int) -> list[int]:
     """``VllmConfig._set_cudagraph_sizes`` on record_vllm_cases.py's stand-in (its CUDA path)."""
     compilation = CompilationConfig(cudagraph_mode=CUDAGraphMode.FULL_AND_PIECEWISE)
     standin = types.SimpleNamespace(
-        model_config=types.SimpleNamespace(enforce_eager=False), compilation_config=compilation,
+        model_config=types.SimpleNamespace(enforce_eager=False),
+        compilation_config=compilation,
         num_speculative_tokens=spec,
         scheduler_config=types.SimpleNamespace(max_num_seqs=max_num_seqs, max_num_batched_tokens=batched),
-        parallel_config=types.SimpleNamespace(tensor_parallel_size=1), performance_mode="throughput")
+        parallel_config=types.SimpleNamespace(tensor_parallel_size=1),
+        performance_mode="throughput",
+    )
     VllmConfig._set_cudagraph_sizes(standin)
     return list(compilation.cudagraph_capture_sizes)
 
@@ -90,10 +93,13 @@ def capture_sizes(max_num_seqs: int, spec: int, batched: int) -> list[int]:
 def manager(mode: CUDAGraphMode, sizes: list[int], max_num_seqs: int, q: int) -> CudaGraphManager:
     config = types.SimpleNamespace(
         scheduler_config=types.SimpleNamespace(max_num_seqs=max_num_seqs),
-        compilation_config=types.SimpleNamespace(cudagraph_capture_sizes=list(sizes),
-                                                 max_cudagraph_capture_size=max(sizes)),
+        compilation_config=types.SimpleNamespace(
+            cudagraph_capture_sizes=list(sizes), max_cudagraph_capture_size=max(sizes)
+        ),
         parallel_config=types.SimpleNamespace(data_parallel_size=1, tensor_parallel_size=1),
-        speculative_config=None, num_speculative_tokens=q - 1)
+        speculative_config=None,
+        num_speculative_tokens=q - 1,
+    )
     m = CudaGraphManager(config, device=None, cudagraph_mode=mode, decode_query_len=q)
     assert not m.use_breakable_cg
     m._graphs_captured = True  # what capture() sets once the graphs exist (it needs a GPU)
@@ -109,8 +115,11 @@ def desc(d: BatchExecutionDescriptor, q: int) -> list:
 
 def capture_descs(m: CudaGraphManager, q: int) -> list:
     """``_capture_descs`` in the order ``capture`` walks it: PIECEWISE, then FULL."""
-    return [[mode.name, [desc(d, q) for d in m._capture_descs[mode]]]
-            for mode in (CUDAGraphMode.PIECEWISE, CUDAGraphMode.FULL) if mode in m._capture_descs]
+    return [
+        [mode.name, [desc(d, q) for d in m._capture_descs[mode]]]
+        for mode in (CUDAGraphMode.PIECEWISE, CUDAGraphMode.FULL)
+        if mode in m._capture_descs
+    ]
 
 
 def call(n: int, uniform: bool, q: int, max_num_seqs: int) -> tuple[int, int | None]:
@@ -150,10 +159,20 @@ def record_dispatch(v1: dict) -> list[dict]:
         max_num_seqs, q = config["max_num_seqs"], config["q"]
         m = manager(mode, sizes, max_num_seqs, q)
         top = max(sizes) + 2
-        calls = {f"all uniform={int(u)}": [answer(m, n, u, q, max_num_seqs) for n in range(1, top + 1)]
-                 for u in (False, True)}
-        out.append({"mode": mode.name, "capture_sizes": sizes, "max_num_seqs": max_num_seqs, "q": q,
-                    "capture_descs": capture_descs(m, q), "dispatch": calls})
+        calls = {
+            f"all uniform={int(u)}": [answer(m, n, u, q, max_num_seqs) for n in range(1, top + 1)]
+            for u in (False, True)
+        }
+        out.append(
+            {
+                "mode": mode.name,
+                "capture_sizes": sizes,
+                "max_num_seqs": max_num_seqs,
+                "q": q,
+                "capture_descs": capture_descs(m, q),
+                "dispatch": calls,
+            }
+        )
     return out
 
 
@@ -165,8 +184,14 @@ def record_engine_plans(v1: dict) -> list[dict]:
         sizes = capture_sizes(max_num_seqs, 0, 8192)
         for mode in CUDAGraphMode:
             m = manager(mode, sizes, max_num_seqs, 1)
-            plans.append({"max_num_seqs": max_num_seqs, "mode": mode.name, "capture_sizes": sizes,
-                          "capture_descs": [[name, *d] for name, ds in capture_descs(m, 1) for d in ds]})
+            plans.append(
+                {
+                    "max_num_seqs": max_num_seqs,
+                    "mode": mode.name,
+                    "capture_sizes": sizes,
+                    "capture_descs": [[name, *d] for name, ds in capture_descs(m, 1) for d in ds],
+                }
+            )
     return plans
 
 
@@ -182,24 +207,26 @@ def main() -> None:
         "dispatch": {
             "signature": "CudaGraphManager.dispatch(num_reqs, num_tokens, uniform_token_count, num_active_loras)",
             "calls": "'all uniform=1': num_reqs = ceil(n / q), uniform_token_count = "
-                     "get_uniform_token_count(num_reqs, n, q) (q, or None when q does not divide n); "
-                     "'all uniform=0': num_reqs = min(n, max_num_seqs), uniform_token_count None; "
-                     "num_active_loras 0. V2 has no valid_modes / invalid_modes: only V1's 'all' compares",
+            "get_uniform_token_count(num_reqs, n, q) (q, or None when q does not divide n); "
+            "'all uniform=0': num_reqs = min(n, max_num_seqs), uniform_token_count None; "
+            "num_active_loras 0. V2 has no valid_modes / invalid_modes: only V1's 'all' compares",
             "answers": "index i is num_tokens = i + 1; as V1's: 'N' = cg_mode NONE (eager, num_tokens "
-                       "unpadded); 'Ft,r,u' = FULL BatchExecutionDescriptor(num_tokens=t, num_reqs=r, "
-                       "uniform_token_count=q if u else None); 'Pt' = PIECEWISE with num_reqs None and "
-                       "uniform_token_count None, 'Pt,r,u' like F; 'error T': dispatch raised T",
+            "unpadded); 'Ft,r,u' = FULL BatchExecutionDescriptor(num_tokens=t, num_reqs=r, "
+            "uniform_token_count=q if u else None); 'Pt' = PIECEWISE with num_reqs None and "
+            "uniform_token_count None, 'Pt,r,u' like F; 'error T': dispatch raised T",
             "descriptor": "BatchExecutionDescriptor mapped onto V1's [num_tokens, num_reqs, uniform]: "
-                          "uniform = uniform_token_count is not None (always q then); num_active_loras 0",
+            "uniform = uniform_token_count is not None (always q then); num_active_loras 0",
             "capture_descs": "[[mode, [descriptor, ...]], ...] in CudaGraphManager.capture's order: "
-                             "PIECEWISE then FULL, each largest num_tokens first",
+            "PIECEWISE then FULL, each largest num_tokens first",
             "configs": configs,
         },
         "engine_plans": record_engine_plans(v1),
     }
     OUT.write_text(json.dumps(data, sort_keys=True, separators=(",", ":")) + "\n", encoding="ascii")
-    print(f"wrote {OUT} ({OUT.stat().st_size // 1024} KiB, {len(configs)} configurations, "
-          f"{len(data['engine_plans'])} engine plans) from vLLM {vllm.__version__}")
+    print(
+        f"wrote {OUT} ({OUT.stat().st_size // 1024} KiB, {len(configs)} configurations, "
+        f"{len(data['engine_plans'])} engine plans) from vLLM {vllm.__version__}"
+    )
 
 
 if __name__ == "__main__":
