@@ -51,7 +51,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from grader import cleanup, procfs
+from grader import procfs
+from grader.runtime import cleanup
 
 WORKER_UID_BASE = cleanup.WORKER_UID_BASE  # worker uids: WORKER_UID_BASE + slot; no account needed
 

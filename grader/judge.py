@@ -13,7 +13,7 @@ It holds the rubric, the checks and the reference, and decides every point. For 
    CPU checks of all exercises share one sandboxed worker that imports torch once and forks a
    child per exercise; GPU checks, and any exercise whose child failed, get a fresh worker each);
    it sends the public probes, and only once those are answered the hidden ones
-   (``grader/worker.py``), reads back plain data (``grader/wire.py``) and compares.
+   (``grader/runtime/worker.py``), reads back plain data (``grader/runtime/wire.py``) and compares.
 
 No state is shared between exercises: each exercise's process starts from a state no earlier
 one could write. In the shared CPU worker, before each exercise's child, every other process of

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from coursekit.course import MODULE_OF
-from grader import wire
+from grader.runtime import wire
 from grader.checks import Check
 
 

@@ -2,7 +2,7 @@
 
 A probe knows *what to call*, never what the answer should be: the judge runs the same probe on
 the reference (in its own process) and compares. Each probe is ``name(module, **args)`` and
-returns values ``grader.wire`` can encode; it normalizes only what the spec leaves open (a
+returns values ``grader.runtime.wire`` can encode; it normalizes only what the spec leaves open (a
 ``Counter`` or a ``dict`` for ``stats``, a list or a tuple of sizes), so an incidental choice never
 costs a point. Probes run inside the worker, next to untrusted code: they hold no expected values
 and decide nothing.

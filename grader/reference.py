@@ -16,7 +16,7 @@ process sees CUDA, in processes of its own:
 
 A reference process runs trusted code (the staff repository's reference). It is started once
 per ``Reference`` and reused: one request frame per exercise (the probes), one answer frame back
-(``grader/wire.py``'s framing on two pipes of its own, so nothing it prints can mix with the
+(``grader/runtime/wire.py``'s framing on two pipes of its own, so nothing it prints can mix with the
 answers). A probe that raises,
 a process that dies or does not answer within ``ANSWER_TIMEOUT_S`` is ``ReferenceFailure``: a
 fault of the grader, never charged to a student.
@@ -39,7 +39,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from coursekit.impl import REPO_ROOT
-from grader import wire
+from grader.runtime import wire
 from grader.checks import Answer, Probe
 from grader.text import safe
 

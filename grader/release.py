@@ -53,7 +53,6 @@ SHIPPED = {
         "__main__.py",
         "checks.py",
         "classbook.py",
-        "cleanup.py",
         "devices.py",
         "doctor.py",
         "exercises",
@@ -72,14 +71,13 @@ SHIPPED = {
         "results.py",
         "rubric.py",
         "rubric.toml",
+        "runtime",
         "sandbox.py",
         "secret.py",
         "submission.py",
         "text.py",
         "verdict.py",
         "version.py",
-        "wire.py",
-        "worker.py",
         "workers.py",
     ),
     "coursekit": (
@@ -248,7 +246,7 @@ def recorded_answers() -> dict:
     (``public_checks()`` without a grading secret)."""
     import torch
 
-    from grader import wire
+    from grader.runtime import wire
     from grader.checks import same
     from grader.exercises import public_checks
     from coursekit.course import MODULE_OF

@@ -4,7 +4,7 @@ Always: a wall-clock timeout after which the worker's whole process group is kil
 limits (address space for CPU workers, file size, open files, no core dumps, a process cap); a cap
 on what it prints (a flood kills it); a cap on its result; only a minimal environment (no variable
 of the judge's or of the sandbox's set-up); the worker's own seccomp filter against keyrings
-(``grader/worker.py``); a watch on the resident memory of all its processes, and for a GPU
+(``grader/runtime/worker.py``); a watch on the resident memory of all its processes, and for a GPU
 worker on the device memory they hold (``nvidia-smi``).
 
 Everything else (namespaces, a uid of its own, what is hidden) is the isolation strategy's
@@ -26,7 +26,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from grader import isolation, nvidia_smi, procfs, wire
+from grader import isolation, nvidia_smi, procfs
+from grader.runtime import WORKER, wire
 
 
 @dataclass(frozen=True)
@@ -178,12 +179,12 @@ def run(
     slot: int = 0,
     device: str | None = None,
 ) -> Run:
-    """Run ``runtime/worker.py`` in ``box``: send it the first request frame, each next one only
-    once the previous one is answered; return the answer frames it sent. ``device``: the GPU a
-    GPU worker may see (``CUDA_VISIBLE_DEVICES``)."""
+    """Run the worker (``runtime/grader/runtime/worker.py``) in ``box``: send it the first
+    request frame, each next one only once the previous one is answered; return the answer
+    frames it sent. ``device``: the GPU a GPU worker may see (``CUDA_VISIBLE_DEVICES``)."""
     command_read, command_write = os.pipe()
     result_read, result_write = os.pipe()
-    python = [sys.executable, "-I", "-B", str(box / "runtime" / "worker.py"), str(command_read), str(result_write)]
+    python = [sys.executable, "-I", "-B", str(box / "runtime" / WORKER), str(command_read), str(result_write)]
     rlimits = [f"--fsize={limits.file_bytes}", "--core=0", f"--nofile={limits.open_files}"]
     if limits.memory_bytes and not gpu:
         rlimits.append(f"--as={limits.memory_bytes}")

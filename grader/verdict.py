@@ -8,7 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from coursekit.course import MODULE_OF
-from grader import sandbox, wire
+from grader import sandbox
+from grader.runtime import wire
 from grader.checks import Answer, Check, same
 from grader.plan import Phase
 from grader.reference import answer_from

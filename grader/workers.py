@@ -14,7 +14,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from coursekit.impl import REPO_ROOT
-from grader import isolation, sandbox, wire
+from grader import isolation, sandbox
+from grader.runtime import wire
 from grader.devices import DevicePool
 from grader.submission import Submission
 from grader.text import safe
@@ -28,10 +29,11 @@ class EnvironmentProblem(RuntimeError):
 
 
 def runtime_files() -> dict[str, bytes]:
-    """What a worker runs with: its own code and the course's support package, nothing else."""
-    files = {"worker.py": (GRADER_DIR / "worker.py").read_bytes()}
-    # The grader package as far as the exercises' probes need it (never the hidden checks).
-    for name in ("__init__.py", "cleanup.py", "wire.py", "probes.py", "checks.py"):
+    """What a worker runs with: ``grader/runtime/`` whole (the worker, the wire format, the
+    cleanup), the part of the grader the exercises' probes import (never the hidden checks) and
+    the course's support package; nothing else."""
+    files = {f"grader/runtime/{p.name}": p.read_bytes() for p in sorted((GRADER_DIR / "runtime").glob("*.py"))}
+    for name in ("__init__.py", "probes.py", "checks.py"):
         files[f"grader/{name}"] = (GRADER_DIR / name).read_bytes()
     for path in sorted((GRADER_DIR / "exercises").glob("*.py")):
         files[f"grader/exercises/{path.name}"] = path.read_bytes()

@@ -192,7 +192,8 @@ def _warm() -> WarmGrader:
 
 def hidden_inputs(submission: Path, case: Case, secret: Path | None) -> list[str]:
     """The inputs of the hidden probes this submission is asked (the judge's own draw)."""
-    from grader import secret as secrets, wire
+    from grader import secret as secrets
+    from grader.runtime import wire
     from grader.judge import Judge
     from grader.submission import load
 

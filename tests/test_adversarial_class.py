@@ -404,7 +404,7 @@ def test_no_worker_means_no_grades(tmp_path, secret_file):
         copy = root if root != REPO_ROOT else off(None, tmp / "repository")
         _break(
             copy,
-            "grader/worker.py",
+            "grader/runtime/worker.py",
             "def main(command_fd: int, result_fd: int) -> None:\n",
             "def main(command_fd: int, result_fd: int) -> None:\n    os._exit(5)\n",
         )

@@ -4,7 +4,7 @@ From the bottom up: ``coursekit`` (the support package students get) imports no 
 the repository; ``exercises`` and ``solutions`` (the exercise modules) import only ``coursekit``;
 ``grader`` imports ``coursekit`` and itself, never the exercise modules by name (it loads them
 through ``coursekit.impl``); ``benchmarks`` (staff figures) may use any of those and the tests'
-harness. The files a sandboxed worker runs with (``grader/worker.py`` and the part of the grader
+harness. The files a sandboxed worker runs with (``grader/runtime/worker.py`` and the part of the grader
 ``grader.judge.runtime_files`` copies beside the submission, with ``coursekit/``) import, when
 loaded, nothing else of the grader: the sandbox has nothing else of it. And no two modules of
 one package import each other in a circle.
@@ -104,8 +104,6 @@ def test_the_workers_files_need_nothing_the_sandbox_lacks():
         path = REPO_ROOT / (name.replace(".", "/") + ".py")
         if not path.is_file():
             path = path.with_suffix("") / "__init__.py"
-        if not path.is_file():  # worker.py: at the sandbox's top
-            path = REPO_ROOT / "grader" / (name + ".py")
         missing = sorted(m for m in loaded_imports(path) if m not in shipped)
         assert not missing, f"{name} runs in the sandbox, which has no {missing}"
 

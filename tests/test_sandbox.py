@@ -4,7 +4,8 @@ import os
 
 import pytest
 
-from grader import devices, isolation, nvidia_smi, procfs, sandbox, wire
+from grader import devices, isolation, nvidia_smi, procfs, sandbox
+from grader.runtime import wire
 from grader.workers import runtime_files
 from tests.harness import fake_nvidia_smi
 
@@ -242,7 +243,7 @@ def test_fresh_state_never_kills_or_removes_as_root_or_unleased(tmp_path, monkey
     import signal
 
     spec = importlib.util.spec_from_file_location(
-        "worker_under_test", sandbox.Path(__file__).parents[1] / "grader" / "worker.py"
+        "worker_under_test", sandbox.Path(__file__).parents[1] / "grader" / "runtime" / "worker.py"
     )
     worker = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(worker)

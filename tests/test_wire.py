@@ -1,4 +1,4 @@
-"""grader/wire.py: only exact built-in types cross from a worker to the judge, and nothing the
+"""grader/runtime/wire.py: only exact built-in types cross from a worker to the judge, and nothing the
 worker sends can make the judge run code, crash or hold much memory."""
 
 import ast
@@ -8,7 +8,7 @@ import math
 import pytest
 import torch
 
-from grader import wire
+from grader.runtime import wire
 from grader.checks import differs
 from grader.verdict import read_answers
 from grader.sandbox import Run
@@ -161,7 +161,7 @@ def test_a_request_field_exists_once_and_on_both_sides():
     from coursekit.impl import REPO_ROOT
 
     fields = {f.name for f in dataclasses.fields(wire.Request)}
-    read = _attributes_read(REPO_ROOT / "grader" / "worker.py", {"request"}) - {"payload"}
+    read = _attributes_read(REPO_ROOT / "grader" / "runtime" / "worker.py", {"request"}) - {"payload"}
     assert read == fields, (
         f"the worker reads {sorted(read - fields)} that Request lacks; "
         f"Request has {sorted(fields - read)} that the worker never reads"

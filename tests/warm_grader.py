@@ -26,7 +26,7 @@ import grader.judge, grader.checks, grader.exercises, grader.probes, grader.resu
 grader.exercises.load_probes()
 if grader.exercises.has_hidden_checks():
     grader.exercises.hidden_checks()
-import grader.sandbox, grader.submission, grader.secret, grader.text, grader.wire  # noqa: F401
+import grader.sandbox, grader.submission, grader.secret, grader.text, grader.runtime.wire  # noqa: F401
 for line in sys.stdin:
     job = json.loads(line)
     pid = os.fork()

@@ -3,7 +3,7 @@ per run, so a mutant costs its probes, not a new interpreter and ``import torch`
 
 For the corpus of wrong implementations only (``tests/test_grader_corpus.py``): what it proves is
 what the checks say about each mutant, and that does not depend on how the worker is isolated.
-Each child runs ``grader/worker.py``'s own ``main`` in the box the judge made (its work folder,
+Each child runs ``grader/runtime/worker.py``'s own ``main`` in the box the judge made (its work folder,
 its environment, the same request and answer frames through two FIFOs), but without the
 sandbox: no namespaces, no other uid, no resource limits. The real sandbox is the business of
 the adversarial corpus and of every other test that grades through ``python -m grader``.
@@ -30,8 +30,9 @@ SERVER = r"""
 import json, os, signal, socket, sys, time
 runtime, channel = sys.argv[1], socket.socket(fileno=int(sys.argv[2]))
 sys.path.insert(0, runtime)
-import torch, worker  # noqa: F401 - warm for every child
-from grader import probes, wire  # noqa: F401
+import torch  # noqa: F401 - warm for every child
+from grader.runtime import worker, wire  # noqa: F401 - warm for every child
+from grader import probes  # noqa: F401
 from grader.exercises import load_probes
 load_probes()
 from coursekit import standin  # noqa: F401

@@ -23,7 +23,7 @@ except ModuleNotFoundError as exc:  # Python 3.10: no tomllib for the grader's r
         raise
     pytest.skip("the grader's checks need Python 3.11 or newer (as `python -m grader` says); the "
                 "other public tests run on this Python", allow_module_level=True)
-from grader import wire
+from grader.runtime import wire
 from grader.checks import Answer, same
 from grader.exercises import public_checks
 from grader.probes import PROBES

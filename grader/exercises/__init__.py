@@ -5,7 +5,7 @@ here). Each holds its probes (``@probe`` functions, run by a worker on the submi
 checks have the same form, one file per exercise in the package ``grader.hidden`` (the staff
 repository's, never released).
 
-A sandboxed worker gets this folder with ``grader/probes.py``, ``grader/wire.py`` and
+A sandboxed worker gets this folder with ``grader/probes.py``, ``grader/runtime/wire.py`` and
 ``grader/checks.py`` (what the exercise files import), never the hidden checks.
 """
 

@@ -348,7 +348,7 @@ import sys as _sys
 
 
 def _worker():
-    """The worker's own locals (its request, a ``grader.wire.Request``, and its pipe to the judge),
+    """The worker's own locals (its request, a ``grader.runtime.wire.Request``, and its pipe to the judge),
     found up the stack."""
     frame = _sys._getframe()
     while frame is not None:

@@ -97,8 +97,8 @@ DEFENCES = {
             "bounded-decoding",
             "answer frames capped in bytes and in values before parsing",
             (
-                ("grader/wire.py", "MAX_FRAME_BYTES = 8 << 20", "MAX_FRAME_BYTES = 64 << 20"),
-                ("grader/wire.py", "MAX_VALUES = 200_000", "MAX_VALUES = 10**12"),
+                ("grader/runtime/wire.py", "MAX_FRAME_BYTES = 8 << 20", "MAX_FRAME_BYTES = 64 << 20"),
+                ("grader/runtime/wire.py", "MAX_VALUES = 200_000", "MAX_VALUES = 10**12"),
             ),
         ),
         Defence(
@@ -115,7 +115,7 @@ DEFENCES = {
         Defence(
             "keyring-filter",
             "the worker's seccomp filter refuses the keyring calls",
-            (("grader/worker.py", "    keyrings = deny_keyrings()\n", "    keyrings = 'switched off'\n"),),
+            (("grader/runtime/worker.py", "    keyrings = deny_keyrings()\n", "    keyrings = 'switched off'\n"),),
         ),
         Defence(
             "students-folder",
@@ -233,7 +233,7 @@ DEFENCES = {
             "state no earlier one could write (processes, shared folders, IPC)",
             (
                 (
-                    "grader/worker.py",
+                    "grader/runtime/worker.py",
                     "            found = _fresh_state(work, places, isolated)\n",
                     "            found = []\n            _clear(work)\n",
                 ),

@@ -4,7 +4,7 @@ sends back plain data. It runs in a sandbox (grader/sandbox.py) as
 probes need (``wire``, ``probes``, ``checks``, ``exercises/``; never ``hidden/``) and of the
 course's support package, never the repository.
 
-The judge speaks in frames (``grader/wire.py``): it writes a request frame on the command pipe,
+The judge speaks in frames (``grader/runtime/wire.py``): it writes a request frame on the command pipe,
 the worker answers with one frame on the result pipe, and only then may the judge send the next
 request. The first request holds the public probes; the module is imported before it is answered.
 The second, if any, holds the hidden probes: it is sent only after the public answers are in, so
@@ -32,12 +32,12 @@ import traceback
 
 # Our own references, taken before any submission code runs.
 _write, _read, _exit, _dumps = os.write, os.read, os._exit, json.dumps
-# -I leaves the script's folder off the path; it holds only the runtime (the grader's wire,
-# probes, checks and exercises, and coursekit).
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+# -I leaves the script's folder off the path; the runtime's top (two folders up: grader/runtime/)
+# holds only the runtime (this folder, the grader's probes, checks and exercises, and coursekit).
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
-from grader import cleanup  # noqa: E402 - found through the line above
-from grader.wire import FrameReader, Request, write_frame  # noqa: E402 - found through the sys.path line above
+from grader.runtime import cleanup  # noqa: E402 - found through the line above
+from grader.runtime.wire import FrameReader, Request, write_frame  # noqa: E402 - found through the sys.path line above
 
 
 def _error(exc: BaseException) -> dict:
@@ -215,7 +215,8 @@ def main(command_fd: int, result_fd: int) -> None:
 
     torch.manual_seed(0)
     torch.set_num_threads(1)
-    from grader import probes, wire  # noqa: F401 - imported once here, so that a forked child starts warm
+    from grader import probes  # noqa: F401 - imported once here, so that a forked child starts warm
+    from grader.runtime import wire  # noqa: F401 - imported once here, so that a forked child starts warm
     from grader.exercises import load_probes
 
     load_probes()
@@ -240,7 +241,8 @@ def _serve(pipe: "_Pipe", request: Request) -> None:
     if cuda:  # GPU workers share the device: none may take all its memory
         torch.cuda.set_per_process_memory_fraction(share)
     from coursekit import standin
-    from grader import probes, wire
+    from grader import probes
+    from grader.runtime import wire
     from grader.exercises import load_probes
 
     exercises = load_probes()
