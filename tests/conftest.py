@@ -13,6 +13,22 @@ import pytest
 from coursekit.impl import REPO_ROOT
 
 NBGRADER_TESTS = "tests/test_nbgrader.py"
+#: The suite's slow stage: what ``pytest tests`` skips, and CI runs after it (.ci/run).
+SLOW_STAGE = "python -m pytest tests -n auto -m slow"
+
+
+def pytest_collection_modifyitems(config, items):
+    """``pytest tests`` is the loop a maintainer runs often: the tests marked ``slow`` (a whole
+    platform, class or release, or the hostile corpus, end to end: minutes on 2 cores) are
+    skipped with the command that runs them. With ``-m`` the expression decides alone:
+    ``-m slow`` runs only them, ``-m "not gpu"`` (.ci/gpu's suite) runs them with the rest. CI
+    runs both stages (.ci/run)."""
+    if config.option.markexpr:
+        return
+    skip = pytest.mark.skip(reason=f"the suite's slow stage, which CI runs too: {SLOW_STAGE}")
+    for item in items:
+        if item.get_closest_marker("slow"):
+            item.add_marker(skip)
 
 
 @pytest.hookimpl(optionalhook=True)  # runs without xdist (-p no:xdist) must still load this file
@@ -27,7 +43,8 @@ def pytest_collection_finish(session):
     """The nbgrader course takes minutes to build: start it in a process of its own as soon as a
     worker has collected a test that needs it (tests/nbcourse.py), rather than when that test
     comes up, with the other worker waiting."""
-    if shutil.which("nbgrader") is None or not any(item.nodeid.startswith(NBGRADER_TESTS) for item in session.items):
+    wanted = [item for item in session.items if item.nodeid.startswith(NBGRADER_TESTS)]
+    if shutil.which("nbgrader") is None or all(item.get_closest_marker("skip") for item in wanted):
         return
     from tests import nbcourse
 

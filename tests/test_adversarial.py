@@ -304,6 +304,7 @@ def _skip_mode(case: Case, mode: str) -> None:
 
 
 @pytest.mark.parametrize("case, mode", MODED, ids=[c.name + ("" if m == "default" else f"[{m}]") for c, m in MODED])
+@pytest.mark.slow
 def test_hostile_submission_gets_exactly_its_points(case: Case, mode: str, tmp_path: Path, secret_file: Path):
     _skip_mode(case, mode)
     problems = evaluate(case, tmp_path, REPO_ROOT, secret_file if case.secret else None, mode)
@@ -316,6 +317,7 @@ DEFENDED = [(c, m) for c, m in MODED if c.defence]
 @pytest.mark.parametrize(
     "case, mode", DEFENDED, ids=[c.name + ("" if m == "default" else f"[{m}]") for c, m in DEFENDED]
 )
+@pytest.mark.slow
 def test_the_case_fails_with_its_defence_switched_off(case: Case, mode: str, tmp_path: Path, secret_file: Path):
     _skip_mode(case, mode)
     defence = DEFENCES[case.defence]

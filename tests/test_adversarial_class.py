@@ -26,6 +26,9 @@ from tests.adversarial.cases import FULL, reference, stub
 from tests.adversarial.defences import DEFENCES, off
 from tests.harness import cuda_in_sight, ended, fake_nvidia_smi, gpu_seen, submission
 
+# Whole classes of hostile submissions, graded through the CLI: CI's slow stage (tests/conftest.py).
+pytestmark = pytest.mark.slow
+
 ROOT = os.geteuid() == 0
 
 #: defence -> the test below that proves it (run here with the defence on and off).
@@ -514,7 +517,7 @@ def test_a_timed_out_worker_gets_a_second_try(tmp_path):
                 return sandbox.Run(answers=[], returncode=None, timed_out=True, timeout_s=limits.timeout_s)
             return real(box, limits, requests, gpu=gpu, hide=hide, slot=slot, device=device)
         judge = Judge(gpu="off", exercises=("ex6",))
-        judge.canary(False)
+        judge.workers.canary(False)
         sandbox.run = flaky
         result = judge.grade_exercise(load("solutions"), "ex6")
         print("SCORE", result.score, result.max_score, "LIMITS", tried)
@@ -779,6 +782,7 @@ def test_hanging_student(tmp_path):
 OTHERS_MEMORY = """
 import os, subprocess, sys
 from grader import devices, procfs, sandbox
+
 
 # Another process holds 4250 MiB of the GPU (nvidia-smi lists it) and the device's total grows at
 # every question; the GPU worker's own process is gone.

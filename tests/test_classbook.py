@@ -25,6 +25,10 @@ import pytest
 from coursekit.impl import REPO_ROOT
 from tests.harness import submission
 
+# Whole class folders, graded through the CLI: CI's slow stage (tests/conftest.py).
+pytestmark = pytest.mark.slow
+
+
 REFERENCE = (REPO_ROOT / "solutions" / "launch_model.py").read_bytes()
 STUB = (REPO_ROOT / "exercises" / "launch_model.py").read_bytes()
 EX1 = 13  # exercise 1's CPU points (public and hidden)

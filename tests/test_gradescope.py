@@ -298,6 +298,7 @@ exec(compile(open(_source + "/solutions/launch_model.py").read(), "reference", "
 
 
 @pytest.mark.skipif(not isolation.SeparateUser.available(), reason="Gradescope runs the autograder as root")
+@pytest.mark.slow
 def test_the_bundle_grades_like_gradescope(autograder):
     ref = run_autograder(autograder, reference_files())
     assert ref["score"] == CPU_POINTS == ref["extra_data"]["max_score"], ref["output"]
@@ -409,6 +410,7 @@ def gpu_pass(seed_id: str, passed: bool, extra_cpu_check: bool = False) -> dict:
     }
 
 
+@pytest.mark.slow
 def test_merge_joins_the_passes_per_student_and_per_check(tmp_path):
     submissions = tmp_path / "class"
     submission(submissions / "alice")
@@ -503,6 +505,7 @@ def test_merge_joins_the_passes_per_student_and_per_check(tmp_path):
         assert refused.returncode == 2 and needle in refused.stderr, (needle, refused.stderr)
 
 
+@pytest.mark.slow
 def test_the_self_test_grades_a_bundle_before_it_is_uploaded(autograder, tmp_path):
     """``gradescope OUT.zip --self-test`` lays the zip out as Gradescope does and grades the
     reference (every CPU point) and the stubs (none) through its run_autograder; a bundle laid
@@ -533,6 +536,7 @@ def test_the_self_test_grades_a_bundle_before_it_is_uploaded(autograder, tmp_pat
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="setup.sh runs as root on Gradescope")
+@pytest.mark.slow
 def test_setup_sh_installs_the_pinned_packages_from_pypi(tmp_path):
     """setup.sh itself, not a stand-in for pip: with LAUNCH_TAX_PIP_SOURCE=pypi every package
     comes from pip's configured index (what a machine that reaches only PyPI has), at the

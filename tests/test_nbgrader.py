@@ -42,6 +42,9 @@ from tests.nbcourse import (
     submit,
 )
 
+# nbgrader's own CLI over a course built for it: CI's slow stage (tests/conftest.py).
+pytestmark = pytest.mark.slow
+
 CHECK_TIMEOUT_S = 8  # per exercise worker: well above a normal exercise (~2 s), to catch a loop
 CPU_CHECKS = [c for c in all_checks() if not c.gpu]
 HIDDEN = [c for c in CPU_CHECKS if c.hidden]
@@ -57,6 +60,7 @@ sys.path[:] = [p for p in sys.path if p not in ("", ".", os.getcwd())]
 del sys.modules["torch"]
 import torch
 import grader.notebook_checks as nc
+
 passed = types.SimpleNamespace(status="passed", points=1, check=types.SimpleNamespace(hidden=False))
 class Rigged(dict):
     def get(self, key, default=None):

@@ -69,6 +69,7 @@ def test_the_leak_check_can_fail(tmp_path):
     assert any(body in t for _, body in reference_bodies() for t in files)
 
 
+@pytest.mark.slow
 def test_released_repository_runs_its_tests_and_grades(released, tmp_path):
     # The graded tests all fail on the stubs; those marked given test the given argument checks,
     # and pass wherever they need nothing the student writes.

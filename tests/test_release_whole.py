@@ -37,6 +37,10 @@ from grader.judge import load_rubric
 from grader.notebook import SELF_TEST
 from tests import harness
 
+# A whole student release, built once and tried: CI's slow stage (tests/conftest.py).
+pytestmark = pytest.mark.slow
+
+
 #: Staff-repository names that are not in a release because they are local or generated.
 LOCAL = {
     ".git",
