@@ -412,12 +412,4 @@ def release_uid(uid: int, box: Path | None = None) -> list[str]:
         time.sleep(0.02)
     else:
         found.append(f"processes of uid {uid} would not die: {procfs.pids_of(uid)[:10]}")
-    keep = str(box) if box else ""
-    for place in _world_writable():
-        removed = cleanup.remove_owned(place, uid, 3, keep)
-        if removed:
-            found.append(f"{removed} file(s) left in {place}")
-    removed = cleanup.remove_ipc(uid)
-    if removed:
-        found.append(f"{removed} System V IPC object(s) left")
-    return found
+    return found + cleanup.remove_left(uid, _world_writable(), str(box) if box else "")

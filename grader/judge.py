@@ -56,7 +56,7 @@ from grader.reference import Reference, ReferenceFailure, has_reference  # noqa:
 from grader.secret import Draw, GradingSecret, digest
 from grader.submission import Submission
 from grader.text import safe
-from grader.verdict import ExerciseResult, Report, Verdicts, observations
+from grader.verdict import ExerciseResult, Report, Verdicts, notes, observations, staff_notes
 from grader.version import fingerprint
 from grader.workers import Budget, EnvironmentProblem, Workers, runtime_files  # noqa: F401 - judge's API
 
@@ -191,10 +191,10 @@ class Judge:
         return Report(
             safe(submission.label, 300),
             results,
-            self.notes(submission, results),
+            notes(submission, results, self.secret, self.gpu_mode),
             time.monotonic() - start,
             self.fingerprint(),
-            self.staff_notes(),
+            staff_notes(self.protections()),
             manual,
             found,
         )
@@ -214,34 +214,8 @@ class Judge:
             self.workers.canary(True)
         return answers
 
-    def notes(self, submission: Submission, results: list[ExerciseResult]) -> list[str]:
-        notes = [safe(p, 500) for p in submission.problems]
-        if self.secret is None:
-            notes.append(
-                "PRACTICE MODE: no grading secret, so the checks use the release's fixed "
-                "inputs; a score here is for self-checking, not an official grade "
-                f"(official grading: --secret-file or {'$'}LAUNCH_TAX_SECRET_FILE)"
-            )
-        else:
-            notes.append(f"official grading: inputs drawn from grading secret {self.secret.id}")
-        pending = sum(r.pending for r in results)
-        if pending:
-            why = "--gpu off" if self.gpu_mode == "off" else "no CUDA here"
-            notes.append(
-                f"{pending:g} points pending: GPU checks not run ({why}); they are graded "
-                "in the GPU pass (a machine with CUDA, --gpu on)"
-            )
-        return notes
-
-    def staff_notes(self) -> list[str]:
-        """What the one who runs the grader should know and a student's results must not show
-        (they go to the terminal, ``extra_data`` and the class summary)."""
-        off = [name for name, on in self.protections().items() if not on]
-        if not off:
-            return []
-        return ["sandbox protections off on this machine (not root, or no namespaces): " + ", ".join(off)]
-
     def protections(self) -> dict[str, bool]:
+        """Which protections this machine's workers get, the keyring filter as the canary found it."""
         shown = isolation.protections()
         canary = self.workers.canaries.get(False)
         shown["keyring calls refused (seccomp)"] = bool(canary and canary.facts.get("keyrings_denied"))

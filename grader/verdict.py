@@ -155,6 +155,37 @@ class Verdicts:
         return out
 
 
+def notes(submission, results: list[ExerciseResult], secret, gpu_mode: str) -> list[str]:
+    """The report's notes for a student: what was wrong with the submission as handed in, the mode
+    (practice, or official with the grading secret's id) and the points left to the GPU pass."""
+    found = [safe(p, 500) for p in submission.problems]
+    if secret is None:
+        found.append(
+            "PRACTICE MODE: no grading secret, so the checks use the release's fixed "
+            "inputs; a score here is for self-checking, not an official grade "
+            f"(official grading: --secret-file or {'$'}LAUNCH_TAX_SECRET_FILE)"
+        )
+    else:
+        found.append(f"official grading: inputs drawn from grading secret {secret.id}")
+    pending = sum(r.pending for r in results)
+    if pending:
+        why = "--gpu off" if gpu_mode == "off" else "no CUDA here"
+        found.append(
+            f"{pending:g} points pending: GPU checks not run ({why}); they are graded "
+            "in the GPU pass (a machine with CUDA, --gpu on)"
+        )
+    return found
+
+
+def staff_notes(protections: dict[str, bool]) -> list[str]:
+    """What the one who runs the grader should know and a student's results must not show (they
+    go to the terminal, ``extra_data`` and the class summary): the protections that were off."""
+    off = [name for name, on in protections.items() if not on]
+    if not off:
+        return []
+    return ["sandbox protections off on this machine (not root, or no namespaces): " + ", ".join(off)]
+
+
 def observations(run: sandbox.Run) -> list[str]:
     """What the sandbox saw a worker leave behind: its uid's processes, files and IPC objects
     (``isolation.release_uid``), and what the shared worker removed between two exercises."""

@@ -87,3 +87,17 @@ def remove_ipc(uid: int) -> int:
             if int(row[owner]) == uid and remove(int(row[ident])) == 0:
                 count += 1
     return count
+
+
+def remove_left(uid: int, places: list[str], keep: str = "") -> list[str]:
+    """What ``uid`` left in ``places`` (three folders deep, ``keep`` and what lies in it aside) and
+    in System V IPC, removed; says what was found, for the report."""
+    found = []
+    for place in places:
+        removed = remove_owned(place, uid, 3, keep)
+        if removed:
+            found.append(f"{removed} file(s) left in {place}")
+    removed = remove_ipc(uid)
+    if removed:
+        found.append(f"{removed} System V IPC object(s) left")
+    return found

@@ -429,15 +429,7 @@ def _fresh_state(work: str, places: list[str], isolated: bool) -> list[str]:
         if pid == 0:
             break
     cleanup.clear(work)
-    box = os.path.dirname(work)
-    for place in places:
-        removed = cleanup.remove_owned(place, uid, depth=3, keep=box)
-        if removed:
-            found.append(f"{removed} file(s) in {place}")
-    removed = cleanup.remove_ipc(uid)
-    if removed:
-        found.append(f"{removed} System V IPC object(s)")
-    return found
+    return found + cleanup.remove_left(uid, places, keep=os.path.dirname(work))
 
 
 def _serve_shared(pipe: "_Pipe", request: Request) -> None:
