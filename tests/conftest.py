@@ -19,10 +19,10 @@ SLOW_STAGE = "python -m pytest tests -n auto -m slow"
 
 def pytest_collection_modifyitems(config, items):
     """``pytest tests`` is the loop a maintainer runs often: the tests marked ``slow`` (a whole
-    platform, class or release, or the hostile corpus, end to end: minutes on 2 cores) are
-    skipped with the command that runs them. With ``-m`` the expression decides alone:
-    ``-m slow`` runs only them, ``-m "not gpu"`` (.ci/gpu's suite) runs them with the rest. CI
-    runs both stages (.ci/run)."""
+    platform, class or release, the hostile corpus or the engine benchmark, end to end: minutes
+    on 2 cores) are skipped with the command that runs them. With ``-m`` the expression decides
+    alone: ``-m slow`` runs only them, ``-m "not gpu"`` (.ci/gpu's suite) runs them with the
+    rest. CI runs both stages (.ci/run)."""
     if config.option.markexpr:
         return
     skip = pytest.mark.skip(reason=f"the suite's slow stage, which CI runs too: {SLOW_STAGE}")

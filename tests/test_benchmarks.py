@@ -6,12 +6,15 @@ import os
 import subprocess
 import sys
 
+import pytest
 import torch
 
 from coursekit.impl import REPO_ROOT
 from coursekit.toymodel import ModelConfig, ToyModel
 
 
+# The benchmark end to end: inductor compiles its compiled rows (2 minutes on a cold cache, 2 cores).
+@pytest.mark.slow
 def test_decode_engine_benchmark_runs_end_to_end_on_the_cpu(tmp_path):
     done = subprocess.run(
         [
