@@ -144,8 +144,10 @@ class Verdicts:
                 except ValueError:
                     fallback = fallback or "malformed"
                     continue
-                if isinstance(data, dict) and "fallback" in data:
-                    fallback = fallback or str(data["fallback"])
+                try:
+                    fallback = fallback or wire.Answers.from_wire(data).fallback
+                except ValueError:
+                    pass  # not an answer frame at all: read_answers says so
             if fallback is not None:
                 out[exercise] = limits[exercise].timeout_s if fallback == "timeout" else 0.0
                 continue
@@ -207,13 +209,11 @@ def read_answers(run: sandbox.Run, number: int, count: int) -> tuple[str | None,
         how = f"exited with code {run.returncode}" if run.returncode else "exited"
         return (f"worker {how} before sending a result" + (f" (last output: {safe(tail[0], 200)})" if tail else "")), []
     try:
-        data = wire.loads(run.answers[number])
-        if not isinstance(data, dict):
-            raise ValueError("not an object")
-        if "import_error" in data:
-            error = answer_from({"error": data["import_error"]}).error
+        answers = wire.Answers.from_wire(wire.loads(run.answers[number]))
+        if answers.import_error is not None:
+            error = answer_from({"error": answers.import_error}).error
             return f"importing the module raised {error['types'][0]}: {error['message'][:300]}", []
-        raw = data["probes"]
+        raw = answers.probes
         if not isinstance(raw, list) or len(raw) != count:
             raise ValueError("wrong number of answers")
         return None, [answer_from(item if isinstance(item, dict) else {}) for item in raw]

@@ -2,6 +2,7 @@
 worker sends can make the judge run code, crash or hold much memory."""
 
 import ast
+import dataclasses
 import json
 import math
 
@@ -183,3 +184,34 @@ def test_a_request_field_exists_once_and_on_both_sides():
         wire.Request.from_wire([])
     request = wire.Request(module="engine", probes=[{"probe": "p", "args": {}}])
     assert wire.Request.from_wire(wire.loads(request.payload())) == request
+
+
+def test_an_answer_frame_is_built_and_read_in_one_place():
+    """``wire.Answers`` is the answer frame's only definition: the worker writes no dict with an
+    answer frame's keys of its own (it sends ``Answers(...).as_dict()``), the judge's side reads
+    none of those keys from a decoded frame (only ``Answers.from_wire``), and what the worker
+    sends is what the judge reads back."""
+    from coursekit.impl import REPO_ROOT
+
+    keys = {f.name for f in dataclasses.fields(wire.Answers)}
+    worker = ast.parse((REPO_ROOT / "grader" / "runtime" / "worker.py").read_text(encoding="utf-8"))
+    for node in ast.walk(worker):
+        if isinstance(node, ast.Dict):
+            found = {k.value for k in node.keys if isinstance(k, ast.Constant)} & keys
+            assert not found, f"worker.py line {node.lineno}: an answer frame built as a dict ({sorted(found)})"
+    for name in ("verdict.py", *JUDGE_SIDE):
+        tree = ast.parse((REPO_ROOT / "grader" / name).read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant):
+                assert node.slice.value not in keys, f"{name} line {node.lineno}: [{node.slice.value!r}] read by hand"
+            if isinstance(node, ast.Compare) and isinstance(node.left, ast.Constant):
+                assert node.left.value not in keys, f"{name} line {node.lineno}: {node.left.value!r} in a frame"
+    for sent in (
+        wire.Answers(probes=[{"ok": True, "value": 1}]),
+        wire.Answers(import_error={"types": ["ImportError"], "message": "no"}),
+        wire.Answers(fallback="timeout"),
+    ):
+        got = wire.Answers.from_wire(wire.loads(wire.dumps(sent.as_dict()).encode()))
+        assert got.as_dict() == sent.as_dict() and got.fallback == sent.fallback, (got, sent)
+    with pytest.raises(ValueError, match="not an object"):
+        wire.Answers.from_wire([])

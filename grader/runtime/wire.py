@@ -18,7 +18,9 @@ the worker's command pipe; the worker writes one answer frame per request frame 
 
 A request frame is a ``Request``: its fields, and every default, exist here only. The judge builds
 one, the worker reads one back with ``Request.from_wire`` (a field it does not know is an error,
-not a silent default), so a field cannot be added on one side alone.
+not a silent default), so a field cannot be added on one side alone. An answer frame is an
+``Answers``: the worker sends ``Answers(...).as_dict()``, the judge reads ``Answers.from_wire``
+(leniently: whatever an untrusted worker sent, the judge says what was wrong with it and goes on).
 """
 
 from __future__ import annotations
@@ -166,6 +168,38 @@ class Request:
         if unknown:
             raise ValueError(f"a request frame with fields no Request has: {unknown}")
         return cls(**data)
+
+
+@dataclass
+class Answers:
+    """One answer frame, a worker's reply to a request frame (a canary's is its facts instead):
+    one answer per probe of the request, in its order (``probes``: ``{"ok": True, "value":
+    encoded}`` or ``{"ok": False, "error": {"types": [...], "message": ...}}``), none when
+    importing the module raised (``import_error``: its types and message), or, from the shared
+    worker, none and why it hands the exercise on to a worker of its own (``fallback``; "timeout"
+    asks for twice the time there)."""
+
+    probes: list = field(default_factory=list)
+    import_error: Any = None
+    fallback: str | None = None
+
+    def as_dict(self) -> dict:
+        """What the frame holds: a fallback alone, else the probes' answers and any import error."""
+        if self.fallback is not None:
+            return {"fallback": self.fallback}
+        data: dict = {"probes": self.probes}
+        if self.import_error is not None:
+            data["import_error"] = self.import_error
+        return data
+
+    @classmethod
+    def from_wire(cls, data: Any) -> "Answers":
+        """The answers a decoded frame holds, as the judge reads an untrusted worker's: ``ValueError``
+        for anything but a dict; what it lacks stays unset (``probes`` None: no answers at all)."""
+        if not isinstance(data, dict):
+            raise ValueError("not an object")
+        fallback = str(data["fallback"]) if "fallback" in data else None
+        return cls(data.get("probes"), data.get("import_error"), fallback)
 
 
 def frame(payload: bytes) -> bytes:

@@ -37,7 +37,7 @@ _write, _read, _exit, _dumps = os.write, os.read, os._exit, json.dumps
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 from grader.runtime import cleanup  # noqa: E402 - found through the line above
-from grader.runtime.wire import FrameReader, Request, write_frame  # noqa: E402 - found through the sys.path line above
+from grader.runtime.wire import Answers, FrameReader, Request, write_frame  # noqa: E402 - found through the sys.path line above
 
 
 def _error(exc: BaseException) -> dict:
@@ -281,22 +281,20 @@ def _serve(pipe: "_Pipe", request: Request) -> None:
         namespaces.restore()
         import_error = _error(exc)
     while request is not None:
-        answer: dict = {"probes": []}
-        if import_error is not None:
-            answer["import_error"] = import_error
-        else:
+        answer = Answers(import_error=import_error)
+        if import_error is None:
             for item in request.probes:
                 namespaces.restore()
                 fn = table[item["probe"]]
                 try:
                     value = fn(module, **wire.decode(item.get("args", {})))
                     namespaces.restore()
-                    answer["probes"].append({"ok": True, "value": wire.encode(value)})
+                    answer.probes.append({"ok": True, "value": wire.encode(value)})
                 except BaseException as exc:  # noqa: BLE001 - whatever the submission raised
                     namespaces.restore()
-                    answer["probes"].append({"ok": False, "error": _error(exc)})
+                    answer.probes.append({"ok": False, "error": _error(exc)})
         namespaces.restore()
-        pipe.send(answer)
+        pipe.send(answer.as_dict())
         request = pipe.receive()
 
 
@@ -460,13 +458,13 @@ def _serve_shared(pipe: "_Pipe", request: Request) -> None:
             except OSError:  # out of processes or memory: that exercise gets a worker of its own
                 child, why = None, "fork failed"
         if child is None:
-            pipe.send({"fallback": why})
+            pipe.send(Answers(fallback=why).as_dict())
         else:
             answer, why = child.ask(request.payload(), float(request.timeout_s), cap)
             if answer is None:
                 child.end(grace_s=0.0)
                 child = None
-                pipe.send({"fallback": why})
+                pipe.send(Answers(fallback=why).as_dict())
             else:
                 pipe.send_raw(answer)
         request = pipe.receive()
