@@ -56,7 +56,7 @@ from grader.reference import Reference, ReferenceFailure, has_reference  # noqa:
 from grader.secret import Draw, GradingSecret, digest
 from grader.submission import Submission
 from grader.text import safe
-from grader.verdict import ExerciseResult, Report, Verdicts, notes, observations, staff_notes
+from grader.verdict import CheckResult, ExerciseResult, Report, Verdicts, notes, observations, staff_notes
 from grader.version import fingerprint
 from grader.workers import Budget, EnvironmentProblem, Workers, runtime_files  # noqa: F401 - judge's API
 
@@ -259,19 +259,9 @@ class Judge:
         results), or the seconds it timed out after, or None (not tried there)."""
         module = MODULE_OF[exercise]
         checks = [c for c in checks if c.exercise == exercise]
-        result = ExerciseResult(exercise, module)
-        runnable = [c for c in checks if (self.gpu or not c.gpu) and not (c.triton and self.triton_problem)]
-        for c in checks:
-            if c not in runnable:
-                why = (
-                    PENDING_GPU
-                    if not self.gpu
-                    else (
-                        f"not gradable on this machine ({self.triton_problem}); graded on a GPU machine "
-                        "that can compile (python -m grader doctor says which can)"
-                    )
-                )
-                result.checks.append(self.verdicts.pending(c, why))
+        result = ExerciseResult(exercise, module, self.pending_here(checks))
+        waiting = {r.check.id for r in result.checks}
+        runnable = [c for c in checks if c.id not in waiting]
         if module not in submission.files:
             why = safe(submission.missing_reason(module), 500)
             result.problem = why
@@ -293,6 +283,21 @@ class Judge:
         order = {c.id: i for i, c in enumerate(checks)}
         result.checks.sort(key=lambda r: order[r.check.id])
         return result
+
+    def pending_here(self, checks: list[Check]) -> list[CheckResult]:
+        """The checks this machine cannot grade, pending with the reason: GPU checks without CUDA,
+        and those that need torch.compile to build GPU kernels where Triton cannot build."""
+        why = PENDING_GPU
+        if self.gpu:
+            why = (
+                f"not gradable on this machine ({self.triton_problem}); graded on a GPU machine "
+                "that can compile (python -m grader doctor says which can)"
+            )
+        return [
+            self.verdicts.pending(c, why)
+            for c in checks
+            if (c.gpu and not self.gpu) or (c.triton and self.triton_problem)
+        ]
 
     def _run_shared(
         self, submission: Submission, groups: dict[str, list[Check]], answers: dict, budget: Budget, observed: list[str]

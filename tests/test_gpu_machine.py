@@ -213,11 +213,10 @@ def test_compile_checks_are_pending_where_triton_cannot_build():
     judge = Judge(gpu="off")
     judge.gpu, judge.triton_problem = True, "torch.compile cannot build GPU kernels: no C compiler"
     checks = [c for c in judge.checks_for(Submission("x")) if c.exercise == "ex7"]
-    result = judge._grade_exercise(Submission("x"), "ex7", checks, {})
-    states = {r.check.name: (r.status, r.reason) for r in result.checks}
+    states = {r.check.name: (r.status, r.reason) for r in judge.pending_here(checks)}
     assert states["gpu_fused_norm_is_one_kernel"][0] == "pending"
     assert "no C compiler" in states["gpu_fused_norm_is_one_kernel"][1]
-    assert states["gpu_count_kernels"][0] == "failed"  # graded: no compiler needed (module missing here)
+    assert "gpu_count_kernels" not in states  # graded: no compiler needed
     assert [c.name for c in checks if c.triton] == ["gpu_fused_norm_is_one_kernel"]
 
 

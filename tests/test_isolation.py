@@ -30,7 +30,7 @@ def test_the_strongest_strategy_allowed_is_used_and_reported(monkeypatch, allowe
     shown = isolation.protections()
     assert list(shown) == list(isolation.PROTECTIONS)
     assert all(shown[p] == (p in strategy.gives) for p in isolation.PROTECTIONS if p not in isolation.ALWAYS)
-    [(name, state, line)] = doctor._sandbox()
+    [(name, state, line)] = [found for found in doctor.report() if found[0] == "sandbox"]
     assert name == "sandbox" and f"isolation: {strategy.name}" in line, line
     assert state == (doctor.OK if namespaces and isolation.has_prlimit() else doctor.OFF), (state, line)
     for off in (p for p, on in shown.items() if not on):
