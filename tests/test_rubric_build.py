@@ -58,10 +58,16 @@ def reweight_seed_report(root: Path, points: int) -> None:
     """Exercise 1's seed_report check, worth ``points`` (written on the check)."""
     path = root / "grader" / "exercises" / "launch_model.py"
     text = path.read_text(encoding="utf-8")
-    found = re.findall(r'Check\("ex1", "seed_report".*?points=(\d+)\)', text, re.DOTALL)
+    found = re.findall(r'Check\(\s*"ex1",\s*"seed_report",.*?points=(\d+),?\s*\)', text, re.DOTALL)
     assert found == ["2"], found
     path.write_text(
-        re.sub(r'(Check\("ex1", "seed_report".*?points=)2\)', rf"\g<1>{points})", text, count=1, flags=re.DOTALL),
+        re.sub(
+            r'(Check\(\s*"ex1",\s*"seed_report",.*?points=)2(,?\s*\))',
+            rf"\g<1>{points}\2",
+            text,
+            count=1,
+            flags=re.DOTALL,
+        ),
         encoding="utf-8",
     )
 
