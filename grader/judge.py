@@ -162,7 +162,7 @@ class Judge:
         start = time.monotonic()
         budget = Budget.start(self.deadline_s)
         checks = self.checks_for(submission)
-        answers = self._prepare(checks)
+        answers = self._prepare(checks, gpu_canary=self.gpu)
         cpu_groups = {
             ex: group
             for ex in self.exercises
@@ -201,16 +201,18 @@ class Judge:
 
     def grade_exercise(self, submission: Submission, exercise: str) -> ExerciseResult:
         checks = [c for c in self.checks_for(submission) if c.exercise == exercise]
-        answers = self._prepare(checks)
+        answers = self._prepare(checks, gpu_canary=self.gpu and any(c.gpu for c in checks))
         return self._grade_exercise(submission, exercise, checks, answers, budget=Budget.start(self.deadline_s))
 
-    def _prepare(self, checks: list[Check]) -> dict[tuple[str, str], Answer | None]:
-        """The canaries, and the reference's answers before any worker: a failure grades nobody."""
+    def _prepare(self, checks: list[Check], gpu_canary: bool) -> dict[tuple[str, str], Answer | None]:
+        """The canaries (the GPU one too with ``gpu_canary``: a whole submission's grading on a
+        CUDA machine always proves a GPU worker sees the device; one exercise's, when it has GPU
+        checks), and the reference's answers before any worker: a failure grades nobody."""
         with ThreadPoolExecutor(1) as early:  # the canary runs no submission code: meanwhile...
             canary = early.submit(self.workers.canary, False)
             answers = self._reference_answers(checks)  # ...the reference
             canary.result()
-        if self.gpu and any(c.gpu for c in checks):
+        if gpu_canary:
             self.workers.canary(True)
         return answers
 

@@ -119,6 +119,37 @@ def test_the_judge_asks_its_gpu_canary_whether_it_sees_cuda(monkeypatch):
         workers.canary(True)
 
 
+def test_a_whole_grading_on_a_cuda_machine_proves_its_gpu_worker_sees_cuda(monkeypatch):
+    """``grade`` on a machine whose judge sees CUDA runs the GPU canary even when the exercises
+    it grades have no GPU check (``--only ex1``): a GPU worker that cannot see the device stops
+    the grading (EnvironmentProblem, exit 3) before a class is half graded. The machine is
+    faked: ``torch.cuda`` says one device; each canary is answered by ``sandbox.run``'s
+    stand-in, the GPU one without CUDA."""
+    import torch
+
+    from grader.judge import Judge
+    from grader.submission import Submission
+    from grader.workers import EnvironmentProblem
+
+    asked = []
+
+    def canaries(box, limits, requests, *, gpu=False, hide=(), slot=0, device=None):
+        asked.append(gpu)
+        return sandbox.Run(answers=[wire.dumps({"cuda": not gpu, "vm_peak_bytes": 0}).encode()], returncode=0)
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    monkeypatch.setattr(sandbox, "run", canaries)
+    judge = Judge(gpu="on", exercises=("ex1",))
+    monkeypatch.setattr(judge, "_reference_answers", lambda checks: {})  # the judge's reference is not asked here
+    try:
+        with pytest.raises(EnvironmentProblem, match="does not"):
+            judge.grade(Submission("x"))
+    finally:
+        judge.close()
+    assert asked == [False, True], asked
+
+
 def test_every_thread_sees_the_same_answer_about_namespaces(monkeypatch):
     # Workers start from several threads; a half-finished trial once made some run unprotected.
     from concurrent.futures import ThreadPoolExecutor
