@@ -86,7 +86,7 @@ class Isolation:
     name = ""
     when = ""
     gives: tuple[str, ...] = ()
-    complete = False  # every protection: code of others' may be graded under it
+    complete = False  # every protection on: others' code may be graded under it (grade-all, notebooks)
 
     @classmethod
     def available(cls) -> bool:
@@ -194,7 +194,7 @@ class SeparateUser(Isolation):
 
 class Unisolated(Isolation):
     name = "none"
-    when = "not root"
+    when = "not root (or root without setpriv)"
 
     @classmethod
     def available(cls) -> bool:
