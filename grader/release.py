@@ -83,7 +83,8 @@ SHIPPED = {
     "coursekit": (
         "__init__.py",
         "allocator.py",
-        "args.py",
+        "argcheck.py",
+        "args.py",  # the old name of argcheck.py, so that old submissions still grade
         "checks.py",
         "cli.py",
         "compiled.py",
