@@ -7,7 +7,7 @@ record it), runs that warm-up on a side stream ordered after the caller's work (
 PyTorch's CUDA graphs documentation), lets graphs that never run at the same time share one
 memory pool, and leaves the GPU usable when a function cannot be captured.
 
-The lines marked ``# given`` check the arguments (``coursekit/args.py``) and look for a CUDA
+The lines marked ``# given`` check the arguments (``coursekit/argcheck.py``) and look for a CUDA
 device; keep them, and write the rest. Check your work with ``python -m pytest exercises -m ex3``
 (most checks need a GPU: ``python -m pytest exercises -m "ex3 and gpu"``).
 """
@@ -18,7 +18,7 @@ from typing import Any, Callable
 
 import torch
 
-from coursekit import args
+from coursekit import argcheck
 from coursekit.allocator import end_failed_capture  # noqa: F401 - given: see step 5
 from coursekit.standin import CapturedGraph  # given: what capture returns
 
@@ -61,8 +61,8 @@ def capture(
        leave the allocator sending allocations to the failed capture's pool until
        ``end_failed_capture(pool)``, given, is called: that file says why.)
     """
-    fn = args.function("fn", fn)  # given: a TypeError, on any machine
-    warmup_iters = args.count("warmup_iters", warmup_iters, at_least=1)  # given: on any machine
-    args.need_cuda("capture")  # given: a plain RuntimeError
-    static_inputs = args.tensors("static_inputs", static_inputs, cuda=True)  # given: a tuple now
+    fn = argcheck.function("fn", fn)  # given: a TypeError, on any machine
+    warmup_iters = argcheck.count("warmup_iters", warmup_iters, at_least=1)  # given: on any machine
+    argcheck.need_cuda("capture")  # given: a plain RuntimeError
+    static_inputs = argcheck.tensors("static_inputs", static_inputs, cuda=True)  # given: a tuple now
     raise NotImplementedError("exercise 3: capture")

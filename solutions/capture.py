@@ -6,7 +6,7 @@ from typing import Any, Callable
 
 import torch
 
-from coursekit import args
+from coursekit import argcheck
 from coursekit.allocator import end_failed_capture
 from coursekit.standin import CapturedGraph
 
@@ -30,10 +30,10 @@ _CAUSES = (
 def capture(
     fn: Callable[..., Any], *static_inputs: torch.Tensor, warmup_iters: int = 3, pool: Any = None
 ) -> CapturedGraph:
-    fn = args.function("fn", fn)  # given: a TypeError, on any machine
-    warmup_iters = args.count("warmup_iters", warmup_iters, at_least=1)  # given: on any machine
-    args.need_cuda("capture")  # given: a plain RuntimeError
-    static_inputs = args.tensors("static_inputs", static_inputs, cuda=True)  # given: a tuple now
+    fn = argcheck.function("fn", fn)  # given: a TypeError, on any machine
+    warmup_iters = argcheck.count("warmup_iters", warmup_iters, at_least=1)  # given: on any machine
+    argcheck.need_cuda("capture")  # given: a plain RuntimeError
+    static_inputs = argcheck.tensors("static_inputs", static_inputs, cuda=True)  # given: a tuple now
 
     caller = torch.cuda.current_stream()
     side = torch.cuda.Stream()
