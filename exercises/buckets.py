@@ -5,7 +5,7 @@ size in a short list (the *buckets*, vLLM's ``cudagraph_capture_sizes``), pads e
 to the nearest captured size, and runs eagerly when a batch is larger than every bucket. Both of
 vLLM 0.26.0's GPU model runners, V1 and V2, do this over the same list.
 
-The lines marked ``# given`` check the arguments (``coursekit/args.py``); keep them, and write
+The lines marked ``# given`` check the arguments (``coursekit/argcheck.py``); keep them, and write
 the rest. Check your work with ``python -m pytest exercises -m ex5``. On a CPU the runner is
 tested with the course's stand-in for a captured graph (``coursekit.standin.capture_on_cpu``),
 which keeps what matters here: static inputs, outputs overwritten by every replay, and memory
@@ -18,7 +18,7 @@ from typing import Callable, Iterable
 
 import torch
 
-from coursekit import args
+from coursekit import argcheck
 from coursekit.standin import capture_on_cpu  # noqa: F401 - the CPU default for `capture`
 
 
@@ -34,7 +34,7 @@ def default_capture_sizes(max_size: int = 512) -> list[int]:
     >>> default_capture_sizes(300)[-4:]
     [248, 256, 272, 288]
     """
-    max_size = args.count("max_size", max_size, at_least=1)  # given
+    max_size = argcheck.count("max_size", max_size, at_least=1)  # given
     raise NotImplementedError("exercise 5: default_capture_sizes")
 
 
@@ -69,9 +69,9 @@ def engine_capture_sizes(max_num_seqs: int = 256, num_speculative_tokens: int = 
     >>> len(engine_capture_sizes())
     51
     """
-    max_num_seqs = args.count("max_num_seqs", max_num_seqs, at_least=1)  # given
-    num_speculative_tokens = args.count("num_speculative_tokens", num_speculative_tokens, at_least=0)  # given
-    max_num_batched_tokens = args.count("max_num_batched_tokens", max_num_batched_tokens, at_least=1)  # given
+    max_num_seqs = argcheck.count("max_num_seqs", max_num_seqs, at_least=1)  # given
+    num_speculative_tokens = argcheck.count("num_speculative_tokens", num_speculative_tokens, at_least=0)  # given
+    max_num_batched_tokens = argcheck.count("max_num_batched_tokens", max_num_batched_tokens, at_least=1)  # given
     raise NotImplementedError("exercise 5: engine_capture_sizes")
 
 
@@ -84,8 +84,8 @@ def padded_size(n: int, capture_sizes: Iterable[int]) -> int | None:
     ValueError naming ``n``; no sizes, or a size that is not an int ``>= 1`` -> ValueError naming
     ``capture_sizes``.
     """
-    n = args.count("n", n, at_least=1)  # given
-    capture_sizes = args.counts("capture_sizes", capture_sizes, at_least=1, nonempty=True)  # given: a list now
+    n = argcheck.count("n", n, at_least=1)  # given
+    capture_sizes = argcheck.counts("capture_sizes", capture_sizes, at_least=1, nonempty=True)  # given: a list now
     raise NotImplementedError("exercise 5: padded_size")
 
 
@@ -96,8 +96,8 @@ def pad_rows(x: torch.Tensor, size: int, value: float = 0) -> torch.Tensor:
     ``size`` not an int -> ValueError naming ``size`` (never truncate: that would drop real rows);
     ``x`` not a tensor of at least one dimension -> ValueError naming ``x``.
     """
-    x = args.tensor("x", x, min_dim=1)  # given
-    size = args.count("size", size, at_least=len(x))  # given: never truncate
+    x = argcheck.tensor("x", x, min_dim=1)  # given
+    size = argcheck.count("size", size, at_least=len(x))  # given: never truncate
     raise NotImplementedError("exercise 5: pad_rows")
 
 
@@ -142,13 +142,13 @@ class BucketedGraphRunner:
         pad_value: float = 0,
         capture: Callable | None = None,
     ):
-        max_example = args.tensor("max_example", max_example, min_dim=1, min_rows=1)  # given
+        max_example = argcheck.tensor("max_example", max_example, min_dim=1, min_rows=1)  # given
         if capture_sizes is not None:  # given: then a list of sizes in 1..len(max_example)
-            capture_sizes = args.counts("capture_sizes", capture_sizes, at_least=1, at_most=len(max_example),
+            capture_sizes = argcheck.counts("capture_sizes", capture_sizes, at_least=1, at_most=len(max_example),
                                         nonempty=True)  # given
         raise NotImplementedError("exercise 5: BucketedGraphRunner.__init__")
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
-        x = args.tensor("x", x, row_shape=self.buffer.shape[1:], dtype=self.buffer.dtype, device=self.buffer.device,
+        x = argcheck.tensor("x", x, row_shape=self.buffer.shape[1:], dtype=self.buffer.dtype, device=self.buffer.device,
                         min_rows=1)  # given: reads your self.buffer
         raise NotImplementedError("exercise 5: BucketedGraphRunner.__call__")

@@ -16,7 +16,7 @@ vLLM 0.26.0 has two GPU model runners that capture the same graphs and look them
 
 Both are checked against answers recorded from vLLM 0.26.0's own code.
 
-The lines marked ``# given`` check the arguments (``coursekit/args.py``); keep them, and write
+The lines marked ``# given`` check the arguments (``coursekit/argcheck.py``); keep them, and write
 the rest. Check your work with ``python -m pytest exercises -m ex6``.
 """
 
@@ -27,7 +27,7 @@ import enum
 from dataclasses import dataclass
 from typing import AbstractSet, Iterable
 
-from coursekit import args
+from coursekit import argcheck
 
 from .buckets import padded_size  # noqa: F401 - you will need it
 
@@ -155,10 +155,10 @@ class CudagraphDispatcher:
 
     def __init__(self, mode: CUDAGraphMode, capture_sizes: Iterable[int], max_num_seqs: int,
                  uniform_decode_query_len: int = 1):
-        args.instance("mode", mode, CUDAGraphMode)  # given
-        capture_sizes = args.counts("capture_sizes", capture_sizes, at_least=1)  # given: a list now
-        max_num_seqs = args.count("max_num_seqs", max_num_seqs, at_least=1)  # given
-        uniform_decode_query_len = args.count(  # given
+        argcheck.instance("mode", mode, CUDAGraphMode)  # given
+        capture_sizes = argcheck.counts("capture_sizes", capture_sizes, at_least=1)  # given: a list now
+        max_num_seqs = argcheck.count("max_num_seqs", max_num_seqs, at_least=1)  # given
+        uniform_decode_query_len = argcheck.count(  # given
             "uniform_decode_query_len", uniform_decode_query_len, at_least=1)  # given
         raise NotImplementedError("exercise 6: CudagraphDispatcher.__init__")
 
@@ -173,7 +173,7 @@ class CudagraphDispatcher:
         valid_modes: AbstractSet[CUDAGraphMode] | None = None,
         invalid_modes: AbstractSet[CUDAGraphMode] | None = None,
     ) -> tuple[CUDAGraphMode, BatchDescriptor]:
-        num_tokens = args.count("num_tokens", num_tokens, at_least=1)  # given
+        num_tokens = argcheck.count("num_tokens", num_tokens, at_least=1)  # given
         raise NotImplementedError("exercise 6: CudagraphDispatcher.dispatch")
 
 
@@ -203,9 +203,9 @@ def get_uniform_token_count(num_reqs: int, num_tokens: int, max_query_len: int) 
     ``max_query_len`` not an int >= 1, ``num_tokens`` not an int >= ``num_reqs`` (every request has
     a token).
     """
-    num_reqs = args.count("num_reqs", num_reqs, at_least=1)  # given
-    num_tokens = args.count("num_tokens", num_tokens, at_least=num_reqs)  # given: a token per request
-    max_query_len = args.count("max_query_len", max_query_len, at_least=1)  # given
+    num_reqs = argcheck.count("num_reqs", num_reqs, at_least=1)  # given
+    num_tokens = argcheck.count("num_tokens", num_tokens, at_least=num_reqs)  # given: a token per request
+    max_query_len = argcheck.count("max_query_len", max_query_len, at_least=1)  # given
     raise NotImplementedError("exercise 6: get_uniform_token_count")
 
 
@@ -254,23 +254,23 @@ class CudaGraphManager:
 
     def __init__(self, mode: CUDAGraphMode, capture_sizes: Iterable[int], max_num_seqs: int,
                  decode_query_len: int = 1):
-        args.instance("mode", mode, CUDAGraphMode)  # given
-        capture_sizes = args.counts("capture_sizes", capture_sizes, at_least=1)  # given: a list now
-        max_num_seqs = args.count("max_num_seqs", max_num_seqs, at_least=1)  # given
-        decode_query_len = args.count("decode_query_len", decode_query_len, at_least=1)  # given
+        argcheck.instance("mode", mode, CUDAGraphMode)  # given
+        capture_sizes = argcheck.counts("capture_sizes", capture_sizes, at_least=1)  # given: a list now
+        max_num_seqs = argcheck.count("max_num_seqs", max_num_seqs, at_least=1)  # given
+        decode_query_len = argcheck.count("decode_query_len", decode_query_len, at_least=1)  # given
         raise NotImplementedError("exercise 6: CudaGraphManager.__init__")
 
     def capture_descs(self) -> list[BatchExecutionDescriptor]:
         raise NotImplementedError("exercise 6: CudaGraphManager.capture_descs")
 
     def candidates(self, num_tokens: int) -> list[BatchExecutionDescriptor]:
-        num_tokens = args.count("num_tokens", num_tokens, at_least=1)  # given
+        num_tokens = argcheck.count("num_tokens", num_tokens, at_least=1)  # given
         raise NotImplementedError("exercise 6: CudaGraphManager.candidates")
 
     def dispatch(self, num_reqs: int, num_tokens: int,
                  uniform_token_count: int | None = None) -> BatchExecutionDescriptor:
-        num_reqs = args.count("num_reqs", num_reqs, at_least=1)  # given
-        num_tokens = args.count("num_tokens", num_tokens, at_least=num_reqs)  # given: a token per request
+        num_reqs = argcheck.count("num_reqs", num_reqs, at_least=1)  # given
+        num_tokens = argcheck.count("num_tokens", num_tokens, at_least=num_reqs)  # given: a token per request
         if uniform_token_count is not None:  # given
-            args.count("uniform_token_count", uniform_token_count, at_least=1)  # given
+            argcheck.count("uniform_token_count", uniform_token_count, at_least=1)  # given
         raise NotImplementedError("exercise 6: CudaGraphManager.dispatch")

@@ -10,8 +10,8 @@ into segments at its attention calls. Its attention, like FlashAttention 2's in 
 uniform decode batch inside a full CUDA graph but not a batch with prompt rows (the model's
 docstring says why): that is what PIECEWISE graphs are for.
 
-The lines marked ``# given`` check the arguments (``coursekit/args.py``); keep them, and write the
-rest.
+The lines marked ``# given`` check the arguments (``coursekit/argcheck.py``); keep them, and write
+the rest.
 
 Check your work with ``python -m pytest exercises -m ex8``. On a CPU the graphs are the course's
 stand-in (``coursekit.standin.capture_on_cpu``); ``python -m pytest exercises -m "ex8 and gpu"``
@@ -24,7 +24,7 @@ from typing import Callable, Sequence
 
 import torch
 
-from coursekit import args
+from coursekit import argcheck
 from coursekit.standin import capture_on_cpu  # noqa: F401 - the CPU default for `capture`
 from coursekit.toymodel import ToyModel  # given: the model
 
@@ -149,7 +149,7 @@ class DecodeEngine:
         capture: Callable | None = None,
         compiler: Callable | None = None,
     ):
-        args.instance("model", model, ToyModel)  # given
+        argcheck.instance("model", model, ToyModel)  # given
         raise NotImplementedError("exercise 8: DecodeEngine.__init__")
 
     def capture_model(self) -> None:
@@ -158,13 +158,13 @@ class DecodeEngine:
     def step(self, tokens: torch.Tensor, positions: torch.Tensor, slots: torch.Tensor,
              uniform_decode: bool | None = None) -> torch.Tensor:
         c, device = self.model.config, self.model.device  # given
-        n = args.index_rows("tokens", tokens, device=device, high=c.vocab_size - 1)  # given: n rows
-        args.index_rows("positions", positions, device=device, rows=n, high=c.max_seq_len - 1)  # given
-        args.index_rows("slots", slots, device=device, rows=n, high=c.max_seqs - 1)  # given: not the padding slot
+        n = argcheck.index_rows("tokens", tokens, device=device, high=c.vocab_size - 1)  # given: n rows
+        argcheck.index_rows("positions", positions, device=device, rows=n, high=c.max_seq_len - 1)  # given
+        argcheck.index_rows("slots", slots, device=device, rows=n, high=c.max_seqs - 1)  # given: not the padding slot
         raise NotImplementedError("exercise 8: DecodeEngine.step")
 
     def generate(self, prompts: Sequence[Sequence[int]], max_new_tokens: int | Sequence[int]) -> list[list[int]]:
         c = self.model.config  # given
-        prompts, max_new_tokens = args.decode_requests(  # given: a list of lists, one count per prompt
+        prompts, max_new_tokens = argcheck.decode_requests(  # given: a list of lists, one count per prompt
             prompts, max_new_tokens, max_seqs=c.max_seqs, max_seq_len=c.max_seq_len)  # given
         raise NotImplementedError("exercise 8: DecodeEngine.generate")

@@ -7,7 +7,7 @@ around its big GEMMs for both reasons, in model code its V1 and V2 runners share
 ``fused_add_rms_norm`` adds the residual and normalizes in one kernel, which is what you build
 here.
 
-The lines marked ``# given`` check the arguments (``coursekit/args.py``); keep them, and write
+The lines marked ``# given`` check the arguments (``coursekit/argcheck.py``); keep them, and write
 the rest. Check your work with ``python -m pytest exercises -m ex7`` (the kernel counts need a
 GPU: ``python -m pytest exercises -m "ex7 and gpu"``).
 """
@@ -18,7 +18,7 @@ from typing import Callable
 
 import torch
 
-from coursekit import args
+from coursekit import argcheck
 from coursekit.fusion import add_rms_norm_reference  # noqa: F401 - given: the eager version
 
 
@@ -31,8 +31,8 @@ def chain_hbm_bytes(n_ops: int, numel: int, dtype_bytes: int, fused: bool) -> in
     is negative, or ``dtype_bytes < 1`` -> ValueError naming the argument (zero ops, zero elements
     and ``dtype_bytes = 1`` are fine).
     """
-    n_ops, numel = args.count("n_ops", n_ops, at_least=0), args.count("numel", numel, at_least=0)  # given
-    dtype_bytes = args.count("dtype_bytes", dtype_bytes, at_least=1)  # given
+    n_ops, numel = argcheck.count("n_ops", n_ops, at_least=0), argcheck.count("numel", numel, at_least=0)  # given
+    dtype_bytes = argcheck.count("dtype_bytes", dtype_bytes, at_least=1)  # given
     raise NotImplementedError("exercise 7: chain_hbm_bytes")
 
 
@@ -56,9 +56,9 @@ def fused_add_rms_norm(
       ``x.shape[-1:]`` (as many elements in another shape, such as ``(1, hidden)``, is refused),
       with ``x``'s dtype, on the same device: ValueError naming the argument otherwise.
     """
-    x = args.tensor("x", x, min_dim=1)  # given
-    residual = args.tensor("residual", residual, shape=tuple(x.shape), dtype=x.dtype, device=x.device)  # given
-    weight = args.tensor("weight", weight, shape=tuple(x.shape[-1:]), dtype=x.dtype, device=x.device)  # given
+    x = argcheck.tensor("x", x, min_dim=1)  # given
+    residual = argcheck.tensor("residual", residual, shape=tuple(x.shape), dtype=x.dtype, device=x.device)  # given
+    weight = argcheck.tensor("weight", weight, shape=tuple(x.shape[-1:]), dtype=x.dtype, device=x.device)  # given
     raise NotImplementedError("exercise 7: fused_add_rms_norm")
 
 
@@ -71,5 +71,5 @@ def count_kernels(fn: Callable[..., object], *fn_args: object) -> int:
     ``"Memset"``). No CUDA -> a plain RuntimeError (not a ValueError: no argument is wrong)
     saying a CUDA device is needed.
     """
-    args.need_cuda("count_kernels")  # given
+    argcheck.need_cuda("count_kernels")  # given
     raise NotImplementedError("exercise 7: count_kernels")

@@ -12,7 +12,7 @@ finishing it), eager or in a graph alike: a graph removes the N launches, not th
 graph's cost per kernel node, see coursekit/data/), which is why fusion matters even after
 capture: fewer kernels, fewer nu.
 
-The lines marked ``# given`` check the arguments (``coursekit/args.py``); keep them, and write
+The lines marked ``# given`` check the arguments (``coursekit/argcheck.py``); keep them, and write
 the rest. Run ``python -m exercises.launch_model`` to print the lesson's table once you are done,
 and ``python -m pytest exercises -m ex1`` to check your work.
 """
@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Iterable, Sequence
 
-from coursekit import args
+from coursekit import argcheck
 from coursekit.cli import run_exercise
 from coursekit.lesson import SEED_WEIGHTS
 
@@ -51,8 +51,8 @@ class DecodeStep:
 
     def __post_init__(self) -> None:
         for f in fields(self):  # given
-            args.number(f.name, getattr(self, f.name))  # given
-        args.number("bandwidth_bps", self.bandwidth_bps, above=0)  # given
+            argcheck.number(f.name, getattr(self, f.name))  # given
+        argcheck.number("bandwidth_bps", self.bandwidth_bps, above=0)  # given
 
     @property
     def n_kernels(self) -> int:
@@ -111,7 +111,7 @@ def simulate_eager_ms(kernel_us: Sequence[float], launch_us: float) -> float:
     that is not a number (bool included) -> ValueError naming the argument (``launch_us``, or
     ``kernel_us[i]`` for kernel i).
     """
-    kernel_us, launch_us = args.numbers("kernel_us", kernel_us), args.number("launch_us", launch_us)  # given
+    kernel_us, launch_us = argcheck.numbers("kernel_us", kernel_us), argcheck.number("launch_us", launch_us)  # given
     raise NotImplementedError("exercise 1: simulate_eager_ms")
 
 
@@ -123,7 +123,7 @@ def fit_launch_model(n_kernels: Sequence[float], step_ms: Sequence[float]) -> tu
     ValueError naming ``n_kernels`` or ``step_ms``; fewer than two distinct kernel counts ->
     ValueError naming ``n_kernels`` (a line through one x is not determined).
     """
-    args.same_length("n_kernels", n_kernels, "step_ms", step_ms)  # given
+    argcheck.same_length("n_kernels", n_kernels, "step_ms", step_ms)  # given
     raise NotImplementedError("exercise 1: fit_launch_model")
 
 

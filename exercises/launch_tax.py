@@ -5,7 +5,7 @@ eagerly, where the CPU launches every kernel, and as one captured CUDA graph, re
 single launch. The difference per run is the launch tax; a sweep over chain lengths and exercise
 1's ``fit_launch_model`` turn it into a cost per kernel.
 
-The lines marked ``# given`` check the arguments (``coursekit/args.py``) and that there is a
+The lines marked ``# given`` check the arguments (``coursekit/argcheck.py``) and that there is a
 GPU; keep them, and write the rest. Check your work with ``python -m pytest exercises -m ex2``
 (the timer is tested on the CPU; the rest needs a GPU: ``python -m pytest exercises -m "ex2 and
 gpu"``). Then see it for yourself: ``python -m coursekit.lab launch-tax``.
@@ -17,7 +17,7 @@ from typing import Callable, Sequence
 
 import torch  # noqa: F401 - you will need it
 
-from coursekit import args
+from coursekit import argcheck
 from coursekit.measurements import LaunchTax, tiny_op_chain  # noqa: F401 - given; use them
 
 
@@ -38,7 +38,7 @@ def time_ms(fn: Callable[[], object], iters: int = 100, warmup: int = 10) -> flo
     ``iters`` not an int (a bool is not) or below 1 -> ValueError naming ``iters``; ``warmup`` not
     an int or below 0 -> ValueError naming ``warmup`` (``iters=1`` and ``warmup=0`` are fine).
     """
-    iters, warmup = args.count("iters", iters, at_least=1), args.count("warmup", warmup, at_least=0)  # given
+    iters, warmup = argcheck.count("iters", iters, at_least=1), argcheck.count("warmup", warmup, at_least=0)  # given
     raise NotImplementedError("exercise 2: time_ms")
 
 
@@ -57,9 +57,9 @@ def measure_launch_tax(n_ops: int = 200, numel: int = 1024, iters: int = 100) ->
     CUDA -> a plain RuntimeError (not a ValueError: no argument is wrong) saying a CUDA device is
     needed.
     """
-    n_ops, numel, iters = (args.count(name, value, at_least=1)  # given
+    n_ops, numel, iters = (argcheck.count(name, value, at_least=1)  # given
                            for name, value in (("n_ops", n_ops), ("numel", numel), ("iters", iters)))  # given
-    args.need_cuda("measure_launch_tax")  # given
+    argcheck.need_cuda("measure_launch_tax")  # given
     raise NotImplementedError("exercise 2: measure_launch_tax")
 
 
@@ -75,5 +75,5 @@ def sweep_launch_tax(
     An empty ``n_ops_list``, or a length in it that is not an int >= 1 (a bool is not) ->
     ValueError naming ``n_ops_list``, on any machine (it needs no GPU to tell).
     """
-    n_ops_list = args.counts("n_ops_list", n_ops_list, at_least=1, nonempty=True)  # given: a list now
+    n_ops_list = argcheck.counts("n_ops_list", n_ops_list, at_least=1, nonempty=True)  # given: a list now
     raise NotImplementedError("exercise 2: sweep_launch_tax")

@@ -5,7 +5,7 @@ you do not pass new tensors: you copy the data into the captured tensors (``buff
 and replay. Rebinding a name (``self.buffer = x``) changes nothing the graph sees. The outputs
 are fixed too: every replay writes into the same output tensors.
 
-The lines marked ``# given`` check the arguments (``coursekit/args.py``); keep them, and write
+The lines marked ``# given`` check the arguments (``coursekit/argcheck.py``); keep them, and write
 the rest. Check your work with ``python -m pytest exercises -m ex4``. On a CPU the runner is
 tested with the course's stand-in for a captured graph (``coursekit.standin.capture_on_cpu``),
 which keeps these rules; ``python -m pytest exercises -m "ex4 and gpu"`` runs it on real CUDA
@@ -18,7 +18,7 @@ from typing import Any, Callable
 
 import torch
 
-from coursekit import args
+from coursekit import argcheck
 from coursekit.standin import capture_on_cpu  # noqa: F401 - the CPU default for `capture`
 
 
@@ -61,10 +61,10 @@ class GraphRunner:
         clone_outputs: bool = True,
         capture: Callable | None = None,
     ):
-        fn = args.function("fn", fn)  # given: a TypeError
-        example_inputs = args.tensors("example_inputs", example_inputs)  # given: a tuple of tensors
+        fn = argcheck.function("fn", fn)  # given: a TypeError
+        example_inputs = argcheck.tensors("example_inputs", example_inputs)  # given: a tuple of tensors
         raise NotImplementedError("exercise 4: GraphRunner.__init__")
 
     def __call__(self, *inputs: torch.Tensor) -> Any:
-        inputs = args.inputs_like("inputs", inputs, self.static_inputs)  # given: reads your static_inputs
+        inputs = argcheck.inputs_like("inputs", inputs, self.static_inputs)  # given: reads your static_inputs
         raise NotImplementedError("exercise 4: GraphRunner.__call__")

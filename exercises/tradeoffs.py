@@ -15,7 +15,7 @@ cost no tokens. The second half prices that trade: the graphs' memory (one share
 each), the KV-cache bytes one token needs, and the tokens of KV cache the graphs cost under each
 runner.
 
-The lines marked ``# given`` check the arguments (``coursekit/args.py``); keep them, and write
+The lines marked ``# given`` check the arguments (``coursekit/argcheck.py``); keep them, and write
 the rest. Run ``python -m exercises.tradeoffs`` to print the course's figures once you are done, and
 ``python -m pytest exercises -m ex9`` to check your work.
 """
@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from typing import Iterable, Sequence
 
-from coursekit import args
+from coursekit import argcheck
 from coursekit.cli import run_exercise
 from coursekit.lesson import tradeoff_figures
 
@@ -40,7 +40,7 @@ def eager_timeline(kernel_us: Sequence[float], launch_us: float) -> list[tuple[f
     Errors: ``launch_us`` or a kernel time that is negative, NaN, infinite or not a number (a bool
     is not a number here) -> ``ValueError`` naming ``launch_us`` or ``kernel_us``.
     """
-    kernel_us, launch_us = args.numbers("kernel_us", kernel_us), args.number("launch_us", launch_us)  # given
+    kernel_us, launch_us = argcheck.numbers("kernel_us", kernel_us), argcheck.number("launch_us", launch_us)  # given
     raise NotImplementedError("exercise 9: eager_timeline")
 
 
@@ -57,7 +57,7 @@ def cpu_bound_launch_us(kernel_us: Sequence[float]) -> float:
     Errors: a kernel time that is negative, NaN, infinite or not a number (a bool is not a number
     here) -> ``ValueError`` naming ``kernel_us``.
     """
-    kernel_us = args.numbers("kernel_us", kernel_us)  # given
+    kernel_us = argcheck.numbers("kernel_us", kernel_us)  # given
     raise NotImplementedError("exercise 9: cpu_bound_launch_us")
 
 
@@ -73,8 +73,8 @@ def implied_launch_us(eager_ms: float, compute_ms: float, n_kernels: int) -> tup
     ``compute_ms`` (no model explains a step shorter than its compute); ``n_kernels`` not an int (a
     bool is not) or below 1.
     """
-    eager_ms, compute_ms = args.number("eager_ms", eager_ms), args.number("compute_ms", compute_ms)  # given
-    n_kernels = args.count("n_kernels", n_kernels, at_least=1)  # given
+    eager_ms, compute_ms = argcheck.number("eager_ms", eager_ms), argcheck.number("compute_ms", compute_ms)  # given
+    n_kernels = argcheck.count("n_kernels", n_kernels, at_least=1)  # given
     raise NotImplementedError("exercise 9: implied_launch_us")
 
 
@@ -86,7 +86,7 @@ def kv_bytes_per_token(n_layers: int, n_kv_heads: int, head_dim: int, dtype_byte
     Errors: an argument that is not an int (a bool is not) or is below 1 -> ``ValueError`` naming it.
     """
     n_layers, n_kv_heads, head_dim, dtype_bytes = (  # given
-        args.count(name, value, at_least=1) for name, value in (  # given
+        argcheck.count(name, value, at_least=1) for name, value in (  # given
             ("n_layers", n_layers), ("n_kv_heads", n_kv_heads), ("head_dim", head_dim),  # given
             ("dtype_bytes", dtype_bytes)))  # given
     raise NotImplementedError("exercise 9: kv_bytes_per_token")
@@ -105,8 +105,8 @@ def graph_memory_bytes(per_graph_bytes: Iterable[int], shared_pool: bool = True)
     Errors: a footprint that is not an int (a bool is not) or is negative -> ``ValueError`` naming
     ``per_graph_bytes``; ``shared_pool`` not a bool -> ``ValueError`` naming it.
     """
-    per_graph_bytes = args.counts("per_graph_bytes", per_graph_bytes, at_least=0)  # given: a list now
-    shared_pool = args.flag("shared_pool", shared_pool)  # given
+    per_graph_bytes = argcheck.counts("per_graph_bytes", per_graph_bytes, at_least=0)  # given: a list now
+    shared_pool = argcheck.flag("shared_pool", shared_pool)  # given
     raise NotImplementedError("exercise 9: graph_memory_bytes")
 
 
@@ -131,9 +131,9 @@ def kv_tokens_forgone(graph_bytes: int, bytes_per_token: int, runner: str = "v1"
     the string ``"v1"`` or ``"v2"`` (not ``"V1"``, not None, not a bool) -> ``ValueError`` naming
     ``runner``.
     """
-    graph_bytes = args.count("graph_bytes", graph_bytes, at_least=0)  # given
-    bytes_per_token = args.count("bytes_per_token", bytes_per_token, at_least=1)  # given
-    runner = args.one_of("runner", runner, ("v1", "v2"))  # given
+    graph_bytes = argcheck.count("graph_bytes", graph_bytes, at_least=0)  # given
+    bytes_per_token = argcheck.count("bytes_per_token", bytes_per_token, at_least=1)  # given
+    runner = argcheck.one_of("runner", runner, ("v1", "v2"))  # given
     raise NotImplementedError("exercise 9: kv_tokens_forgone")
 
 

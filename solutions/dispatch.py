@@ -8,7 +8,7 @@ import enum
 from dataclasses import dataclass
 from typing import AbstractSet, Iterable
 
-from coursekit import args
+from coursekit import argcheck
 
 from .buckets import padded_size
 
@@ -52,10 +52,10 @@ class BatchDescriptor:
 class CudagraphDispatcher:
     def __init__(self, mode: CUDAGraphMode, capture_sizes: Iterable[int], max_num_seqs: int,
                  uniform_decode_query_len: int = 1):
-        args.instance("mode", mode, CUDAGraphMode)  # given
-        capture_sizes = args.counts("capture_sizes", capture_sizes, at_least=1)  # given: a list now
-        max_num_seqs = args.count("max_num_seqs", max_num_seqs, at_least=1)  # given
-        uniform_decode_query_len = args.count(  # given
+        argcheck.instance("mode", mode, CUDAGraphMode)  # given
+        capture_sizes = argcheck.counts("capture_sizes", capture_sizes, at_least=1)  # given: a list now
+        max_num_seqs = argcheck.count("max_num_seqs", max_num_seqs, at_least=1)  # given
+        uniform_decode_query_len = argcheck.count(  # given
             "uniform_decode_query_len", uniform_decode_query_len, at_least=1)  # given
         sizes = sorted(set(capture_sizes))
         self.max_num_seqs = max_num_seqs
@@ -94,7 +94,7 @@ class CudagraphDispatcher:
         valid_modes: AbstractSet[CUDAGraphMode] | None = None,
         invalid_modes: AbstractSet[CUDAGraphMode] | None = None,
     ) -> tuple[CUDAGraphMode, BatchDescriptor]:
-        num_tokens = args.count("num_tokens", num_tokens, at_least=1)  # given
+        num_tokens = argcheck.count("num_tokens", num_tokens, at_least=1)  # given
         allowed = set(valid_modes or RUNTIME_MODES) - set(invalid_modes or ())
         if not allowed:
             raise ValueError(f"invalid_modes: {invalid_modes} leaves none of valid_modes {valid_modes}")
@@ -125,19 +125,19 @@ class BatchExecutionDescriptor:
 
 
 def get_uniform_token_count(num_reqs: int, num_tokens: int, max_query_len: int) -> int | None:
-    num_reqs = args.count("num_reqs", num_reqs, at_least=1)  # given
-    num_tokens = args.count("num_tokens", num_tokens, at_least=num_reqs)  # given: a token per request
-    max_query_len = args.count("max_query_len", max_query_len, at_least=1)  # given
+    num_reqs = argcheck.count("num_reqs", num_reqs, at_least=1)  # given
+    num_tokens = argcheck.count("num_tokens", num_tokens, at_least=num_reqs)  # given: a token per request
+    max_query_len = argcheck.count("max_query_len", max_query_len, at_least=1)  # given
     return max_query_len if num_tokens == max_query_len * num_reqs else None
 
 
 class CudaGraphManager:
     def __init__(self, mode: CUDAGraphMode, capture_sizes: Iterable[int], max_num_seqs: int,
                  decode_query_len: int = 1):
-        args.instance("mode", mode, CUDAGraphMode)  # given
-        capture_sizes = args.counts("capture_sizes", capture_sizes, at_least=1)  # given: a list now
-        max_num_seqs = args.count("max_num_seqs", max_num_seqs, at_least=1)  # given
-        decode_query_len = args.count("decode_query_len", decode_query_len, at_least=1)  # given
+        argcheck.instance("mode", mode, CUDAGraphMode)  # given
+        capture_sizes = argcheck.counts("capture_sizes", capture_sizes, at_least=1)  # given: a list now
+        max_num_seqs = argcheck.count("max_num_seqs", max_num_seqs, at_least=1)  # given
+        decode_query_len = argcheck.count("decode_query_len", decode_query_len, at_least=1)  # given
         q, sizes = decode_query_len, sorted(set(capture_sizes)) if mode else []
         # PIECEWISE first: capture_descs walks this dict in the order graphs are captured.
         self._descs: dict[CUDAGraphMode, list[BatchExecutionDescriptor]] = {
@@ -163,16 +163,16 @@ class CudaGraphManager:
         return [d for descs in self._descs.values() for d in sorted(descs, key=lambda d: -d.num_tokens)]
 
     def candidates(self, num_tokens: int) -> list[BatchExecutionDescriptor]:
-        num_tokens = args.count("num_tokens", num_tokens, at_least=1)  # given
+        num_tokens = argcheck.count("num_tokens", num_tokens, at_least=1)  # given
         i = bisect.bisect_left(self._sizes, num_tokens)
         return list(self._by_size[self._sizes[i]]) if i < len(self._sizes) else []
 
     def dispatch(self, num_reqs: int, num_tokens: int,
                  uniform_token_count: int | None = None) -> BatchExecutionDescriptor:
-        num_reqs = args.count("num_reqs", num_reqs, at_least=1)  # given
-        num_tokens = args.count("num_tokens", num_tokens, at_least=num_reqs)  # given: a token per request
+        num_reqs = argcheck.count("num_reqs", num_reqs, at_least=1)  # given
+        num_tokens = argcheck.count("num_tokens", num_tokens, at_least=num_reqs)  # given: a token per request
         if uniform_token_count is not None:  # given
-            args.count("uniform_token_count", uniform_token_count, at_least=1)  # given
+            argcheck.count("uniform_token_count", uniform_token_count, at_least=1)  # given
         for d in self.candidates(num_tokens):
             if (d.uniform_token_count in (None, uniform_token_count)
                     and (d.num_reqs is None or d.num_reqs >= num_reqs)):

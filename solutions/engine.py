@@ -8,7 +8,7 @@ from typing import Callable, Sequence
 
 import torch
 
-from coursekit import args
+from coursekit import argcheck
 from coursekit.standin import capture_on_cpu
 from coursekit.toymodel import ToyModel
 
@@ -26,7 +26,7 @@ class DecodeEngine:
         capture: Callable | None = None,
         compiler: Callable | None = None,
     ):
-        args.instance("model", model, ToyModel)  # given
+        argcheck.instance("model", model, ToyModel)  # given
         sizes = engine_capture_sizes(model.config.max_seqs) if capture_sizes is None else list(capture_sizes)
         self.model = model
         if mode is CUDAGraphMode.FULL and model.cudagraph_support == "uniform_batch":
@@ -89,9 +89,9 @@ class DecodeEngine:
     def step(self, tokens: torch.Tensor, positions: torch.Tensor, slots: torch.Tensor,
              uniform_decode: bool | None = None) -> torch.Tensor:
         c, device = self.model.config, self.model.device  # given
-        n = args.index_rows("tokens", tokens, device=device, high=c.vocab_size - 1)  # given: n rows
-        args.index_rows("positions", positions, device=device, rows=n, high=c.max_seq_len - 1)  # given
-        args.index_rows("slots", slots, device=device, rows=n, high=c.max_seqs - 1)  # given: not the padding slot
+        n = argcheck.index_rows("tokens", tokens, device=device, high=c.vocab_size - 1)  # given: n rows
+        argcheck.index_rows("positions", positions, device=device, rows=n, high=c.max_seq_len - 1)  # given
+        argcheck.index_rows("slots", slots, device=device, rows=n, high=c.max_seqs - 1)  # given: not the padding slot
         if uniform_decode is None:
             uniform_decode = len(torch.unique(slots)) == n
         mode, desc = self.dispatcher.dispatch(n, uniform_decode)
@@ -122,7 +122,7 @@ class DecodeEngine:
 
     def generate(self, prompts: Sequence[Sequence[int]], max_new_tokens: int | Sequence[int]) -> list[list[int]]:
         c = self.model.config  # given
-        prompts, max_new_tokens = args.decode_requests(  # given: a list of lists, one count per prompt
+        prompts, max_new_tokens = argcheck.decode_requests(  # given: a list of lists, one count per prompt
             prompts, max_new_tokens, max_seqs=c.max_seqs, max_seq_len=c.max_seq_len)  # given
         device = self.model.device
         rows = [(i, j, t) for i, p in enumerate(prompts) for j, t in enumerate(p)]

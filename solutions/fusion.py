@@ -6,15 +6,15 @@ from typing import Callable
 
 import torch
 
-from coursekit import args
+from coursekit import argcheck
 from coursekit.fusion import add_rms_norm_reference
 
 _compiled = None
 
 
 def chain_hbm_bytes(n_ops: int, numel: int, dtype_bytes: int, fused: bool) -> int:
-    n_ops, numel = args.count("n_ops", n_ops, at_least=0), args.count("numel", numel, at_least=0)  # given
-    dtype_bytes = args.count("dtype_bytes", dtype_bytes, at_least=1)  # given
+    n_ops, numel = argcheck.count("n_ops", n_ops, at_least=0), argcheck.count("numel", numel, at_least=0)  # given
+    dtype_bytes = argcheck.count("dtype_bytes", dtype_bytes, at_least=1)  # given
     if n_ops == 0:
         return 0
     passes = 1 if fused else n_ops
@@ -24,9 +24,9 @@ def chain_hbm_bytes(n_ops: int, numel: int, dtype_bytes: int, fused: bool) -> in
 def fused_add_rms_norm(
     x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    x = args.tensor("x", x, min_dim=1)  # given
-    residual = args.tensor("residual", residual, shape=tuple(x.shape), dtype=x.dtype, device=x.device)  # given
-    weight = args.tensor("weight", weight, shape=tuple(x.shape[-1:]), dtype=x.dtype, device=x.device)  # given
+    x = argcheck.tensor("x", x, min_dim=1)  # given
+    residual = argcheck.tensor("residual", residual, shape=tuple(x.shape), dtype=x.dtype, device=x.device)  # given
+    weight = argcheck.tensor("weight", weight, shape=tuple(x.shape[-1:]), dtype=x.dtype, device=x.device)  # given
     global _compiled
     if x.is_cuda:
         if _compiled is None:
@@ -37,7 +37,7 @@ def fused_add_rms_norm(
 
 
 def count_kernels(fn: Callable[..., object], *fn_args: object) -> int:
-    args.need_cuda("count_kernels")  # given
+    argcheck.need_cuda("count_kernels")  # given
     from torch.profiler import ProfilerActivity, profile
 
     fn(*fn_args)

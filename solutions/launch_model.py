@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Iterable, Sequence
 
-from coursekit import args
+from coursekit import argcheck
 from coursekit.cli import run_exercise
 from coursekit.lesson import SEED_WEIGHTS
 
@@ -23,8 +23,8 @@ class DecodeStep:
 
     def __post_init__(self) -> None:
         for f in fields(self):  # given
-            args.number(f.name, getattr(self, f.name))  # given
-        args.number("bandwidth_bps", self.bandwidth_bps, above=0)  # given
+            argcheck.number(f.name, getattr(self, f.name))  # given
+        argcheck.number("bandwidth_bps", self.bandwidth_bps, above=0)  # given
 
     @property
     def n_kernels(self) -> int:
@@ -67,7 +67,7 @@ def report(rows: Iterable[tuple[str, DecodeStep]]) -> str:
 
 
 def simulate_eager_ms(kernel_us: Sequence[float], launch_us: float) -> float:
-    kernel_us, launch_us = args.numbers("kernel_us", kernel_us), args.number("launch_us", launch_us)  # given
+    kernel_us, launch_us = argcheck.numbers("kernel_us", kernel_us), argcheck.number("launch_us", launch_us)  # given
     end_us = 0.0
     for k, t in enumerate(kernel_us, start=1):
         end_us = max(k * launch_us, end_us) + t
@@ -75,7 +75,7 @@ def simulate_eager_ms(kernel_us: Sequence[float], launch_us: float) -> float:
 
 
 def fit_launch_model(n_kernels: Sequence[float], step_ms: Sequence[float]) -> tuple[float, float]:
-    args.same_length("n_kernels", n_kernels, "step_ms", step_ms)  # given
+    argcheck.same_length("n_kernels", n_kernels, "step_ms", step_ms)  # given
     xs, ys = [float(x) for x in n_kernels], [float(y) for y in step_ms]
     if len(set(xs)) < 2:
         raise ValueError(

@@ -7,12 +7,12 @@ from typing import Callable, Sequence
 
 import torch
 
-from coursekit import args
+from coursekit import argcheck
 from coursekit.measurements import LaunchTax, tiny_op_chain
 
 
 def time_ms(fn: Callable[[], object], iters: int = 100, warmup: int = 10) -> float:
-    iters, warmup = args.count("iters", iters, at_least=1), args.count("warmup", warmup, at_least=0)  # given
+    iters, warmup = argcheck.count("iters", iters, at_least=1), argcheck.count("warmup", warmup, at_least=0)  # given
     for _ in range(warmup):
         fn()
     if torch.cuda.is_available():
@@ -32,9 +32,9 @@ def time_ms(fn: Callable[[], object], iters: int = 100, warmup: int = 10) -> flo
 
 
 def measure_launch_tax(n_ops: int = 200, numel: int = 1024, iters: int = 100) -> LaunchTax:
-    n_ops, numel, iters = (args.count(name, value, at_least=1)  # given
+    n_ops, numel, iters = (argcheck.count(name, value, at_least=1)  # given
                            for name, value in (("n_ops", n_ops), ("numel", numel), ("iters", iters)))  # given
-    args.need_cuda("measure_launch_tax")  # given
+    argcheck.need_cuda("measure_launch_tax")  # given
     # A private generator: the default CUDA generator is left mid-capture by a failed capture.
     x = torch.rand(numel, device="cuda", generator=torch.Generator(device="cuda")) + 0.5
     eager_ms = time_ms(lambda: tiny_op_chain(x, n_ops), iters=iters)
@@ -58,5 +58,5 @@ def measure_launch_tax(n_ops: int = 200, numel: int = 1024, iters: int = 100) ->
 def sweep_launch_tax(
     n_ops_list: Sequence[int], numel: int = 1024, iters: int = 100
 ) -> list[LaunchTax]:
-    n_ops_list = args.counts("n_ops_list", n_ops_list, at_least=1, nonempty=True)  # given: a list now
+    n_ops_list = argcheck.counts("n_ops_list", n_ops_list, at_least=1, nonempty=True)  # given: a list now
     return [measure_launch_tax(n, numel=numel, iters=iters) for n in n_ops_list]

@@ -6,7 +6,7 @@ from typing import Any, Callable
 
 import torch
 
-from coursekit import args
+from coursekit import argcheck
 from coursekit.standin import capture_on_cpu
 
 
@@ -19,8 +19,8 @@ class GraphRunner:
         clone_outputs: bool = True,
         capture: Callable | None = None,
     ):
-        fn = args.function("fn", fn)  # given: a TypeError
-        example_inputs = args.tensors("example_inputs", example_inputs)  # given: a tuple of tensors
+        fn = argcheck.function("fn", fn)  # given: a TypeError
+        example_inputs = argcheck.tensors("example_inputs", example_inputs)  # given: a tuple of tensors
         self.fn = fn
         self.clone_outputs = clone_outputs
         self.static_inputs = tuple(x.clone() for x in example_inputs)
@@ -30,7 +30,7 @@ class GraphRunner:
         self.num_captures = 1
 
     def __call__(self, *inputs: torch.Tensor) -> Any:
-        inputs = args.inputs_like("inputs", inputs, self.static_inputs)  # given: reads your static_inputs
+        inputs = argcheck.inputs_like("inputs", inputs, self.static_inputs)  # given: reads your static_inputs
         for x, buffer in zip(inputs, self.static_inputs):
             buffer.copy_(x)
         outputs = self.graph.replay()

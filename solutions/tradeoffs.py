@@ -5,13 +5,13 @@ from __future__ import annotations
 import math
 from typing import Iterable, Sequence
 
-from coursekit import args
+from coursekit import argcheck
 from coursekit.cli import run_exercise
 from coursekit.lesson import tradeoff_figures
 
 
 def eager_timeline(kernel_us: Sequence[float], launch_us: float) -> list[tuple[float, float, float]]:
-    kernel_us, launch_us = args.numbers("kernel_us", kernel_us), args.number("launch_us", launch_us)  # given
+    kernel_us, launch_us = argcheck.numbers("kernel_us", kernel_us), argcheck.number("launch_us", launch_us)  # given
     timeline, end = [], 0.0
     for k, t in enumerate(kernel_us, start=1):
         launched = k * launch_us
@@ -22,7 +22,7 @@ def eager_timeline(kernel_us: Sequence[float], launch_us: float) -> list[tuple[f
 
 
 def cpu_bound_launch_us(kernel_us: Sequence[float]) -> float:
-    kernel_us = args.numbers("kernel_us", kernel_us)  # given
+    kernel_us = argcheck.numbers("kernel_us", kernel_us)  # given
     # Kernel m+1 is launched in time iff (m+1)*tau <= tau + t_1 + ... + t_m, i.e. tau <= mean(t_1..t_m).
     tau_star, prefix = math.inf, 0.0
     for m, t in enumerate(kernel_us[:-1], start=1):
@@ -32,8 +32,8 @@ def cpu_bound_launch_us(kernel_us: Sequence[float]) -> float:
 
 
 def implied_launch_us(eager_ms: float, compute_ms: float, n_kernels: int) -> tuple[float, float]:
-    eager_ms, compute_ms = args.number("eager_ms", eager_ms), args.number("compute_ms", compute_ms)  # given
-    n_kernels = args.count("n_kernels", n_kernels, at_least=1)  # given
+    eager_ms, compute_ms = argcheck.number("eager_ms", eager_ms), argcheck.number("compute_ms", compute_ms)  # given
+    n_kernels = argcheck.count("n_kernels", n_kernels, at_least=1)  # given
     if compute_ms > eager_ms:
         raise ValueError(f"compute_ms: expected at most eager_ms ({eager_ms!r}), got {compute_ms!r}")
     return (eager_ms - compute_ms) * 1e3 / n_kernels, eager_ms * 1e3 / n_kernels
@@ -41,23 +41,23 @@ def implied_launch_us(eager_ms: float, compute_ms: float, n_kernels: int) -> tup
 
 def kv_bytes_per_token(n_layers: int, n_kv_heads: int, head_dim: int, dtype_bytes: int = 2) -> int:
     n_layers, n_kv_heads, head_dim, dtype_bytes = (  # given
-        args.count(name, value, at_least=1) for name, value in (  # given
+        argcheck.count(name, value, at_least=1) for name, value in (  # given
             ("n_layers", n_layers), ("n_kv_heads", n_kv_heads), ("head_dim", head_dim), ("dtype_bytes", dtype_bytes)))  # given
     return 2 * n_layers * n_kv_heads * head_dim * dtype_bytes
 
 
 def graph_memory_bytes(per_graph_bytes: Iterable[int], shared_pool: bool = True) -> int:
-    per_graph_bytes = args.counts("per_graph_bytes", per_graph_bytes, at_least=0)  # given: a list now
-    shared_pool = args.flag("shared_pool", shared_pool)  # given
+    per_graph_bytes = argcheck.counts("per_graph_bytes", per_graph_bytes, at_least=0)  # given: a list now
+    shared_pool = argcheck.flag("shared_pool", shared_pool)  # given
     if not per_graph_bytes:
         return 0
     return max(per_graph_bytes) if shared_pool else sum(per_graph_bytes)
 
 
 def kv_tokens_forgone(graph_bytes: int, bytes_per_token: int, runner: str = "v1") -> int:
-    graph_bytes = args.count("graph_bytes", graph_bytes, at_least=0)  # given
-    bytes_per_token = args.count("bytes_per_token", bytes_per_token, at_least=1)  # given
-    runner = args.one_of("runner", runner, ("v1", "v2"))  # given
+    graph_bytes = argcheck.count("graph_bytes", graph_bytes, at_least=0)  # given
+    bytes_per_token = argcheck.count("bytes_per_token", bytes_per_token, at_least=1)  # given
+    runner = argcheck.one_of("runner", runner, ("v1", "v2"))  # given
     if runner == "v2":  # V2 sizes the KV cache first and captures after: the graphs take no tokens
         return 0
     return graph_bytes // bytes_per_token

@@ -104,7 +104,7 @@ def test_negative_field_is_rejected(launch_model, field):
 @pytest.mark.parametrize("field", ["weight_gib", "n_layers", "kernels_per_layer", "launch_us",
                                    "bandwidth_bps", "gpu_node_us"])
 def test_nan_field_is_rejected(launch_model, field):
-    # NaN is not a number >= 0, yet `value < 0` is False for it: args.number tests
+    # NaN is not a number >= 0, yet `value < 0` is False for it: argcheck.number tests
     # math.isfinite, or NaN would slip through and poison every time computed from the step.
     kwargs = {"weight_gib": 1.0, field: float("nan")}
     check_rejects(lambda: launch_model.DecodeStep(**kwargs), field,
