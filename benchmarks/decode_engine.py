@@ -4,6 +4,7 @@
     python benchmarks/decode_engine.py --configs toy          # one configuration: toy, qwen7b (or all)
     python benchmarks/decode_engine.py --impl exercises       # with your own exercises
     python benchmarks/decode_engine.py --no-compile           # without the compiled rows (minutes less)
+    python benchmarks/decode_engine.py --batches 1            # batch sizes, in the order measured (1,8)
     python benchmarks/decode_engine.py --device cpu --quick   # smoke run of the code path (stand-in graphs)
 
 Per configuration (the toy model in fp32; Qwen2.5-7B's shapes in bf16 with 28 layers, random
@@ -30,8 +31,9 @@ measurements contradict. The memory floor is the bytes a step must read (weights
 a measured device-to-device copy bandwidth. Targets are ratios, so they hold on any host: the
 compiled full graph within 1.4x the floor on the 7B shapes, within 1.05x the one-function peer,
 the engine's step within 1.05x its bare replay, the launch model's eager prediction within 15%;
-eager times are printed, never a target. Writes ``lab-output/decode-engine.json`` and
-``lab-output/decode-engine.svg``.
+eager times are printed, never a target. Writes ``lab-output/decode-engine.json`` after every
+row, sweep point and configuration (``"complete": false`` until the end, so a run cut off, by
+SIGINT at a deadline or a crash, keeps every figure it took) and ``lab-output/decode-engine.svg``.
 
 The Qwen2.5-7B-shaped configuration runs only where the GPU has the free memory for it
 (``torch.cuda.mem_get_info()``: one bf16 model, 15.2 GB, its KV cache and 2 GiB of headroom;
@@ -184,15 +186,18 @@ def measure(
     iters: int,
     with_compile: bool,
     with_fused: bool = True,
+    out: dict | None = None,
+    save=lambda: None,
 ) -> dict:
     """Per batch size, the rows of ``ROWS`` (see the module docstring) with their kernels per step
     and bare replays; the rows that need more than the engine (exercise 7's fusion, the compiler)
-    are skipped with a one-line reason if they fail."""
+    are skipped with a one-line reason if they fail. ``out``: the dict to fill (``{rows: {}}``),
+    ``save()`` called after every row, so that a run cut off keeps every figure it took."""
     engine_mod, fusion = impl.module("engine"), impl.module("fusion")
     modes = engine_mod.CUDAGraphMode
     time_ms = timer(impl, iters)
     count = fusion.count_kernels if on_cuda(device) else (lambda fn, *a: None)
-    out = {rows: {} for rows in rows_list}
+    out = {rows: {} for rows in rows_list} if out is None else out
 
     def engine_row(model, row, args, rows, mode, name, compiler=None):
         """An engine of ``mode`` capturing this batch size alone, timed; for a full graph also its
@@ -212,10 +217,12 @@ def measure(
             row[f"{name}_kernels"] = count(held["fn"], *held["inputs"])
         del engine, recorder
         free(device)
+        save()
 
     def peer_row(model, row, args):
         """The one-function peer's figures (``peer``) for this batch, in its row."""
         row.update(peer(model, args, device, time_ms, count))
+        save()
 
     model = ToyModel(config, device=device, dtype=dtype)
     decode = decode_step(model)
@@ -224,6 +231,7 @@ def measure(
         row["eager_ms"] = time_ms(partial(decode, *args))
         row["eager_kernels"] = count(decode, *args)
         row["launch_pace_us"] = launch_pace_us(profile_launches(decode, *args)) if on_cuda(device) else None
+        save()
         engine_row(model, row, args, rows, modes.PIECEWISE, "piecewise")
         # FULL_DECODE_ONLY: full graphs alone (FULL would capture piecewise ones for mixed
         # batches too, and count their time and memory); these batches are uniform decode.
@@ -380,11 +388,21 @@ def free(device: str) -> None:
         torch.cuda.empty_cache()
 
 
-def sweep(impl: Implementation, config: ModelConfig, dtype, device: str, layers: list[int], iters: int) -> dict:
-    """Eager and full-graph step time at batch 1 over a layer count sweep, with kernel counts."""
+def sweep(
+    impl: Implementation,
+    config: ModelConfig,
+    dtype,
+    device: str,
+    layers: list[int],
+    iters: int,
+    points: list | None = None,
+    save=lambda: None,
+) -> dict:
+    """Eager and full-graph step time at batch 1 over a layer count sweep, with kernel counts
+    (``points`` filled as they are measured, ``save()`` after each)."""
     engine_mod, fusion = impl.module("engine"), impl.module("fusion")
     time_ms = timer(impl, iters)
-    points = []
+    points = [] if points is None else points
     for n in layers:
         model = ToyModel(ModelConfig(**{**config.__dict__, "n_layers": n}), device=device, dtype=dtype)
         args = batch(model, 1)
@@ -403,6 +421,7 @@ def sweep(impl: Implementation, config: ModelConfig, dtype, device: str, layers:
         )
         del engine, model
         free(device)
+        save()
     fit = impl.module("launch_model").fit_launch_model
     ks = [p["kernels"] for p in points]
     tau_us, eager_intercept_ms = fit(ks, [p["eager_ms"] for p in points])
@@ -575,12 +594,20 @@ def main() -> None:
         help="leave out the compiled rows (compiled + full, the one-function peer): "
         "compiling takes seconds to minutes per batch size",
     )
+    parser.add_argument(
+        "--batches",
+        type=batch_sizes,
+        default=[1, 8],
+        help="comma-separated batch sizes, in the order measured (default: 1,8)",
+    )
     parser.add_argument("--out", default="lab-output")
     args = parser.parse_args()
     names = CONFIGS if args.configs == "all" else tuple(args.configs.split(","))
     for name in names:
         if name not in CONFIGS:
             parser.error(f"--configs: unknown configuration {name!r} (toy, qwen7b or all)")
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
     impl = Implementation(args.impl)
     iters = 5 if args.quick else 50
     # torch.compile builds Triton kernels on CUDA, C++ on a CPU: without what they need, skip its rows.
@@ -595,8 +622,11 @@ def main() -> None:
         "impl": args.impl,
         "copy_bytes_per_s": bandwidth,
         "compile_problem": problem,
+        "batches": args.batches,
+        "complete": False,  # until the last configuration is done: a run cut off keeps what it took
         "configs": {},
     }
+    save = partial(write_json, out / "decode-engine.json", report)
     for name in names:
         if name == "toy":
             config, dtype, layers = ModelConfig(), torch.float32, [1, 2, 4, 8]
@@ -606,23 +636,29 @@ def main() -> None:
             if skipped:
                 print(skipped)
                 report["configs"][name] = {"skipped": skipped}
+                save()
                 continue
         if args.quick:
             layers = layers[:3]
         print(f"\n== {name}: {config.n_layers} layers, hidden {config.hidden_size}, {dtype} on {args.device}")
         stage = time.perf_counter()
-        results = measure(
+        results = {rows: {} for rows in args.batches}
+        entry = report["configs"][name] = {"batches": results, "sweep": {"points": []}}
+        measure(
             impl,
             config,
             dtype,
             args.device,
-            [1, 8],
+            args.batches,
             iters,
             with_compile=not args.no_compile and not problem,
             with_fused=not fused_problem,
+            out=results,
+            save=save,
         )
-        fitted = sweep(impl, config, dtype, args.device, layers, iters)
-        entry = {"batches": results, "sweep": fitted}
+        fitted = entry["sweep"] = sweep(
+            impl, config, dtype, args.device, layers, iters, points=entry["sweep"]["points"], save=save
+        )
         sizes = [s for s in (1, 2, 4, 8, 16, 32) if s <= config.max_seqs]
         optional(
             "graph memory", lambda: entry.update(graph_memory=graph_memory(impl, config, dtype, args.device, sizes))
@@ -638,15 +674,33 @@ def main() -> None:
                 r["launch_model_misses"] = launch_model_misses(fitted, r, r["predicted"])
         entry["targets"] = targets(results)
         entry["seconds"] = time.perf_counter() - stage  # compiling included
-        report["configs"][name] = entry
+        save()
         print_table(name, results, fitted, entry)
         if "graph_memory" in entry:
             print_graph_memory(entry["graph_memory"])
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "decode-engine.json").write_text(json.dumps(report, indent=1, default=str) + "\n")
+    report["complete"] = True
+    save()
     plot(report, out / "decode-engine.svg")
     print(f"\nwrote {out / 'decode-engine.json'} and {out / 'decode-engine.svg'}")
+
+
+def batch_sizes(text: str) -> list[int]:
+    """``--batches``: ``"1,8"`` -> ``[1, 8]``, each a whole number >= 1, none twice."""
+    try:
+        sizes = [int(part) for part in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected batch sizes such as 1,8, got {text!r}") from None
+    if not sizes or min(sizes) < 1 or len(set(sizes)) != len(sizes):
+        raise argparse.ArgumentTypeError(f"expected distinct batch sizes >= 1 such as 1,8, got {text!r}")
+    return sizes
+
+
+def write_json(path: Path, report: dict) -> None:
+    """``report`` as JSON at ``path``, written beside it and renamed: a reader (or a run cut off
+    in the middle of a write) never sees half a file."""
+    partial_path = path.with_suffix(".json.partial")
+    partial_path.write_text(json.dumps(report, indent=1, default=str) + "\n")
+    partial_path.replace(path)
 
 
 def cell(value, fmt: str, width: int) -> str:
@@ -730,6 +784,10 @@ def run() -> int:
     the student's exercises 1, 2, 5, 6, 7, 8 and 9 with ``--impl exercises``)."""
     try:
         main()
+    except KeyboardInterrupt:
+        # SIGINT at a deadline (.ci/gpu.py): every row measured so far is in the JSON already.
+        print("decode_engine.py: interrupted; decode-engine.json holds every figure measured so far", file=sys.stderr)
+        return 130
     except NotImplementedError as exc:
         print(
             f"decode_engine.py: {exc} is not written yet: the benchmark runs your exercises "
