@@ -306,3 +306,31 @@ def test_without_a_compiler_the_compiled_rows_are_skipped_with_the_reason(tmp_pa
     ], done.stdout[:2000]
     batch = json.loads((tmp_path / "decode-engine.json").read_text())["configs"]["toy"]["batches"]["1"]
     assert "full_ms" in batch and "full_fused_ms" in batch and "compiled_ms" not in batch and "peer_ms" not in batch
+
+
+def test_a_run_cut_off_keeps_every_row_it_measured(tmp_path, monkeypatch, capsys):
+    """SIGINT at a deadline (.ci/gpu.py) or a crash in the layer sweep: the JSON already holds the
+    batch's rows, says it is not complete, and the run says so in one line (exit 130)."""
+    bench = load_benchmark()
+
+    def interrupted(impl, config, dtype, device, layers, iters, points=None, save=lambda: None):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(bench, "sweep", interrupted)
+    argv = ["decode_engine.py", "--device", "cpu", "--quick", "--no-compile", "--configs", "toy"]
+    monkeypatch.setattr(sys, "argv", [*argv, "--batches", "1", "--out", str(tmp_path)])
+    assert bench.run() == 130
+    report = json.loads((tmp_path / "decode-engine.json").read_text())
+    rows = report["configs"]["toy"]["batches"]["1"]
+    assert report["complete"] is False and report["batches"] == [1]
+    assert {"eager_ms", "piecewise_ms", "full_ms", "bare_replay_ms", "full_fused_ms"} <= set(rows), rows
+    assert "interrupted" in capsys.readouterr().err
+    assert not list(tmp_path.glob("*.partial"))
+
+
+@pytest.mark.parametrize("text", ["0", "1,1", "one", ""])
+def test_batches_must_be_distinct_sizes(text):
+    import argparse
+
+    with pytest.raises(argparse.ArgumentTypeError, match="batch sizes"):
+        load_benchmark().batch_sizes(text)
