@@ -29,10 +29,13 @@ import torch
 from coursekit.platform import cpu_compile_problem, triton_problem
 
 
-def compile_piece(fn: Callable) -> Callable:
+def compile_piece(fn: Callable, *, backend: str | Callable = "inductor") -> Callable:
     """``fn`` compiled by inductor for the shapes it is first called with (``dynamic=False``,
     ``fullgraph=True``), in a frame of its own (see the module docstring). Compilation happens at
-    the first call: in the engine, the first warm-up run, before the capture records the kernels."""
+    the first call: in the engine, the first warm-up run, before the capture records the kernels;
+    the capture's own call must find that compiled variant again (dynamo's guards still hold), or
+    the graph would record a compile. ``backend``: torch.compile's (a test counts compiles with
+    one of its own)."""
     if not callable(fn):
         raise TypeError(f"fn: expected a callable piece of the model, got {type(fn).__name__}")
 
@@ -43,7 +46,7 @@ def compile_piece(fn: Callable) -> Callable:
     # object, so each piece gets its own instead of sharing one with every other piece.
     piece.__code__ = piece.__code__.replace()
     piece.__qualname__ = f"compiled({getattr(fn, '__qualname__', type(fn).__qualname__)})"
-    return torch.compile(piece, dynamic=False, fullgraph=True)
+    return torch.compile(piece, backend=backend, dynamic=False, fullgraph=True)
 
 
 def compile_problem(device: str | torch.device, **checks) -> str | None:

@@ -81,3 +81,74 @@ def test_compile_problem_asks_triton_for_cuda(tmp_path):
     )
     assert problem.startswith("torch.compile cannot build GPU kernels") and "triton cannot be imported" in problem
     assert "does not compile for meta" in compile_problem("meta")
+
+
+class CountingBackend:
+    """A torch.compile backend that runs the traced graph as it is and notes each compile: whether
+    it happened while a (stand-in) graph was being captured or replayed."""
+
+    def __init__(self):
+        self.compiles: list[bool] = []
+
+    def __call__(self, gm, example_inputs):
+        from coursekit.standin import inside_graph
+
+        self.compiles.append(inside_graph())
+        return gm.forward
+
+
+def compiles_of(mode: str, sizes: list[int]) -> CountingBackend:
+    """The reference engine over the toy model, its pieces traced by dynamo with a counting backend,
+    after capture_model() and a generate."""
+    from coursekit.impl import Implementation
+    from coursekit.toymodel import ToyModel
+
+    engine = Implementation("solutions").module("engine")
+    backend = CountingBackend()
+    torch._dynamo.reset()
+    try:
+        runner = engine.DecodeEngine(
+            ToyModel(),
+            mode=engine.CUDAGraphMode[mode],
+            capture_sizes=sizes,
+            compiler=lambda piece: compile_piece(piece, backend=backend),
+        )
+        runner.capture_model()
+        backend.after_capture = list(backend.compiles)
+        runner.generate([[1, 2, 3], [4, 5]], [4, 4])
+    finally:
+        torch._dynamo.reset()
+    return backend
+
+
+@pytest.mark.parametrize("mode, pieces", [("FULL_DECODE_ONLY", 1), ("PIECEWISE", 3)])
+def test_compile_then_capture_compiles_once_per_piece_and_size_never_at_the_capture(mode, pieces):
+    """Compile, then capture works only if the capture's call finds the variant the warm-up
+    compiled: dynamo's guards must hold between the two (a global the model reads, such as
+    whether a graph is being captured, would fail them and the capture would record a compile).
+    The reference engine with the CPU stand-in, dynamo tracing each piece (its own backend: no
+    inductor): one compile per captured piece and size, none inside a capture or replay, none
+    more while generating."""
+    sizes = [2, 4]
+    backend = compiles_of(mode, sizes)
+    assert backend.after_capture == [False] * (pieces * len(sizes)), (
+        f"{mode}, sizes {sizes}: compiles {backend.after_capture} (True: inside a capture or replay); "
+        f"expected {pieces * len(sizes)}, one per piece and size, all at the warm-up"
+    )
+    assert backend.compiles == backend.after_capture, f"generating compiled again: {backend.compiles}"
+
+
+def test_the_count_sees_a_compile_at_the_capture(monkeypatch):
+    """The check above can fail: a model that reads a global the capture changes (the stand-in's
+    graph depth) fails dynamo's guards at the capture's call, and the count shows the compile."""
+    from coursekit import standin
+    from coursekit.toymodel import ToyModel
+
+    original = ToyModel.forward
+
+    def forward(self, tokens, positions, slots, max_query_len=None):
+        out = original(self, tokens, positions, slots, max_query_len)
+        return out + 0.0 if standin._graph_depth else out
+
+    monkeypatch.setattr(ToyModel, "forward", forward)
+    assert True in compiles_of("FULL_DECODE_ONLY", [2]).after_capture
