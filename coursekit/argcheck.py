@@ -218,12 +218,25 @@ def tensor(
 
 
 def same_device(a: torch.device | str, b: torch.device | str) -> bool:
-    """Whether ``a`` and ``b`` name one device: ``cuda`` is ``cuda:0`` (the current device, as a
-    tensor made there says), ``cpu`` is ``cpu:0``."""
+    """Whether ``a`` and ``b`` name one device: ``cuda`` without an index is the *current* CUDA
+    device (``torch.cuda.current_device()``; a tensor made with ``device="cuda"`` reports it:
+    ``cuda:1`` after ``torch.cuda.set_device(1)``), ``cpu`` is ``cpu:0``."""
     a, b = torch.device(a), torch.device(b)
     if a.type != b.type:
         return False
-    return a.type == "cpu" or (a.index or 0) == (b.index or 0)
+    if a.type != "cuda":
+        return a.type == "cpu" or (a.index or 0) == (b.index or 0)
+    if a.index is None and b.index is None:
+        return True
+    return _cuda_index(a) == _cuda_index(b)
+
+
+def _cuda_index(device: torch.device) -> int:
+    """The index of a CUDA device, the current one where it names none (asked only then: on a
+    machine without CUDA that is device 0)."""
+    if device.index is not None:
+        return device.index
+    return torch.cuda.current_device() if torch.cuda.is_available() else 0
 
 
 def inputs_like(name: str, values: tuple, like: tuple) -> tuple[torch.Tensor, ...]:
@@ -258,13 +271,21 @@ def index_rows(
 
 def tensors(name: str, values: Iterable[object], *, cuda: bool = False) -> tuple[torch.Tensor, ...]:
     """Every item of ``values`` checked by ``tensor`` (item ``i`` named ``name[i]``), as a tuple;
-    ``cuda=True``: each must also be on a CUDA device (a CPU tensor has no place in a captured
-    graph)."""
+    ``cuda=True``: each must also be on the current CUDA device (a CPU tensor has no place in a
+    captured graph, and a capture records the current device's streams: a tensor on another GPU
+    would be worked on outside the capture)."""
     checked = tuple(tensor(f"{name}[{i}]", v) for i, v in enumerate(_items(name, values)))
     if cuda:
         for i, t in enumerate(checked):
             if t.device.type != "cuda":
                 raise ValueError(f"{name}[{i}]: expected a CUDA tensor, got one on {t.device}")
+            if not same_device(t.device, "cuda"):
+                current = _cuda_index(torch.device("cuda"))
+                raise ValueError(
+                    f"{name}[{i}]: expected a tensor on the current CUDA device (cuda:{current}), "
+                    f"got one on {t.device}: a capture records the current device's streams; make its device "
+                    f"current first (torch.cuda.set_device({t.device.index}), as each vLLM worker does for its GPU)"
+                )
     return checked
 
 
