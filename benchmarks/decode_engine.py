@@ -325,7 +325,7 @@ def peer(model: ToyModel, args: tuple, device: str, time_ms, count) -> dict:
                 compiled(*static)
         torch.cuda.current_stream().wait_stream(stream)
         graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
+        with torch.cuda.graph(graph, stream=stream):  # capture on the stream that warmed up
             logits = compiled(*static)
         torch.cuda.synchronize()
         replay = graph.replay
@@ -608,6 +608,9 @@ def main() -> None:
             parser.error(f"--configs: unknown configuration {name!r} (toy, qwen7b or all)")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    if on_cuda(args.device) and torch.device(args.device).index is not None:
+        # A capture records the current device's streams (exercise 3): --device cuda:1 makes it current.
+        torch.cuda.set_device(torch.device(args.device))
     impl = Implementation(args.impl)
     iters = 5 if args.quick else 50
     # torch.compile builds Triton kernels on CUDA, C++ on a CPU: without what they need, skip its rows.
