@@ -4,18 +4,22 @@ share of the device's memory, and the look after a worker that frees its device 
 worker's own processes hold none of it.
 
 ``nvidia-smi``'s memory figures are the whole device's, whoever holds them: a worker is charged
-only with what its own processes hold (``--query-compute-apps``), never the device's total."""
+only with what its own processes hold (``--query-compute-apps``), never the device's total.
+Where nvidia-smi cannot show this machine's processes' memory (a container, MIG, vGPU: the
+pool's ``check_visibility``, once per grading), neither the cap nor the look after a worker can
+work: both are off, and the judge's report says so."""
 
 from __future__ import annotations
 
 import os
 import queue
+import threading
 import time
 from dataclasses import replace
 from pathlib import Path
 
-from grader import sandbox
-from grader.nvidia_smi import gpu_bytes_of, gpu_memory
+from grader import nvidia_smi, sandbox
+from grader.nvidia_smi import Visibility, gpu_bytes_of, gpu_memory
 from grader.procfs import process_start
 
 #: Of a device's memory, what its GPU workers may hold together (the rest: the driver, the
@@ -38,21 +42,40 @@ class DevicePool:
                 self._free.put(device)
         totals = [m["total"] for m in (memory or {}).values()]
         self.share_bytes = int(SHARED_FRACTION * min(totals) / jobs) if totals else None
+        #: Whether nvidia-smi shows this machine's processes' GPU memory (``check_visibility``);
+        #: None: not asked, the cap and the look after a worker as nvidia-smi answers.
+        self.visibility: Visibility | None = None
+        self._asked = threading.Lock()
 
     @classmethod
     def of_this_machine(cls, jobs: int) -> "DevicePool":
         return cls(visible_ids(), jobs, gpu_memory())
 
+    def check_visibility(self) -> Visibility:
+        """Once: whether nvidia-smi shows the GPU memory a process of this machine holds
+        (``nvidia_smi.memory_visibility``); where it does not, every later worker runs without
+        the cap and without the look after it."""
+        with self._asked:
+            if self.visibility is None:
+                self.visibility = nvidia_smi.memory_visibility()
+            return self.visibility
+
+    @property
+    def watched(self) -> bool:
+        """Whether the workers' GPU memory is watched: not where it was found invisible."""
+        return self.visibility is None or self.visibility.visible
+
     def run(
         self, box: Path, limits: sandbox.Limits, frames: list[bytes], *, hide: tuple[Path, ...], slot: int
     ) -> sandbox.Run:
         """A GPU worker on a device of its own (or its share of one), then a look at the device:
-        the worker's own processes must hold none of its memory once the worker is gone."""
+        the worker's own processes must hold none of its memory once the worker is gone (both
+        only where that memory can be seen: ``watched``)."""
         device = self._free.get() if self.leases else None  # no GPU seen here: no device to share
         try:
-            limits = replace(limits, gpu_bytes=self.share_bytes)
+            limits = replace(limits, gpu_bytes=self.share_bytes if self.watched else None)
             run = sandbox.run(box, limits, frames, gpu=True, hide=hide, slot=slot, device=device)
-            if device is not None:
+            if device is not None and self.watched:
                 # The device goes to the next worker once this one's processes hold none of it.
                 left = settle_gpu(run, device)
                 if left:
@@ -83,7 +106,7 @@ def settle_gpu(run: sandbox.Run, device: str, smi: str | None = None, wait_s: fl
     while True:
         alive = {pid for pid, started in run.pids.items() if process_start(pid) == started}
         held = gpu_bytes_of(alive, smi) if alive else 0
-        if not held:
+        if not held:  # nothing held, or None: nothing seen (check_visibility tells which, once)
             return None
         if time.monotonic() > deadline:
             return (

@@ -20,7 +20,9 @@ one could write. In the shared CPU worker, before each exercise's child, every o
 the worker is killed and what its uid left in ``work/``, the machine's shared writable places
 (``isolation.current().shared_places()``) and System V IPC is removed; without namespaces, a worker's uid is
 handed to the next worker only once it owns no process and no such file
-(``isolation.release_uid``). GPU workers each lease a device and a share of its memory.
+(``isolation.release_uid``). GPU workers each lease a device and a share of its memory, a share
+watched only where nvidia-smi shows a process's GPU memory (asked once per grading; where it
+does not, a container, the report's staff notes and fingerprint say the cap is off).
 Every check needs a value the submission computed or a measurement it could not make up: no
 verdict follows from a probe's inputs alone (a timer's mean is judged by the window the probe
 measured around calls whose durations no frame holds). What a submission did that reaches into
@@ -56,7 +58,16 @@ from grader.reference import Reference, ReferenceFailure, has_reference  # noqa:
 from grader.secret import Draw, GradingSecret, digest
 from grader.submission import Submission
 from grader.text import safe
-from grader.verdict import CheckResult, ExerciseResult, Report, Verdicts, notes, observations, staff_notes
+from grader.verdict import (
+    GPU_MEMORY_OFF,
+    CheckResult,
+    ExerciseResult,
+    Report,
+    Verdicts,
+    notes,
+    observations,
+    staff_notes,
+)
 from grader.version import fingerprint
 from grader.workers import Budget, EnvironmentProblem, Workers, runtime_files  # noqa: F401 - judge's API
 
@@ -194,7 +205,7 @@ class Judge:
             notes(submission, results, self.secret, self.gpu_mode),
             time.monotonic() - start,
             self.fingerprint(),
-            staff_notes(self.protections()),
+            staff_notes(self.protections(), self.workers.devices.visibility),
             manual,
             found,
         )
@@ -214,6 +225,9 @@ class Judge:
             canary.result()
         if gpu_canary:
             self.workers.canary(True)
+            # Once per grading: can the GPU workers' memory be seen here (their cap, the look
+            # after them)? Where not, the report says so (staff notes, the fingerprint).
+            self.workers.devices.check_visibility()
         return answers
 
     def protections(self) -> dict[str, bool]:
@@ -225,6 +239,8 @@ class Judge:
 
     def fingerprint(self) -> dict:
         off = [name for name, on in self.protections().items() if not on]
+        if not self.workers.devices.watched:
+            off.append(GPU_MEMORY_OFF)
         return fingerprint(self.gpu, self.gpu_only, self.secret, rubric_digest(), off)
 
     def _reference_answers(self, checks: list[Check]) -> dict[tuple[str, str], Answer | None]:

@@ -50,7 +50,8 @@ class Limits:
     budget_s: float = 0.0
     #: Device memory all of a GPU worker's processes may hold together, watched by the judge
     #: through ``nvidia-smi`` (None: not watched): a worker over it is killed, so one student's
-    #: hog cannot cost the students beside it their GPU points.
+    #: hog cannot cost the students beside it their GPU points. Not watched where nvidia-smi
+    #: cannot show this machine's processes' memory (``DevicePool.check_visibility``).
     gpu_bytes: int | None = None
 
 
@@ -242,7 +243,8 @@ def run(
             break
         if gpu and ticks % 50 == 0:
             pids = look()
-            if limits.gpu_bytes and nvidia_smi.gpu_bytes_of(pids) > limits.gpu_bytes:
+            held = nvidia_smi.gpu_bytes_of(pids) if limits.gpu_bytes else None
+            if held is not None and held > limits.gpu_bytes:  # None: not seen (the judge's report says so)
                 out_of_gpu = True
                 break
         time.sleep(0.01)

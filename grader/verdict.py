@@ -179,13 +179,27 @@ def notes(submission, results: list[ExerciseResult], secret, gpu_mode: str) -> l
     return found
 
 
-def staff_notes(protections: dict[str, bool]) -> list[str]:
+#: The protection that is off where nvidia-smi cannot show a process's GPU memory (the report's
+#: fingerprint lists it with the sandbox protections that were off).
+GPU_MEMORY_OFF = "GPU memory cap per worker and leftover check (GPU memory per process not visible here)"
+
+
+def staff_notes(protections: dict[str, bool], gpu_memory=None) -> list[str]:
     """What the one who runs the grader should know and a student's results must not show (they
-    go to the terminal, ``extra_data`` and the class summary): the protections that were off."""
+    go to the terminal, ``extra_data`` and the class summary): the protections that were off,
+    and, ``gpu_memory`` (``nvidia_smi.Visibility``, None: no GPU worker) not visible, that the
+    GPU workers' memory cap and the leftover check after them were off, and why."""
+    notes = []
     off = [name for name, on in protections.items() if not on]
-    if not off:
-        return []
-    return ["sandbox protections off on this machine (not root, or no namespaces): " + ", ".join(off)]
+    if off:
+        notes.append("sandbox protections off on this machine (not root, or no namespaces): " + ", ".join(off))
+    if gpu_memory is not None and not gpu_memory.visible:
+        notes.append(
+            f"GPU memory per process: not visible here (container?): {gpu_memory.why}; so the per-worker GPU "
+            "memory cap and the leftover check after each GPU worker were off in this grading "
+            "(python -m grader doctor says the same)"
+        )
+    return notes
 
 
 def observations(run: sandbox.Run) -> list[str]:

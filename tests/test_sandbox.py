@@ -318,3 +318,125 @@ def test_memory_a_workers_own_process_still_holds_is_reported(tmp_path):
     finally:
         stayed.kill()
         stayed.wait()
+
+
+# ------------------------------------------------- whether a process's GPU memory can be seen here
+# On a rented 4090 (a Docker container) nvidia-smi --query-compute-apps listed no process, or the
+# host's pids: every worker seemed to hold 0, its memory cap was never enforced, no leftover was
+# reported, and nothing said so. MIG and vGPU print [N/A] or [Not Supported] for the figure.
+
+#: Holds nothing real: stands for ``nvidia_smi.HOLDER`` (which holds GPU memory through torch) on
+#: a machine without a GPU; the fake nvidia-smi's apps.csv says what it "holds", by the marker
+#: word in its command line ("launch-tax-gpu-memory-probe, 512").
+HOLDS = "import sys\nprint('holding', flush=True)\nsys.stdin.read()\n"
+PROBE = "launch-tax-gpu-memory-probe"
+
+
+def holder() -> list[str]:
+    import sys
+
+    return [sys.executable, "-c", HOLDS, PROBE]
+
+
+def test_gpu_bytes_of_tells_holding_nothing_from_cannot_be_seen(tmp_path):
+    """0: nvidia-smi lists none of these processes; None: nvidia-smi prints no figure for one of
+    them ([N/A], [Not Supported]) or cannot be asked. (Before: 0 for all of these.)"""
+    import subprocess
+
+    mine = subprocess.Popen(["sleep", "60"])
+    try:
+        for apps, want in (
+            (f"{mine.pid}, 512\n", 512 << 20),
+            ("4242424, 512\n", 0),
+            (f"{mine.pid}, [N/A]\n", None),
+            (f"{mine.pid}, [Not Supported]\n", None),
+        ):
+            smi = fake_nvidia_smi(tmp_path / "bin", "0, 24564, 900\n", apps)
+            assert nvidia_smi.gpu_bytes_of({mine.pid}, str(smi)) == want, apps
+        assert nvidia_smi.gpu_bytes_of({mine.pid}, str(tmp_path / "no-nvidia-smi")) is None
+    finally:
+        mine.kill()
+        mine.wait()
+
+
+@pytest.mark.parametrize(
+    "apps, why",
+    [
+        ("", "nvidia-smi lists no process while the probe process"),
+        (f"{PROBE}, [N/A]\n", "but its memory as [N/A]"),
+        (f"{PROBE}, [Not Supported]\n", "but its memory as [Not Supported]"),
+        ("4242424, 4250\n4242425, 300\n", "lists pids 4242424, 4242425 (none of them a process here: the host's"),
+    ],
+    ids=["no-process-listed", "n/a", "not-supported", "host-pids"],
+)
+def test_a_process_holding_gpu_memory_that_nvidia_smi_does_not_show_is_seen_as_not_visible(tmp_path, apps, why):
+    smi = fake_nvidia_smi(tmp_path / "bin", "0, 24564, 900\n", apps)
+    seen = nvidia_smi.memory_visibility(str(smi), holder(), settle_s=0.3)
+    assert not seen.visible and why in seen.why, seen
+
+
+def test_a_process_holding_gpu_memory_that_nvidia_smi_shows_is_visible(tmp_path):
+    smi = fake_nvidia_smi(tmp_path / "bin", "0, 24564, 900\n", f"{PROBE}, 512\n4242424, 4250\n")
+    seen = nvidia_smi.memory_visibility(str(smi), holder())
+    assert seen.visible and "512 MiB" in seen.why, seen
+    failed = nvidia_smi.memory_visibility(str(smi), [*holder()[:2], "raise SystemExit('no CUDA device here')"])
+    assert not failed.visible and failed.why == (
+        "not checked: the probe process could not hold GPU memory (no CUDA device here)"
+    ), failed
+
+
+def test_where_gpu_memory_is_not_visible_the_pool_watches_none(monkeypatch):
+    """A pool found not to see its workers' memory runs them without a cap and without the look
+    after them (a host pid could be charged); a pool that sees it keeps both, as before."""
+    caps = []
+
+    def gpu_worker(box, limits, requests, *, gpu=False, hide=(), slot=0, device=None):
+        caps.append(limits.gpu_bytes)
+        return sandbox.Run(answers=[], returncode=0)
+
+    monkeypatch.setattr(sandbox, "run", gpu_worker)
+    monkeypatch.setattr(devices, "settle_gpu", lambda run, device, smi=None, wait_s=5.0: "LEFT")
+    memory = {"0": {"total": 24564 << 20, "used": 900 << 20}}
+    seen = devices.DevicePool(["0"], memory=memory)
+    seen.visibility = nvidia_smi.Visibility(True, "seen")
+    assert seen.run(None, sandbox.Limits(), [], hide=(), slot=0).leftovers == ["LEFT"]
+    unseen = devices.DevicePool(["0"], memory=memory)
+    unseen.visibility = nvidia_smi.Visibility(False, "nvidia-smi lists no process")
+    assert unseen.run(None, sandbox.Limits(), [], hide=(), slot=0).leftovers == []
+    assert caps == [seen.share_bytes, None] and seen.share_bytes, caps
+
+
+def test_a_grading_where_gpu_memory_is_not_visible_says_the_cap_is_off(tmp_path, monkeypatch):
+    """A whole grading on a CUDA machine whose nvidia-smi lists no process while one of the
+    judge's holds GPU memory (a container): the report's staff notes say the per-worker GPU
+    memory cap and the leftover check were off, and why; its fingerprint lists it with the
+    protections that were off. The machine is faked: ``torch.cuda`` says one device, the
+    canaries are answered by ``sandbox.run``'s stand-in, the probe process holds nothing real
+    (``HOLDS``) and nvidia-smi is the stand-in, listing no process."""
+    import torch
+
+    from grader.judge import Judge
+    from grader.submission import Submission
+    from grader.verdict import GPU_MEMORY_OFF
+
+    def canaries(box, limits, requests, *, gpu=False, hide=(), slot=0, device=None):
+        return sandbox.Run(answers=[wire.dumps({"cuda": True, "vm_peak_bytes": 0}).encode()], returncode=0)
+
+    fake_nvidia_smi(tmp_path / "bin", "0, 24564, 900\n", "")
+    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}:{os.environ['PATH']}")
+    monkeypatch.setattr(nvidia_smi, "HOLDER", HOLDS)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: "a faked GPU")
+    monkeypatch.setattr(sandbox, "run", canaries)
+    judge = Judge(gpu="on", exercises=("ex1",))
+    monkeypatch.setattr(judge, "_reference_answers", lambda checks: {})  # the judge's reference is not asked here
+    try:
+        report = judge.grade(Submission("x"))
+    finally:
+        judge.close()
+    said = [n for n in report.staff_notes if n.startswith("GPU memory per process: not visible here (container?)")]
+    assert len(said) == 1, report.staff_notes
+    assert "nvidia-smi lists no process" in said[0], said
+    assert "per-worker GPU memory cap and the leftover check after each GPU worker were off" in said[0], said
+    assert GPU_MEMORY_OFF in report.fingerprint["protections_off"], report.fingerprint
