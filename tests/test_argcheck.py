@@ -1,14 +1,20 @@
-"""The given argument checks (coursekit/args.py), on their own.
+"""The given argument checks (coursekit/argcheck.py), on their own.
 
 The exercises' stubs call them, and their public tests marked ``given`` check that each exercise
 refuses what its docstring says; this file checks the validators themselves, with hypothesis, and
 proves each defence can fail: ``WRONG`` holds plausible wrong versions (NaN let through, a bool
 taken for an int, an iterable read twice...), and each must break a rule ``problems`` checks.
+It also holds the old name, ``coursekit/args.py`` (issue 43), to its promise: the same checks, and a
+submission of the previous release, written with it, still grades.
 """
 
 from __future__ import annotations
 
+import json
 import math
+import re
+import subprocess
+import sys
 import types
 from pathlib import Path
 
@@ -17,9 +23,11 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from coursekit import args
+from coursekit import argcheck
+from coursekit.impl import REPO_ROOT
+from tests.harness import submission
 
-SOURCE = Path(args.__file__).read_text(encoding="utf-8")
+SOURCE = Path(argcheck.__file__).read_text(encoding="utf-8")
 NOT_NUMBERS = [True, False, "3", None, [1.0], float("nan"), float("inf"), -float("inf")]
 
 
@@ -35,7 +43,7 @@ def refused(fn, name: str, error: type = ValueError) -> str | None:
 
 
 def problems(a: types.ModuleType) -> list[str]:
-    """Every rule of coursekit/args.py that module ``a`` breaks (empty for the real one)."""
+    """Every rule of coursekit/argcheck.py that module ``a`` breaks (empty for the real one)."""
     found = []
 
     def expect(what, problem):
@@ -90,10 +98,10 @@ def problems(a: types.ModuleType) -> list[str]:
 
 
 def test_the_given_checks_keep_their_rules():
-    assert problems(args) == []
+    assert problems(argcheck) == []
 
 
-#: Plausible wrong versions of coursekit/args.py: (why, old text, new text).
+#: Plausible wrong versions of coursekit/argcheck.py: (why, old text, new text).
 WRONG = [
     ("NaN slips through a plain value < 0 check", "    if not math.isfinite(value):\n", "    if False:\n"),
     (
@@ -136,74 +144,126 @@ WRONG = [
 
 @pytest.mark.parametrize("why, old, new", WRONG, ids=[w[0] for w in WRONG])
 def test_a_wrong_check_breaks_a_rule(why, old, new):
-    assert SOURCE.count(old) == 1, f"the wrong version '{why}' no longer applies to coursekit/args.py"
-    wrong = types.ModuleType("wrong_args")
-    exec(compile(SOURCE.replace(old, new), "wrong_args", "exec"), wrong.__dict__)  # noqa: S102 - the module's own source, one check made wrong
-    assert problems(wrong), f"coursekit/args.py with '{why}' breaks no rule test_args checks"
+    assert SOURCE.count(old) == 1, f"the wrong version '{why}' no longer applies to coursekit/argcheck.py"
+    wrong = types.ModuleType("wrong_argcheck")
+    exec(compile(SOURCE.replace(old, new), "wrong_argcheck", "exec"), wrong.__dict__)  # noqa: S102 - the module's own source, one check made wrong
+    assert problems(wrong), f"coursekit/argcheck.py with '{why}' breaks no rule test_argcheck checks"
 
 
 @given(st.floats(allow_nan=False, allow_infinity=False, min_value=0.0))
 def test_number_keeps_every_finite_value_at_or_above_its_floor(value):
-    assert args.number("t", value) == value
+    assert argcheck.number("t", value) == value
 
 
 @given(st.integers(max_value=-1) | st.floats(max_value=-1e-300))
 def test_number_refuses_below_its_floor_naming_the_argument(value):
-    assert refused(lambda: args.number("launch_us", value), "launch_us") is None
+    assert refused(lambda: argcheck.number("launch_us", value), "launch_us") is None
 
 
 @given(st.lists(st.integers(1, 10**6), max_size=20))
 def test_counts_read_any_iterable_once(values):
-    assert args.counts("capture_sizes", (v for v in values), at_least=1) == values
+    assert argcheck.counts("capture_sizes", (v for v in values), at_least=1) == values
 
 
 @given(st.integers(-5, 5), st.integers(-5, 5))
 def test_count_holds_its_bounds(value, at_least):
     if value >= at_least:
-        assert args.count("n", value, at_least=at_least) == value
+        assert argcheck.count("n", value, at_least=at_least) == value
     else:
-        assert refused(lambda: args.count("n", value, at_least=at_least), "n") is None
+        assert refused(lambda: argcheck.count("n", value, at_least=at_least), "n") is None
 
 
 def test_one_device_under_two_names():
-    assert args.same_device("cuda", "cuda:0") and args.same_device("cpu:0", "cpu")
-    assert not args.same_device("cuda:1", "cuda") and not args.same_device("cpu", "cuda:0")
+    assert argcheck.same_device("cuda", "cuda:0") and argcheck.same_device("cpu:0", "cpu")
+    assert not argcheck.same_device("cuda:1", "cuda") and not argcheck.same_device("cpu", "cuda:0")
 
 
 def test_an_index_off_the_cpu_is_never_read():
     """On CUDA, reading values makes the CPU wait for the GPU; a meta tensor has no values to read,
     so a check that read them would raise here."""
     x = torch.empty(4, dtype=torch.long, device="meta")
-    assert args.index_rows("tokens", x, device="meta", rows=4, high=1) == 4
+    assert argcheck.index_rows("tokens", x, device="meta", rows=4, high=1) == 4
 
 
 def test_need_cuda_is_a_runtime_error(monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     with pytest.raises(RuntimeError, match="CUDA device"):
-        args.need_cuda("capture")
+        argcheck.need_cuda("capture")
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    assert args.need_cuda("capture") is None
+    assert argcheck.need_cuda("capture") is None
 
 
 def test_messages_say_what_was_expected_and_what_came():
     with pytest.raises(ValueError) as info:
-        args.count("n_layers", True, at_least=1)
+        argcheck.count("n_layers", True, at_least=1)
     assert str(info.value) == "n_layers: expected an int >= 1 (not a bool, not a float), got True"
     with pytest.raises(ValueError, match=r"kernel_us\[1\]: expected a finite number, got nan"):
-        args.numbers("kernel_us", [1.0, math.nan])
+        argcheck.numbers("kernel_us", [1.0, math.nan])
 
 
 def test_decode_requests_read_once_and_hold_the_cache():
-    prompts, counts = args.decode_requests(iter([(1, 2), [3]]), 3, max_seqs=2, max_seq_len=4)
+    prompts, counts = argcheck.decode_requests(iter([(1, 2), [3]]), 3, max_seqs=2, max_seq_len=4)
     assert prompts == [[1, 2], [3]] and counts == [3, 3]
-    assert refused(lambda: args.decode_requests([[1], [2], [3]], 1, max_seqs=2, max_seq_len=4), "prompts") is None
-    assert refused(lambda: args.decode_requests([[1], []], 1, max_seqs=2, max_seq_len=4), "prompts") is None
-    assert refused(lambda: args.decode_requests([[1]], [1, 1], max_seqs=2, max_seq_len=4), "max_new_tokens") is None
-    assert refused(lambda: args.decode_requests([[1, 2]], 4, max_seqs=2, max_seq_len=4), "max_new_tokens") is None
-    assert args.decode_requests([[1, 2]], 3, max_seqs=2, max_seq_len=4)[1] == [3]  # exactly full: fine
+    assert refused(lambda: argcheck.decode_requests([[1], [2], [3]], 1, max_seqs=2, max_seq_len=4), "prompts") is None
+    assert refused(lambda: argcheck.decode_requests([[1], []], 1, max_seqs=2, max_seq_len=4), "prompts") is None
+    assert refused(lambda: argcheck.decode_requests([[1]], [1, 1], max_seqs=2, max_seq_len=4), "max_new_tokens") is None
+    assert refused(lambda: argcheck.decode_requests([[1, 2]], 4, max_seqs=2, max_seq_len=4), "max_new_tokens") is None
+    assert argcheck.decode_requests([[1, 2]], 3, max_seqs=2, max_seq_len=4)[1] == [3]  # exactly full: fine
 
 
 def test_instance_and_same_length_name_what_is_wrong():
-    assert refused(lambda: args.instance("mode", 2, bool), "mode") is None
-    assert refused(lambda: args.same_length("n_kernels", [1, 2], "step_ms", [1]), "n_kernels") is None
-    assert args.same_length("a", [1], "b", (2,)) is None
+    assert refused(lambda: argcheck.instance("mode", 2, bool), "mode") is None
+    assert refused(lambda: argcheck.same_length("n_kernels", [1, 2], "step_ms", [1]), "n_kernels") is None
+    assert argcheck.same_length("a", [1], "b", (2,)) is None
+
+
+def test_the_old_name_is_the_same_module_s_checks():
+    """``from coursekit import args``, the previous release's line: every name is argcheck's own
+    object (its ``__all__``, and the rest, e.g. ``same_device``), so the rules hold there too."""
+    from coursekit import args
+
+    assert args.__all__ == argcheck.__all__
+    for name in [*argcheck.__all__, "same_device"]:
+        assert getattr(args, name) is getattr(argcheck, name), name
+    assert problems(args) == []
+    with pytest.raises(AttributeError, match="coursekit.args"):
+        getattr(args, "no_such_check")
+
+
+def old_release(source: str) -> str:
+    """A module of the reference as the previous release wrote it: ``from coursekit import args``
+    and ``args.count(...)``."""
+    old = source.replace("from coursekit import argcheck\n", "from coursekit import args\n")
+    return re.sub(r"(?<![\w.])argcheck\.", "args.", old)
+
+
+def test_a_submission_written_with_the_old_name_still_grades(tmp_path):
+    """The grader copies coursekit/ beside each submission; with args.py there, a hand-in whose
+    modules all say ``from coursekit import args`` keeps every point of the CPU exercises graded
+    here (1, 6 and 9: a function, a constructor and a module-level given line each)."""
+    old = {p.stem: old_release(p.read_text(encoding="utf-8")) for p in (REPO_ROOT / "solutions").glob("[a-z]*.py")}
+    assert all("from coursekit import args\n" in text and "argcheck" not in text for text in old.values())
+    folder = submission(tmp_path / "old", **old)
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "grader",
+            "grade",
+            str(folder),
+            "--only",
+            "ex1,ex6,ex9",
+            "--json",
+            str(tmp_path / "r.json"),
+        ],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert run.returncode == 0, run.stderr
+    tests = json.loads((tmp_path / "r.json").read_text())["tests"]
+    graded = [t for t in tests if t["extra_data"].get("state") != "manual"]
+    assert {t["tags"][0] for t in graded} == {"ex1", "ex6", "ex9"}, run.stdout
+    lost = [t["name"] for t in graded if t["score"] != t["max_score"]]
+    assert lost == [], f"the old-style submission lost points on {lost}:\n{run.stdout}"
