@@ -14,17 +14,30 @@ that build needs, found the way Triton finds it:
   ``ldconfig -p``, or in a folder of ``$LD_LIBRARY_PATH``.
 
 Every check takes what it looks at as an argument (``env`` for the environment variables, PATH
-included, ``include_dir``, ``ldconfig`` output, ``import_triton``), so a test can point it at a
-machine without a compiler without touching torch.
+included, ``include_dir``, ``ldconfig`` output, ``import_triton``, ``libcuda``), so a test can
+point it at a machine without a compiler without touching torch.
+
+All of that can be there and Triton's kernels still refused: a driver older than the CUDA torch
+was built for runs torch's own (eager) kernels under CUDA's minor-version compatibility, but not
+necessarily what Triton builds. ``driver_cuda_version()`` reads the CUDA version the driver
+supports from ``libcuda.so.1`` itself (``cuDriverGetVersion``: no nvidia-smi needed, and it is
+the library torch loads, a forward-compatibility one included), ``driver_problem()`` compares it
+with torch's, and ``triton_launch()`` builds and runs one Triton kernel in a child process with
+a time limit, so that a hang or a crash is an answer. Nothing here imports torch.
 """
 
 from __future__ import annotations
 
+import ctypes
 import importlib
 import os
 import shutil
+import signal
 import subprocess
+import sys
 import sysconfig
+import tempfile
+import time
 from pathlib import Path
 from typing import Callable, Mapping
 
@@ -165,3 +178,146 @@ def cpu_compile_problem(env: Mapping[str, str] | None = None, include_dir: str |
             "headers, e.g. apt-get install python3-dev)"
         )
     return "torch.compile cannot build CPU kernels: " + "; ".join(problems) if problems else None
+
+
+def _load_libcuda():
+    return ctypes.CDLL("libcuda.so.1")
+
+
+def driver_cuda_version(libcuda=None) -> tuple[tuple[int, int] | None, str | None]:
+    """``((major, minor), None)``: the CUDA version the NVIDIA driver supports, from
+    ``cuDriverGetVersion`` (``1000 * major + 10 * minor``, e.g. 12040 for 12.4) of ``libcuda``
+    (default: ``libcuda.so.1`` as the dynamic linker finds it, as torch does); ``(None, why
+    not)`` where it cannot be loaded or asked."""
+    try:
+        lib = _load_libcuda() if libcuda is None else libcuda
+        version = ctypes.c_int(0)
+        result = lib.cuDriverGetVersion(ctypes.pointer(version))
+    except (OSError, AttributeError) as exc:
+        return None, f"libcuda.so.1 cannot be loaded: {exc}"
+    if result != 0:
+        return None, f"cuDriverGetVersion failed (CUresult {result})"
+    if version.value <= 0:
+        return None, f"cuDriverGetVersion said {version.value}"
+    return (version.value // 1000, version.value % 1000 // 10), None
+
+
+def cuda_version(text: str | None) -> tuple[int, int] | None:
+    """``(major, minor)`` of a version string such as ``torch.version.cuda`` ("12.8"), or None."""
+    parts = (text or "").split(".")
+    try:
+        return int(parts[0]), int(parts[1]) if len(parts) > 1 else 0
+    except ValueError:
+        return None
+
+
+def driver_problem(driver: tuple[int, int], built: tuple[int, int]) -> tuple[str, str] | None:
+    """None when a driver that supports CUDA ``driver`` runs what was built for CUDA ``built``
+    (the same or newer); else ``("warning", why)`` for an older minor version of the same major
+    (minor-version compatibility) or ``("missing", why)`` for an older major, with what to do."""
+    if driver >= built:
+        return None
+    d, b = ".".join(map(str, driver)), ".".join(map(str, built))
+    if driver[0] == built[0]:
+        return "warning", (
+            f"the driver supports CUDA {d}, older than the CUDA {b} torch was built for: torch's eager kernels "
+            "run (CUDA's minor-version compatibility), but torch.compile/Triton kernels may be refused "
+            "(exercise 7's GPU points and every compiled row would then fail while eager passes); "
+            f"install a driver that supports CUDA {b} or newer, or a torch built for CUDA {d} or older"
+        )
+    return "missing", (
+        f"the driver supports CUDA {d}, an older major version than the CUDA {b} torch was built for: "
+        "torch cannot use the GPU (minor-version compatibility holds only within a major version); "
+        f"install a driver that supports CUDA {b}, or a torch built for CUDA {driver[0]}.x"
+    )
+
+
+#: One Triton kernel (x + 1 over 1000 values), built and run on the GPU; prints "ok ..." or
+#: "error: TYPE: first line of the message". In a file: Triton reads its kernels' source.
+TRITON_LAUNCH = """\
+import sys
+
+try:
+    import torch
+    import triton
+    import triton.language as tl
+except BaseException as exc:
+    print(f"error: {type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[0]}")
+    sys.exit(1)
+
+
+@triton.jit
+def add_one(x_ptr, n, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n
+    tl.store(x_ptr + offsets, tl.load(x_ptr + offsets, mask=mask) + 1, mask=mask)
+
+
+try:
+    x = torch.zeros(1000, device="cuda")
+    add_one[(triton.cdiv(1000, 256),)](x, 1000, BLOCK=256)
+    torch.cuda.synchronize()
+    total = x.sum().item()
+    if total != 1000:
+        raise AssertionError(f"the kernel ran but the values sum to {total}, not 1000")
+except BaseException as exc:
+    print(f"error: {type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[0]}")
+    sys.exit(1)
+print(f"ok triton {triton.__version__} on {torch.cuda.get_device_name()}")
+"""
+
+
+def triton_launch(
+    env: Mapping[str, str] | None = None, timeout_s: float = 120.0, script: str = TRITON_LAUNCH
+) -> tuple[bool, str]:
+    """Build and run one Triton kernel in a child process of this Python (``script``, in the
+    environment ``env``), killed after ``timeout_s``: ``(True, what ran)``, or ``(False, the
+    first line of the error)``, a hang or a crash included."""
+    start = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="launch-tax-triton-") as folder:
+        path = Path(folder) / "triton_launch.py"
+        path.write_text(script)
+        try:
+            proc = subprocess.Popen(
+                [sys.executable, str(path)],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                env=None if env is None else dict(env),
+                start_new_session=True,  # the compiler it starts goes with it
+            )
+        except OSError as exc:
+            return False, f"could not start {sys.executable} ({exc})"
+        try:
+            out, err = proc.communicate(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+            proc.communicate()
+            return False, f"no answer within {timeout_s:.0f} s (a hang in the build or the launch): killed"
+    seconds = time.monotonic() - start
+    said = [line.strip() for line in out.splitlines() if line.strip()]
+    if proc.returncode == 0 and said and said[-1].startswith("ok "):
+        return True, f"{said[-1].removeprefix('ok ')}, in {seconds:.1f} s"
+    if said and said[-1].startswith("error: "):
+        return False, said[-1].removeprefix("error: ")
+    error = _error_line(err)
+    if proc.returncode is not None and proc.returncode < 0:
+        number = -proc.returncode
+        name = f" {signal.Signals(number).name}" if number in signal.valid_signals() else ""
+        return False, f"crashed (killed by signal {number}{name})" + (f": {error}" if error else "")
+    return False, error or f"exited with code {proc.returncode} and said nothing"
+
+
+def _error_line(stderr: str) -> str | None:
+    """The first line of the error in a child's stderr: the line after the last traceback's
+    frames (``TYPE: message``), else its last line."""
+    lines = stderr.splitlines()
+    starts = [i for i, line in enumerate(lines) if line.startswith("Traceback (most recent call last)")]
+    for line in lines[starts[-1] + 1 :] if starts else []:
+        if line.strip() and not line[0].isspace():
+            return line.strip()
+    said = [line.strip() for line in lines if line.strip()]
+    return said[-1] if said else None

@@ -1,8 +1,10 @@
 """``python -m grader.doctor``: what this machine can do for the course, and why not.
 
-One line per item: its name, ``ok``, ``missing`` or ``off``, and the reason, in plain text, to
-paste into a help request. It takes a few seconds (it imports torch once here and once in a
-child process, to measure the address space ``import torch`` takes). Exit status 1 only when the
+One line per item: its name, ``ok``, ``warning``, ``missing`` or ``off``, and the reason, in
+plain text, to paste into a help request. It takes a few seconds (it imports torch once here and
+once in a child process, to measure the address space ``import torch`` takes; with a CUDA device,
+two more child processes: one Triton kernel built and run, and one that holds GPU memory while
+nvidia-smi is asked whether it shows it, each with a time limit). Exit status 1 only when the
 main job, ``python -m grader grade``, cannot run (Python too old, torch or the grader cannot be
 imported); 0 otherwise, whatever is missing besides.
 """
@@ -19,9 +21,10 @@ import shutil
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-OK, MISSING, OFF = "ok", "missing", "off"
+OK, WARNING, MISSING, OFF = "ok", "warning", "missing", "off"
 
 #: Prints the peak address space (VmPeak, kB) of a fresh interpreter that imported torch.
 _VMPEAK = (
@@ -49,6 +52,7 @@ def report(env: dict[str, str] | None = None) -> list[Line]:
     lines.append(_package("nbgrader", "only needed for the nbgrader course (pip install -e '.[nbgrader]')"))
     cuda, gpu_line = _gpu(torch, env)
     lines.append(gpu_line)
+    lines.append(driver_line(torch))
     lines.append(
         ("gpu tests", OK, "`python -m pytest exercises -m gpu` runs them")
         if cuda
@@ -68,6 +72,10 @@ def report(env: dict[str, str] | None = None) -> list[Line]:
         )
     )
     lines.append(triton_line(cuda, env))
+    with ThreadPoolExecutor(2) as pool:  # with CUDA, each a child process on the GPU: side by side
+        launch = pool.submit(triton_launch_line, cuda, env)
+        memory = pool.submit(gpu_memory_line, cuda, None, None, env)
+        lines += [launch.result(), memory.result()]
     lines.append(cpu_compile_line(env))
     lines.append(_grader())
     lines.extend(_sandbox())
@@ -200,6 +208,78 @@ def triton_line(cuda: bool, env: dict[str, str] | None = None) -> Line:
             f"triton {version}, C compiler {platform.c_compiler(env)}, Python.h, "
             f"libcuda.so.1 in {platform.libcuda_dir(env)}"
         ),
+    )
+
+
+def driver_line(torch, libcuda=None) -> Line:
+    """The CUDA version the NVIDIA driver supports (``libcuda.so.1``'s ``cuDriverGetVersion``;
+    ``libcuda``: the library, default the one the dynamic linker finds) against the one ``torch``
+    was built for (``torch.version.cuda``; ``torch`` None: it cannot be imported): "ok" when the
+    driver's is the same or newer, "warning" for an older minor version (eager kernels run,
+    Triton's may not), "missing" for an older major version, "off" with nothing to compare."""
+    from coursekit import platform
+
+    name = "CUDA driver"
+    driver, why = platform.driver_cuda_version(libcuda)
+    shown = ".".join(map(str, driver)) if driver else ""
+    built = torch.version.cuda if torch is not None else None
+    if driver is None:
+        why = f"no NVIDIA driver here ({why})"
+        if built:
+            return name, OFF, f"{why}: nothing to compare with the CUDA {built} torch was built for"
+        return name, OFF, why
+    if torch is None:
+        return name, OFF, f"the driver supports CUDA {shown}; torch cannot be imported: nothing to compare"
+    wanted = platform.cuda_version(built)
+    if wanted is None:
+        return name, OFF, f"the driver supports CUDA {shown}; this torch ({torch.__version__}) is not a CUDA build"
+    problem = platform.driver_problem(driver, wanted)
+    if problem is None:
+        return name, OK, f"the driver supports CUDA {shown}, torch was built for CUDA {built}"
+    status, text = problem
+    return name, WARNING if status == "warning" else MISSING, text
+
+
+def triton_launch_line(cuda: bool, env: dict[str, str] | None = None) -> Line:
+    """One Triton kernel built and run on the GPU (``coursekit.platform.triton_launch``: in a
+    child process, with a time limit, in the environment ``env``); "off", not tried, without a
+    CUDA device or without triton."""
+    from coursekit import platform
+
+    name = "Triton launch"
+    if not cuda:
+        return name, OFF, "not tried (no CUDA device: see gpu)"
+    version, error = platform.triton_version()
+    if version is None:
+        return name, OFF, f"not tried (triton cannot be imported: {error})"
+    ok, said = platform.triton_launch(env)
+    if ok:
+        return name, OK, f"one Triton kernel built and ran: {said}"
+    return name, MISSING, f"{said} (one Triton kernel, built and run in a child process; see CUDA driver)"
+
+
+def gpu_memory_line(
+    cuda: bool, smi: str | None = None, holder: list[str] | None = None, env: dict[str, str] | None = None
+) -> Line:
+    """Whether nvidia-smi shows the GPU memory a process here holds (``grader.nvidia_smi``'s
+    ``memory_visibility``: ``smi``, ``holder`` and ``env`` go to it), which the grader's
+    per-worker GPU memory cap and its leftover check rest on; "off", saying why, where not."""
+    name = "GPU memory per process"
+    if not cuda:
+        return name, OFF, "not checked (no CUDA device: see gpu)"
+    try:
+        from grader import nvidia_smi
+
+        seen = nvidia_smi.memory_visibility(smi, holder, env)
+    except Exception as exc:  # noqa: BLE001 - whatever it raised: the doctor says it and goes on
+        return name, OFF, f"not checked ({type(exc).__name__}: {exc})"
+    if seen.visible:
+        return name, OK, f"visible: {seen.why}; the grader's per-worker GPU memory cap and leftover check work here"
+    return (
+        name,
+        OFF,
+        f"not visible here (container?): {seen.why}; the grader's per-worker GPU memory cap and its "
+        "leftover check are off on this machine (its report says so)",
     )
 
 

@@ -1,6 +1,7 @@
 """``python -m grader.doctor``: quick, one plain line per item, exit 0 unless grading cannot run;
 and ``coursekit.platform``'s Triton checks, pointed at a machine without a compiler."""
 
+import json
 import os
 import subprocess
 import sys
@@ -13,7 +14,7 @@ from coursekit import platform
 from coursekit.impl import REPO_ROOT
 from grader import doctor
 
-STATUSES = {"ok", "missing", "off"}
+STATUSES = {"ok", "warning", "missing", "off"}
 
 
 def run_doctor(env=None):
@@ -85,6 +86,8 @@ def test_doctor_exits_1_when_torch_cannot_be_imported(tmp_path):
     status, reason = items(done.stdout)["torch"]
     assert status == "missing" and "this torch is broken" in reason
     assert "cannot run here" in done.stdout
+    found = items(done.stdout)  # the driver and Triton lines without torch: answers, not a dead doctor
+    assert found["CUDA driver"][0] == "off" and found["Triton launch"] == ("off", "not tried (no CUDA device: see gpu)")
 
 
 def test_no_compiler_on_path_is_reported_missing_with_a_reason(tmp_path):
@@ -133,3 +136,149 @@ def test_a_complete_machine_has_no_triton_problem(tmp_path):
 
 def test_no_cuda_means_nothing_to_compile_for():
     assert platform.triton_problem(cuda=False, env={"PATH": ""}) is None
+
+
+def test_the_doctors_json_carries_the_driver_triton_and_gpu_memory_lines(tmp_path):
+    out = tmp_path / "doctor.json"
+    done = subprocess.run(
+        [sys.executable, "-m", "grader.doctor", "--json", str(out)],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    got = {i["item"]: i for i in json.loads(out.read_text())}
+    for item in ("CUDA driver", "Triton launch", "GPU memory per process"):
+        assert got[item]["status"] in STATUSES and got[item]["reason"], got.get(item)
+    if not torch.cuda.is_available():
+        assert got["Triton launch"]["reason"] == "not tried (no CUDA device: see gpu)", got["Triton launch"]
+        assert got["GPU memory per process"]["reason"] == "not checked (no CUDA device: see gpu)"
+
+
+# ------------------------------------------------------------- the driver against torch's CUDA
+# Rented 4090s often run driver 535 or 550: a cu128 torch's eager kernels run there under CUDA's
+# minor-version compatibility, Triton's may be refused, and exercise 7's GPU points and every
+# compiled row then fail while eager passes.
+
+
+class FakeLibcuda:
+    """Stands in for ``ctypes.CDLL("libcuda.so.1")``, of which the doctor calls one function,
+    ``CUresult cuDriverGetVersion(int* driverVersion)``. The CUDA Driver API's reference (Version
+    Management): "Returns in *driverVersion the version of CUDA supported by the driver. The
+    version is returned as (1000 × major + 10 × minor). For example, CUDA 9.2 would be
+    represented by 9020." ``result``: the CUresult it returns (0: CUDA_SUCCESS)."""
+
+    def __init__(self, version: int, result: int = 0):
+        self.version, self.result = version, result
+
+    def cuDriverGetVersion(self, driverVersion):  # the driver API's own names
+        if self.result == 0:
+            driverVersion[0] = self.version
+        return self.result
+
+
+@pytest.mark.parametrize(
+    "driver, built, status, words",
+    [
+        (13000, "12.8", "ok", ["the driver supports CUDA 13.0, torch was built for CUDA 12.8"]),
+        (12080, "12.8", "ok", ["the driver supports CUDA 12.8, torch was built for CUDA 12.8"]),
+        (
+            12020,
+            "12.8",
+            "warning",
+            ["CUDA 12.2", "CUDA 12.8", "minor-version compatibility", "torch.compile/Triton kernels may be refused"],
+        ),
+        (12040, "13.0", "missing", ["CUDA 12.4", "CUDA 13.0", "torch cannot use the GPU"]),
+        (12040, None, "off", ["supports CUDA 12.4", "not a CUDA build"]),
+    ],
+    ids=["newer", "same", "older-minor", "older-major", "cpu-torch"],
+)
+def test_the_driver_line_compares_the_drivers_cuda_with_torchs(monkeypatch, driver, built, status, words):
+    monkeypatch.setattr(torch.version, "cuda", built)
+    name, got, reason = doctor.driver_line(torch, FakeLibcuda(driver))
+    assert (name, got) == ("CUDA driver", status), reason
+    assert all(w in reason for w in words), reason
+    if status in ("warning", "missing"):
+        assert "install a driver that supports CUDA" in reason and "or a torch built for CUDA" in reason, reason
+
+
+def test_the_driver_line_without_torch_or_without_a_driver():
+    assert doctor.driver_line(None, FakeLibcuda(12040)) == (
+        "CUDA driver",
+        "off",
+        "the driver supports CUDA 12.4; torch cannot be imported: nothing to compare",
+    )
+    name, status, reason = doctor.driver_line(None, FakeLibcuda(0, result=100))  # CUDA_ERROR_NO_DEVICE
+    assert status == "off" and "cuDriverGetVersion failed (CUresult 100)" in reason, reason
+    assert platform.driver_cuda_version(FakeLibcuda(12080)) == ((12, 8), None)
+    assert platform.driver_cuda_version(FakeLibcuda(9020)) == ((9, 2), None)  # the documentation's example
+
+
+def test_a_triton_launch_that_hangs_crashes_or_raises_is_a_line(tmp_path):
+    """The launch runs in a child process with a time limit: a hang, a crash and an error are
+    each one line (stand-in scripts in place of the kernel, on a machine without a GPU)."""
+    start = time.monotonic()
+    assert platform.triton_launch(timeout_s=1, script="import time\ntime.sleep(60)\n") == (
+        False,
+        "no answer within 1 s (a hang in the build or the launch): killed",
+    )
+    assert time.monotonic() - start < 20
+    crash = "import os, signal\nos.kill(os.getpid(), signal.SIGSEGV)\n"
+    assert platform.triton_launch(script=crash) == (False, "crashed (killed by signal 11 SIGSEGV)")
+    raises = "raise RuntimeError('Triton Error [CUDA]: device kernel image is invalid\\nmore')\n"
+    assert platform.triton_launch(script=raises) == (
+        False,
+        "RuntimeError: Triton Error [CUDA]: device kernel image is invalid",
+    )
+    said = "print('error: RuntimeError: unsupported PTX version')\nraise SystemExit(1)\n"
+    assert platform.triton_launch(script=said) == (False, "RuntimeError: unsupported PTX version")
+    assert platform.triton_launch(script="print('ok triton 3.5.0 on a GPU')\n")[1].startswith(
+        "triton 3.5.0 on a GPU, in "
+    )
+    assert doctor.triton_launch_line(False) == ("Triton launch", "off", "not tried (no CUDA device: see gpu)")
+
+
+# -------------------------------------------------------- whether a process's GPU memory is seen
+
+HOLDS = "import sys\nprint('holding', flush=True)\nsys.stdin.read()\n"
+
+
+def test_the_doctor_says_gpu_memory_per_process_is_not_visible_in_a_container(tmp_path):
+    """nvidia-smi (the stand-in) lists no process while the doctor's probe process "holds" GPU
+    memory (``HOLDS`` holds nothing real, in place of ``nvidia_smi.HOLDER``), as in a container."""
+    from tests.harness import fake_nvidia_smi
+
+    probe = [sys.executable, "-c", HOLDS, "launch-tax-gpu-memory-probe"]
+    smi = str(fake_nvidia_smi(tmp_path / "none", "0, 24564, 900\n", ""))
+    name, status, reason = doctor.gpu_memory_line(True, smi, probe)
+    assert (name, status) == ("GPU memory per process", "off"), reason
+    assert reason.startswith("not visible here (container?): nvidia-smi lists no process while the probe"), reason
+    assert "per-worker GPU memory cap and its leftover check are off on this machine" in reason, reason
+    smi = str(fake_nvidia_smi(tmp_path / "seen", "0, 24564, 900\n", "launch-tax-gpu-memory-probe, 512\n"))
+    name, status, reason = doctor.gpu_memory_line(True, smi, probe)
+    assert status == "ok" and "512 MiB" in reason, reason
+    assert doctor.gpu_memory_line(False) == ("GPU memory per process", "off", "not checked (no CUDA device: see gpu)")
+
+
+# -------------------------------------------------------------------------- on a real GPU
+
+
+@pytest.mark.gpu
+def test_one_triton_kernel_builds_and_runs_on_this_gpu():
+    problem = platform.triton_problem(cuda=True)
+    if problem:
+        pytest.skip(problem)
+    ok, said = platform.triton_launch()
+    assert ok, said
+    assert doctor.triton_launch_line(True)[1] == "ok"
+
+
+@pytest.mark.gpu
+def test_the_gpu_memory_probe_holds_memory_on_this_gpu():
+    """The probe process really holds GPU memory here (whether nvidia-smi shows it depends on the
+    machine: a container may not; the doctor says which)."""
+    from grader import nvidia_smi
+
+    seen = nvidia_smi.memory_visibility()
+    assert not seen.why.startswith("not checked"), seen
