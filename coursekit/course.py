@@ -38,9 +38,9 @@ class Exercise:
 #: The idea of exercises 1 and 2 (the model, then the measurement).
 LAUNCH_TAX = "the launch tax: its model and its measurement"
 #: Checks that only reward refusing bad arguments, or saying that CUDA is needed, would carry this
-#: idea (``Check(..., idea=ARGUMENTS)``). Those checks are given now (coursekit/args.py, called from
-#: the stubs; issue 33): they are worth at most ``ARGUMENTS_AT_MOST`` points, none, so that every
-#: point follows one of the lesson's ideas.
+#: idea (``Check(..., idea=ARGUMENTS)``). Those checks are given now (coursekit/argcheck.py,
+#: called from the stubs; issue 33): they are worth at most ``ARGUMENTS_AT_MOST`` points, none, so
+#: that every point follows one of the lesson's ideas.
 ARGUMENTS = "argument checks and \"a CUDA device is needed\" errors"
 ARGUMENTS_AT_MOST = 0
 #: The lesson's table printed byte for byte (exercise 1's ``report``).

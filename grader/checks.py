@@ -214,5 +214,5 @@ def P(
 ) -> Probe:
     """A probe of ``probe`` with ``args``; ``raises``: the argument names an expected error must
     name (``error``: its type). Refusing bad arguments and saying that a CUDA device is needed
-    are given code (coursekit/args.py), which no check grades."""
+    are given code (coursekit/argcheck.py), which no check grades."""
     return Probe(probe, args, label, (raises,) if isinstance(raises, str) else tuple(raises), error, last)

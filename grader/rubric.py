@@ -181,7 +181,7 @@ def ideas_table(checks: "list[Check]") -> str:
     held = ideas.get(ARGUMENTS, ([], 0.0))[1]
     return "\n".join(lines) + (
         f"\n\nArgument checks: {held:g} points, at most {ARGUMENTS_AT_MOST} allowed "
-        "(they are given: coursekit/args.py).\n"
+        "(they are given: coursekit/argcheck.py).\n"
     )
 
 

@@ -45,7 +45,7 @@ Check your work with ``python -m pytest exercises -m {marker}``.
 
 from __future__ import annotations
 
-from coursekit import args
+from coursekit import argcheck
 
 
 def example(x: float) -> float:
@@ -55,7 +55,7 @@ def example(x: float) -> float:
     >>> example(1.5)
     3.0
     """
-    x = args.number("x", x)  # given: the argument check (coursekit/args.py)
+    x = argcheck.number("x", x)  # given: the argument check (coursekit/argcheck.py)
     raise NotImplementedError("exercise {n}: example")
 ''',
         f"solutions/{module}.py": f'''\
@@ -63,11 +63,11 @@ def example(x: float) -> float:
 
 from __future__ import annotations
 
-from coursekit import args
+from coursekit import argcheck
 
 
 def example(x: float) -> float:
-    x = args.number("x", x)  # given: the argument check (coursekit/args.py)
+    x = argcheck.number("x", x)  # given: the argument check (coursekit/argcheck.py)
     return 2.0 * x
 ''',
         f"grader/exercises/{module}.py": f'''\
@@ -126,11 +126,11 @@ def checks(draw: Draw) -> list[Check]:
 """Exercise {n}, solved another way: (say how it differs from the reference)."""
 
 
-from coursekit import args
+from coursekit import argcheck
 
 
 def example(x):
-    return args.number("x", x) + args.number("x", x)
+    return argcheck.number("x", x) + argcheck.number("x", x)
 ''',
         f"notes/en/{n:02d}-{module}.md": f"""# Chapter {n} · {title}
 
@@ -265,7 +265,7 @@ Next: replace each file's example with the exercise (the stub's docstring states
 checks enforce), give its checks their points (points= on each check) and grader/rubric.toml's
 [course] total its new value, write 10 or more mutants (and, for property tests and teaching messages beyond the
 checks, exercises/tests/test_<module>.py with pytestmark = pytest.mark.{marker}; argument checks
-are given: the stub calls coursekit/args.py in lines marked # given, their tests are marked given
+are given: the stub calls coursekit/argcheck.py in lines marked # given, their tests are marked given
 and no check grades them), then:
   python -m grader build
   python -m pytest exercises -m {marker} --impl solutions   (passes)   and without --impl (fails)

@@ -20,9 +20,9 @@ class Reason(str):
 
 
 #: A public test marked ``given``: it tests the argument checks the stub already makes with
-#: ``coursekit.args`` (given code, not the student's work), so no check grades it.
+#: ``coursekit.argcheck`` (given code, not the student's work), so no check grades it.
 GIVEN = Reason(
-    "given code: the argument checks of coursekit/args.py that the stub already calls; "
+    "given code: the argument checks of coursekit/argcheck.py that the stub already calls; "
     "tested (marker given), never graded"
 )
 

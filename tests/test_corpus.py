@@ -31,8 +31,8 @@ def test_untouched_stubs_pass_no_public_test():
 
 
 def test_the_stubs_call_the_given_argument_checks():
-    """The argument checks are given (coursekit/args.py): the stubs make them before the part the
-    student writes, so every test of them (marker ``given``) that needs nothing the student
+    """The argument checks are given (coursekit/argcheck.py): the stubs make them before the part
+    the student writes, so every test of them (marker ``given``) that needs nothing the student
     builds passes on the untouched stubs. Those that call a method of an object the student's
     constructor builds fail there with "exercise N: ..." and nothing else."""
     outcome = run_public_tests("exercises", f"{CPU} and given")

@@ -200,7 +200,7 @@ def test_argument_checks_carry_the_arguments_idea():
         else:
             assert refusals * 2 <= len(check.probes), (
                 f"{check.id}: {refusals} of its {len(check.probes)} probes ask for a refusal: "
-                "argument checks are given code (coursekit/args.py, called from the stubs) and "
+                "argument checks are given code (coursekit/argcheck.py, called from the stubs) and "
                 "earn nothing; ask the exercise's idea instead"
             )
 

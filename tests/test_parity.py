@@ -66,8 +66,8 @@ def test_every_public_test_names_what_enforces_its_rule():
 
 
 def test_given_tests_and_only_they_are_ungraded_as_given():
-    """A test marked ``given`` checks given code (coursekit/args.py), which carries no points: it
-    is mapped to GIVEN, and GIVEN is for nothing else (a graded rule cannot hide there)."""
+    """A test marked ``given`` checks given code (coursekit/argcheck.py), which carries no points:
+    it is mapped to GIVEN, and GIVEN is for nothing else (a graded rule cannot hide there)."""
     tests = public_tests()
     wrong = sorted(t for t, about in tests.items() if about["given"] != (ENFORCED_BY.get(t) is GIVEN))
     assert not wrong, "tests marked given must map to GIVEN in tests/parity.py, and only they: " + ", ".join(wrong)
