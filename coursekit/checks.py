@@ -160,22 +160,25 @@ class ChainWatch:
     alike; CUDA only): inside ``with ChainWatch(module) as watch:``, every call of
     ``tiny_op_chain``, where ``coursekit.measurements`` holds it and where ``module`` imported it,
     records ``(side, capturing)``: on a stream other than the one current when the block began,
-    and inside a CUDA graph capture."""
+    and inside a CUDA graph capture; ``streams`` holds the stream each call ran on."""
 
     def __init__(self, module: Any):
         from coursekit import measurements
 
         self.calls: list[tuple[bool, bool]] = []
+        self.streams: list[Any] = []
         self._real = measurements.tiny_op_chain
         self._homes = [m for m in (module, measurements) if getattr(m, "tiny_op_chain", None) is self._real]
 
     def __enter__(self) -> "ChainWatch":
         import torch
 
-        caller, real, calls = torch.cuda.current_stream(), self._real, self.calls
+        caller, real, calls, streams = torch.cuda.current_stream(), self._real, self.calls, self.streams
 
         def tiny_op_chain(x, n_ops):
-            calls.append((torch.cuda.current_stream() != caller, torch.cuda.is_current_stream_capturing()))
+            stream = torch.cuda.current_stream()
+            calls.append((stream != caller, torch.cuda.is_current_stream_capturing()))
+            streams.append(stream)
             return real(x, n_ops)
 
         for home in self._homes:
@@ -196,6 +199,12 @@ class ChainWatch:
         """Whether a call ran on a side stream, outside a capture, before the first captured one."""
         before = self.calls[: next((i for i, (_, c) in enumerate(self.calls) if c), 0)]
         return any(side and not capturing for side, capturing in before)
+
+    @property
+    def captured_on_the_warmup_stream(self) -> bool:
+        """Whether the first captured call ran on the side stream of the warm-up call just before it."""
+        first = next((i for i, (_, c) in enumerate(self.calls) if c), 0)
+        return first > 0 and self.calls[first - 1] == (True, False) and self.streams[first - 1] == self.streams[first]
 
 
 class FakeClock:

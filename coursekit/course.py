@@ -69,9 +69,10 @@ EXERCISES = (
         3,
         "capture",
         "capture with warm-up",
-        "`capture`: warm-up on a side stream, capture into a shared pool, clear errors for `.item()` and CPU copies",
-        "GPU",
-        "capturing a graph: warm-up, one memory pool, what a capture cannot hold",
+        "`capture`: warm-up and capture on one side stream per device, into a shared pool, clear errors for "
+        "`.item()` and CPU copies",
+        "CPU (streams simulated), GPU",
+        "capturing a graph: warm-up on the capture stream, one memory pool, what a capture cannot hold",
     ),
     Exercise(
         4,

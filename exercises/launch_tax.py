@@ -48,7 +48,8 @@ def measure_launch_tax(n_ops: int = 200, numel: int = 1024, iters: int = 100) ->
     timed with ``time_ms(..., iters=iters)`` twice: run eagerly, and as replays of one
     ``torch.cuda.CUDAGraph`` that captured one call of the chain on a static copy of ``x``, after
     a warm-up call on a side stream (a new ``torch.cuda.Stream()`` that first waits for the
-    current stream; the current stream then waits for it), as exercise 3's ``capture`` does.
+    current stream; the current stream then waits for it) and captured on that same stream
+    (``torch.cuda.graph(graph, stream=side)``), as exercise 3's ``capture`` does.
 
     Return ``LaunchTax(n_ops, numel, eager_us, graph_us, replay_matches_eager)``: the two times in
     microseconds per run of the chain, and whether a replay's output equals the eager result

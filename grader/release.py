@@ -89,6 +89,7 @@ SHIPPED = {
         "cli.py",
         "compiled.py",
         "course.py",
+        "cudasim.py",
         "data",
         "fusion.py",
         "impl.py",

@@ -27,6 +27,10 @@ _CAUSES = (
 )
 
 
+#: Each device's capture stream, made on first use (keyed by torch.cuda.current_device()).
+_CAPTURE_STREAMS: dict[int, Any] = {}
+
+
 def capture(
     fn: Callable[..., Any], *static_inputs: torch.Tensor, warmup_iters: int = 3, pool: Any = None
 ) -> CapturedGraph:
@@ -36,7 +40,10 @@ def capture(
     static_inputs = argcheck.tensors("static_inputs", static_inputs, cuda=True)  # given: a tuple now
 
     caller = torch.cuda.current_stream()
-    side = torch.cuda.Stream()
+    device = torch.cuda.current_device()
+    if device not in _CAPTURE_STREAMS:
+        _CAPTURE_STREAMS[device] = torch.cuda.Stream()
+    side = _CAPTURE_STREAMS[device]
     side.wait_stream(caller)
     with torch.cuda.stream(side):
         for _ in range(warmup_iters):
@@ -47,7 +54,7 @@ def capture(
         pool = torch.cuda.graph_pool_handle()  # named, so a failed capture can be ended
     graph = torch.cuda.CUDAGraph()
     try:
-        with torch.cuda.graph(graph, pool=pool):
+        with torch.cuda.graph(graph, pool=pool, stream=side):
             outputs = fn(*static_inputs)
     except Exception as exc:
         # torch.cuda.graph skips restoring the caller's stream when ending the capture fails.

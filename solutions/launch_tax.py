@@ -46,7 +46,7 @@ def measure_launch_tax(n_ops: int = 200, numel: int = 1024, iters: int = 100) ->
         tiny_op_chain(static_x, n_ops)
     torch.cuda.current_stream().wait_stream(side)
     graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
+    with torch.cuda.graph(graph, stream=side):
         static_out = tiny_op_chain(static_x, n_ops)
     graph_ms = time_ms(graph.replay, iters=iters)
 

@@ -104,6 +104,10 @@ ENFORCED_BY: dict[str, tuple[str, ...] | Reason] = {
     # ---------------------------------------------------------------- ex3 capture
     "test_capture.py::test_capture_without_cuda_says_a_gpu_is_needed": GIVEN,
     "test_capture.py::test_warmup_iters_below_one_is_refused_on_any_machine": GIVEN,
+    "test_capture.py::test_warm_up_and_capture_on_one_stream_with_streams_simulated": (
+        "ex3.capture_on_the_warmup_stream",
+    ),
+    "test_capture.py::test_capture_records_on_the_stream_it_warmed_up_on": ("ex3.gpu_capture_on_the_warmup_stream",),
     "test_capture.py::test_replay_equals_eager_on_fresh_inputs": ("ex3.gpu_replay_equals_eager",),
     # The nearest check: replay_equals_eager compares static_outputs in fn's structure.
     "test_capture.py::test_static_outputs_keep_fns_structure": ("ex3.gpu_replay_equals_eager",),

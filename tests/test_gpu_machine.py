@@ -235,9 +235,9 @@ class FakeStreams:
         return self.capturing
 
 
-def fake_measurement(streams: FakeStreams, warmup_stream: str):
+def fake_measurement(streams: FakeStreams, warmup_stream: str, capture_stream: str):
     """A measure_launch_tax that times the chain eagerly, warms it up on ``warmup_stream``,
-    captures one call (on a stream of its own, as torch.cuda.graph does) and compares."""
+    captures one call on ``capture_stream`` and compares."""
     from types import SimpleNamespace
 
     from coursekit import measurements
@@ -247,7 +247,7 @@ def fake_measurement(streams: FakeStreams, warmup_stream: str):
         module.tiny_op_chain(x, n_ops)  # eager timing
         streams.stream = warmup_stream
         module.tiny_op_chain(x, n_ops)
-        streams.stream, streams.capturing = "capture", True
+        streams.stream, streams.capturing = capture_stream, True
         module.tiny_op_chain(x, n_ops)
         streams.stream, streams.capturing = "caller", False
         return measurements.LaunchTax(n_ops, numel, 10.0, 1.0, True)
@@ -256,8 +256,11 @@ def fake_measurement(streams: FakeStreams, warmup_stream: str):
     return module
 
 
-@pytest.mark.parametrize("warmup_stream, warmed_up", [("side", True), ("caller", False)])
-def test_the_measure_probe_sees_where_the_warm_up_ran(monkeypatch, warmup_stream, warmed_up):
+@pytest.mark.parametrize(
+    "warmup_stream, capture_stream, warmed_up, same",
+    [("side", "side", True, True), ("caller", "caller", False, False), ("side", "graph's own", True, False)],
+)
+def test_the_measure_probe_sees_where_the_warm_up_ran(monkeypatch, warmup_stream, capture_stream, warmed_up, same):
     """The warm-up rule of exercise 2 is graded only on a GPU, from the streams CUDA reports
     (``torch.cuda.current_stream()``, ``is_current_stream_capturing()``). Here CUDA reports them
     through doubles: a warm-up on a side stream is seen, one on the caller's stream is not, one
@@ -271,7 +274,8 @@ def test_the_measure_probe_sees_where_the_warm_up_ran(monkeypatch, warmup_stream
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "current_stream", streams.current_stream)
     monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", streams.is_current_stream_capturing)
-    module = fake_measurement(streams, warmup_stream)
+    module = fake_measurement(streams, warmup_stream, capture_stream)
     got = PROBES["measure"](module, {"n_ops": 4, "numel": 8, "iters": 1})
     assert (got["captured_calls"], got["side_stream_warmup"]) == (1, warmed_up), got
+    assert got["captured_on_the_warmup_stream"] is same, got
     assert module.tiny_op_chain is chain and measurements.tiny_op_chain is chain

@@ -1,7 +1,8 @@
 """Exercise 3 · capture — warm-up, capture and replay on real CUDA graphs.
 
-Run: python -m pytest exercises -m ex3. Everything but two tests of the given argument checks
-(marked ``given``) needs a GPU (marked ``gpu``; skipped with a reason elsewhere). Inputs are
+Run: python -m pytest exercises -m ex3. Everything but the order of streams (checked with
+torch.cuda's streams simulated on a CPU: ``coursekit/cudasim.py``) and two tests of the given
+argument checks (marked ``given``) needs a GPU (marked ``gpu``; skipped with a reason elsewhere). Inputs are
 fresh random numbers on every call, never zeros, so a graph that reads a stale buffer cannot
 pass by luck.
 
@@ -21,6 +22,7 @@ import pytest
 import torch
 
 from coursekit.checks import check_rejects, check_says_cuda_is_needed
+from coursekit.cudasim import capture_stream_problem, trace_capture_streams
 from coursekit.impl import NAMED, REPO_ROOT, Implementation
 
 pytestmark = pytest.mark.ex3
@@ -57,7 +59,25 @@ def test_warmup_iters_below_one_is_refused_on_any_machine(capture, warmup_iters)
                   "for), so on any machine")
 
 
+# --------------------------------------------------------------------- on any machine
+
+
+def test_warm_up_and_capture_on_one_stream_with_streams_simulated(capture):
+    """Two captures, the second into the first's pool, with torch.cuda's streams simulated on
+    this machine: each warms up on a side stream and records on that same stream, and both use
+    one stream (the device's capture stream)."""
+    problem = capture_stream_problem(trace_capture_streams(capture.capture, simulated=True))
+    assert problem is None, problem
+
+
 # ------------------------------------------------------------------------------- on a GPU
+
+
+@gpu
+def test_capture_records_on_the_stream_it_warmed_up_on(capture):
+    """The same two captures on the GPU's own streams."""
+    problem = capture_stream_problem(trace_capture_streams(capture.capture, simulated=False))
+    assert problem is None, problem
 
 
 @gpu
@@ -124,8 +144,8 @@ def test_warmup_runs_exactly_n_times_on_a_side_stream(capture, warmup_iters):
         "exactly one captured call"
     )
     assert all(stream != caller for stream in warmups), (
-        "the warm-up ran on the caller's current stream; run it on a side stream "
-        "(torch.cuda.Stream()) that waits on the current one, as PyTorch's graph docs do"
+        "the warm-up ran on the caller's current stream; run it on the capture stream, a side "
+        "stream (torch.cuda.Stream()) that waits on the current one"
     )
     assert torch.cuda.current_stream() == caller, (
         "after capture returns, the caller's stream must be current again"

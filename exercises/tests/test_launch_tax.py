@@ -248,7 +248,8 @@ def test_sweep_launch_tax_measures_each_length_in_order(launch_tax):
 @pytest.mark.gpu
 def test_measure_launch_tax_warms_up_on_a_side_stream(launch_tax):
     """The docstring's rule: the captured call comes after a warm-up call on a side stream (a new
-    stream, not the caller's), as exercise 3's ``capture`` does and PyTorch's graph docs ask."""
+    stream, not the caller's) and is recorded on that same stream, as exercise 3's ``capture``
+    does."""
     caller = torch.cuda.current_stream()
     with ChainWatch(launch_tax) as watch:  # the given chain, watched: which stream, captured or not
         launch_tax.measure_launch_tax(n_ops=8, numel=1024, iters=2)
@@ -259,5 +260,9 @@ def test_measure_launch_tax_warms_up_on_a_side_stream(launch_tax):
         "no warm-up call of the chain ran on a side stream before the capture: run one on a new "
         "torch.cuda.Stream() that waits for the current stream (and have the current stream wait "
         "for it), then capture"
+    )
+    assert watch.captured_on_the_warmup_stream, (
+        "the chain warmed up on a side stream but was captured on another one (torch.cuda.graph's "
+        "own, when it is given no stream): capture with torch.cuda.graph(graph, stream=side)"
     )
     assert torch.cuda.current_stream() == caller, "the caller's stream must be current again"

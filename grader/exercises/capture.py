@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from coursekit.cudasim import capture_stream_problem, trace_capture_streams
 from grader.checks import Answer, Check, Compare, P, Probe, raised
 from grader.probes import call, probe, rows
 
@@ -71,6 +72,14 @@ def capture_warmup(mod, warmup_iters: int | None):
         "caller_current_after": torch.cuda.current_stream() == caller,
         "replay_called_fn": len(calls) != before_replay,
     }
+
+
+@probe
+def capture_streams(mod, simulated: bool):
+    """Two captures (the second into the first's pool) and the stream each call of fn ran on:
+    ``coursekit.cudasim.trace_capture_streams``, with torch.cuda's streams simulated on a CPU or
+    on the GPU itself."""
+    return trace_capture_streams(lambda *a, **kw: call(mod.capture, *a, **kw), simulated=simulated)
 
 
 @probe
@@ -177,6 +186,12 @@ def checks(draw: Draw) -> list[Check]:
 
         return compare
 
+    def one_stream(probe: Probe, got: Answer, expected: Answer) -> str | None:
+        if not got.ok:
+            return f"{probe.label} {raised(got)}"
+        problem = capture_stream_problem(got.value)
+        return None if problem is None else f"{probe.label}: {problem}"
+
     r = draw.rng("ex3.gpu_replay_equals_eager")
     seeds = r.sample(range(1, 10_000), 3)
     r = draw.rng("ex3.gpu_warmup_on_a_side_stream")
@@ -199,7 +214,25 @@ def checks(draw: Draw) -> list[Check]:
             [P("capture_warmup", f"capture(fn, x, warmup_iters={w})", warmup_iters=w) for w in warm]
             + [P("capture_warmup", "capture(fn, x) (warmup_iters left out: 3)", warmup_iters=None)],
             gpu=True,
-            points=2,
+            points=1,
+        ),
+        Check(
+            "ex3",
+            "capture_on_the_warmup_stream",
+            "the warm-up and the capture run on one side stream, the same for every capture on a "
+            "device (torch.cuda's streams simulated on a CPU)",
+            [P("capture_streams", "two captures sharing a pool, streams simulated", simulated=True)],
+            compare=one_stream,
+            points=1,
+        ),
+        Check(
+            "ex3",
+            "gpu_capture_on_the_warmup_stream",
+            "the warm-up and the capture run on one side stream, the same for every capture on the GPU",
+            [P("capture_streams", "two captures sharing a pool", simulated=False)],
+            compare=one_stream,
+            gpu=True,
+            points=1,
         ),
         Check(
             "ex3",
@@ -235,7 +268,7 @@ def checks(draw: Draw) -> list[Check]:
             [P("capture_failure", "capture(fn copying a CPU tensor)", kind="cpu_copy", last=True)],
             compare=failure("a CPU -> GPU copy", ("cpu", "host", "copy")),
             gpu=True,
-            points=2,
+            points=1,
         ),
     ]
 

@@ -82,8 +82,9 @@ def time_ms_fake_clock(mod, iters: int, warmup: int, durations_ms: list):
 @probe
 def measure(mod, kwargs: dict):
     """``measure_launch_tax(**kwargs)`` with the module's ``tiny_op_chain`` watched: what the
-    result holds, how many calls of the chain were captured, and whether one ran on a side stream
-    (not the caller's), outside a capture, before the first captured one: the warm-up."""
+    result holds, how many calls of the chain were captured, whether one ran on a side stream
+    (not the caller's), outside a capture, before the first captured one (the warm-up), and
+    whether the capture recorded on that same stream."""
     from coursekit.checks import ChainWatch
 
     if not torch.cuda.is_available():  # nothing to watch: the given need_cuda line refuses the call
@@ -100,6 +101,7 @@ def measure(mod, kwargs: dict):
         "replay_matches_eager": result.replay_matches_eager,
         "captured_calls": watch.captured,
         "side_stream_warmup": watch.warmed_up_on_a_side_stream,
+        "captured_on_the_warmup_stream": watch.captured_on_the_warmup_stream,
     }
 
 
@@ -279,7 +281,8 @@ def checks(draw: Draw) -> list[Check]:
             "ex2",
             "gpu_measure_launch_tax",
             "measure_launch_tax returns a LaunchTax recording the chain, with positive times and a "
-            "replay equal to eager; the chain is warmed up on a side stream, then captured once",
+            "replay equal to eager; the chain is warmed up on a side stream, then captured once on "
+            "that same stream",
             [
                 P(
                     "measure",

@@ -240,7 +240,7 @@ def _serve(pipe: "_Pipe", request: Request) -> None:
     cuda = torch.cuda.is_available()
     if cuda:  # GPU workers share the device: none may take all its memory
         torch.cuda.set_per_process_memory_fraction(share)
-    from coursekit import standin
+    from coursekit import cudasim, standin
     from grader import probes
     from grader.runtime import wire
     from grader.exercises import load_probes
@@ -256,7 +256,7 @@ def _serve(pipe: "_Pipe", request: Request) -> None:
 
     probes.bind(restore)  # before the snapshot: restoring keeps the binding
     namespaces = _Namespaces(
-        libraries=(builtins, math, time, json, torch, standin),
+        libraries=(builtins, math, time, json, torch, standin, cudasim),
         own=(
             probes,
             wire,

@@ -1,11 +1,18 @@
 """Exercise 3, solved another way: inputs checked before CUDA, the stream restored in a
 ``finally`` (and the failed capture's pool ended there too, on success a no-op), a one-line
-cause chosen with plain ``in`` tests, capture on an explicit stream."""
+cause chosen with plain ``in`` tests, each device's capture stream kept by ``functools.cache``."""
+
+import functools
 
 import torch
 
 from coursekit.allocator import end_failed_capture
 from coursekit.standin import CapturedGraph
+
+
+@functools.cache
+def _stream_of(device):
+    return torch.cuda.Stream()
 
 
 def capture(fn, *static_inputs, warmup_iters=3, pool=None):
@@ -17,7 +24,7 @@ def capture(fn, *static_inputs, warmup_iters=3, pool=None):
     if not torch.cuda.is_available():
         raise RuntimeError("CUDA is not available: capturing a graph needs a CUDA device")
     before = torch.cuda.current_stream()
-    warm = torch.cuda.Stream()
+    warm = _stream_of(torch.cuda.current_device())
     warm.wait_stream(before)
     with torch.cuda.stream(warm):
         for _ in range(warmup_iters):
@@ -27,7 +34,7 @@ def capture(fn, *static_inputs, warmup_iters=3, pool=None):
     g = torch.cuda.CUDAGraph()
     ok = False
     try:
-        with torch.cuda.graph(g, pool=pool, stream=torch.cuda.Stream()):
+        with torch.cuda.graph(g, pool=pool, stream=warm):
             out = fn(*static_inputs)
         ok = True
     except RuntimeError as exc:
