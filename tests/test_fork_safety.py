@@ -254,7 +254,7 @@ class _Scan:
 
         def skipped(name: str) -> bool:
             try:
-                return any(eval(c, {}, {variable: SimpleNamespace(name=name)}) for c in skips)  # noqa: S307
+                return any(eval(c, {}, {variable: SimpleNamespace(name=name)}) for c in skips)  # noqa: S307 - the skip conditions are the fork server's own source, parsed here
             except Exception:  # noqa: BLE001 - a condition on more than the name: walked, to be safe
                 return False
 
