@@ -138,30 +138,21 @@ def _preflight(d: Path) -> list[Step]:
     ]
 
 
+def _pytest(name: str, expected_s: float, source: str, *args: str, deadline_s: float, needs_s: float) -> Step:
+    """A pytest run that writes its junit XML to the stage's folder (also when cut: SIGINT)."""
+    argv = ("{py}", "-m", "pytest", *args, "-q", "-p", "no:cacheprovider", "--junitxml={dir}/junit.xml")
+    return Step(name, expected_s, source, argv, deadline_s=deadline_s, needs_s=needs_s, headline="passed")
+
+
 def _tests(d: Path) -> list[Step]:
     return [
-        Step(
+        _pytest(
             "public-gpu-tests",
             70,
             f"estimate: 35-47 s on the {H200} at 6a2804b, before exercise 8 compiled on CUDA",
-            (
-                "{py}",
-                "-m",
-                "pytest",
-                "exercises",
-                "-m",
-                "gpu",
-                "--impl",
-                "solutions",
-                "-q",
-                "-rs",
-                "-p",
-                "no:cacheprovider",
-                "--junitxml={dir}/junit.xml",
-            ),
+            *("exercises", "-m", "gpu", "--impl", "solutions", "-rs"),
             deadline_s=150,
             needs_s=40,
-            headline="passed",
         )
     ]
 
@@ -350,27 +341,13 @@ def _class(d: Path) -> list[Step]:
 def _mutants(d: Path) -> list[Step]:
     parallel = ("-n", "4") if _has("xdist") else ()
     return [
-        Step(
+        _pytest(
             "kill-matrix-gpu",
             110,
             f"measured: 93-117 s on the {H200} at -n 4 (39 cases then; the compiled engine's since)",
-            (
-                "{py}",
-                "-m",
-                "pytest",
-                "tests",
-                "-m",
-                "gpu",
-                *parallel,
-                "-q",
-                "-rs",
-                "-p",
-                "no:cacheprovider",
-                "--junitxml={dir}/junit.xml",
-            ),
+            *("tests", "-m", "gpu", *parallel, "-rs"),
             deadline_s=240,
             needs_s=60,
-            headline="passed",
         )
     ]
 
@@ -414,27 +391,13 @@ def _toy_bench(d: Path) -> list[Step]:
 def _suite(d: Path) -> list[Step]:
     parallel = ("-n", "auto") if _has("xdist") else ()
     return [
-        Step(
+        _pytest(
             "cpu-suite",
             400,
             f"measured: more than 291 s on the {H200} at -n 10 (stopped at 39%)",
-            (
-                "{py}",
-                "-m",
-                "pytest",
-                "tests",
-                "-m",
-                "not gpu",
-                *parallel,
-                "-q",
-                "-rfEs",
-                "-p",
-                "no:cacheprovider",
-                "--junitxml={dir}/junit.xml",
-            ),
+            *("tests", "-m", "not gpu", *parallel, "-rfEs"),
             deadline_s=590,
             needs_s=60,
-            headline="passed",
         )
     ]
 
