@@ -788,7 +788,7 @@ def run() -> int:
     try:
         main()
     except KeyboardInterrupt:
-        # SIGINT at a deadline (.ci/gpu.py): every row measured so far is in the JSON already.
+        # SIGINT at a deadline (the GPU session's plan): every row measured so far is in the JSON already.
         print("decode_engine.py: interrupted; decode-engine.json holds every figure measured so far", file=sys.stderr)
         return 130
     except NotImplementedError as exc:

@@ -196,7 +196,7 @@ class SimulatedCuda:
     streams, ``capture_on_cpu`` checks replays.
 
     Inside ``with SimulatedCuda() as sim:`` the names in ``STAND_INS`` of ``torch.cuda`` are the
-    simulation's (each takes the parameters of torch's own: ``tests/test_doubles.py``); the caller's
+    simulation's (each takes the parameters of torch's own, as a test of the course checks); the caller's
     stream is ``sim.caller``; ``sim.events`` lists the waits and captures in order. One simulation
     at a time, as one CUDA device has one current stream per thread."""
 

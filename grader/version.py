@@ -11,9 +11,9 @@ from pathlib import Path
 from coursekit.impl import REPO_ROOT
 
 BUILD = Path(__file__).resolve().parent / "BUILD.json"  # written into a bundle or a release: what it was built from
-#: Only the staff repository has it (a release and a Gradescope bundle leave it out, as
-#: grader/release.py's WITHHELD and grader/gradescope.py's NEVER say): without it the files are a
-#: built copy, whose commit is its BUILD.json's, never that of a repository it was put in.
+#: Only the staff repository has it (a release and a Gradescope bundle leave the staff tools
+#: out): without it the files are a built copy, whose commit is its BUILD.json's, never that of a
+#: repository it was put in.
 STAFF_ONLY = Path(__file__).resolve().parent / "release.py"
 _VERSION: list[str] = []
 
